@@ -1,0 +1,87 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// One strictness policy for every Swift target (the idiom of apple/swift-log's manifest).
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+]
+// Hot numeric code: cross-module optimisation in release builds.
+let hot: [SwiftSetting] = strict + [
+    .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),
+]
+
+let package = Package(
+    name: "sotto",
+    products: [
+        .library(name: "SottoDSP", targets: ["SottoDSP"]),
+        .library(name: "SottoCodes", targets: ["SottoCodes"]),
+        .library(name: "SottoChannel", targets: ["SottoChannel"]),
+        .library(name: "SottoModem", targets: ["SottoModem"]),
+        .library(name: "SottoAudio", targets: ["SottoAudio"]),
+        .library(name: "SottoExchange", targets: ["SottoExchange"]),
+        .executable(name: "sotto", targets: ["sotto"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-numerics", from: "1.1.1"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+    ],
+    targets: [
+        // System libraries (Debian: libfftw3-dev, libsndfile1-dev, libasound2-dev), found through pkg-config.
+        .systemLibrary(name: "CFFTW", pkgConfig: "fftw3f", providers: [.apt(["libfftw3-dev"])]),
+        .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
+        .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        // C for what Swift cannot import: ALSA's variadic error handler, *_alloca macros.
+        .target(name: "CSottoShims", dependencies: ["CALSA"]),
+
+        // Signal processing: FFT, synthesis, filters, resampling. No I/O.
+        .target(name: "SottoDSP",
+                dependencies: ["CFFTW", .product(name: "RealModule", package: "swift-numerics")],
+                swiftSettings: hot),
+        // Error-correcting and error-detecting codes. Pure Swift, no dependencies.
+        .target(name: "SottoCodes", swiftSettings: hot),
+        // Acoustic channel simulator (noise, clock offset, reverberation, roll-off, clipping). No I/O.
+        .target(name: "SottoChannel", dependencies: ["SottoDSP"], swiftSettings: hot),
+        // Profiles, frame format, modulator and streaming demodulator/decoder.
+        .target(name: "SottoModem", dependencies: ["SottoDSP", "SottoCodes"], swiftSettings: hot),
+        // Audio files (libsndfile) and live devices (ALSA). Knows nothing of DSP.
+        .target(name: "SottoAudio",
+                dependencies: ["CSndFile", "CALSA", "CSottoShims",
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: strict),
+        // Nearby-style publish/subscribe fed by decoded tokens.
+        .target(name: "SottoExchange",
+                dependencies: ["SottoModem",
+                               .product(name: "DequeModule", package: "swift-collections"),
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: strict),
+        .executableTarget(name: "sotto",
+                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoExchange",
+                               .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: strict),
+
+        // Helpers shared by tests (fixture paths, signal generators).
+        .target(name: "SottoTestSupport", dependencies: ["SottoDSP"], swiftSettings: strict),
+
+        .testTarget(name: "SottoDSPTests",
+                    dependencies: ["SottoDSP", "SottoTestSupport",
+                                   .product(name: "PropertyBased", package: "swift-property-based")],
+                    swiftSettings: strict),
+        .testTarget(name: "SottoCodesTests",
+                    dependencies: ["SottoCodes", .product(name: "PropertyBased", package: "swift-property-based")],
+                    swiftSettings: strict),
+        .testTarget(name: "SottoChannelTests", dependencies: ["SottoChannel", "SottoDSP"], swiftSettings: strict),
+        .testTarget(name: "SottoModemTests",
+                    dependencies: ["SottoModem", "SottoChannel", "SottoTestSupport",
+                                   .product(name: "PropertyBased", package: "swift-property-based")],
+                    swiftSettings: strict),
+        .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio", "SottoTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SottoExchangeTests", dependencies: ["SottoExchange"], swiftSettings: strict),
+        .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoTestSupport"], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,8 @@
+#include "CSottoShims.h"
+
+static void sotto_quiet_handler(const char *file, int line, const char *function, int err, const char *fmt, ...) {
+    (void)file; (void)line; (void)function; (void)err; (void)fmt;
+}
+
+void sotto_alsa_silence_errors(void) { snd_lib_error_set_handler(sotto_quiet_handler); }
+void sotto_alsa_restore_errors(void) { snd_lib_error_set_handler(NULL); }
