@@ -1,0 +1,159 @@
+import RealModule
+import Testing
+@testable import SottoDSP
+
+@Suite struct BandDecimatorTests {
+    /// Runs `input` through a decimator in chunks of the given sizes (cycled).
+    static func run(_ decimator: BandDecimator, _ input: [Float], chunks: [Int]) -> (re: [Float], im: [Float]) {
+        var re: [Float] = [], im: [Float] = []
+        var offset = 0, c = 0
+        input.withUnsafeBufferPointer { all in
+            while offset < all.count {
+                let n = min(chunks[c % chunks.count], all.count - offset)
+                decimator.process(UnsafeBufferPointer(rebasing: all[offset..<(offset + n)])) { r, i in
+                    re += r; im += i
+                }
+                offset += n; c += 1
+            }
+        }
+        return (re, im)
+    }
+
+    @Test(arguments: [44_100.0, 48_000.0, 96_000.0])
+    func toneAppearsAtItsOffsetWithUnitAmplitude(rate: Double) {
+        let decimator = BandDecimator(sampleRate: rate, centerFrequency: 19_000, passbandHalfWidth: 1_100, minimumOutputRate: 4_400)
+        let f = 19_400.0
+        let input = (0..<Int(rate)).map { Float(Double.cos(2 * Double.pi * f * Double($0) / rate)) }
+        let out = Self.run(decimator, input, chunks: [1000])
+        #expect(out.re.count > 3000)
+        // Skip the start, check amplitude and instantaneous frequency in the middle.
+        let fd = decimator.outputRate
+        let expected = f - decimator.centerFrequency
+        for j in stride(from: 500, to: out.re.count - 500, by: 97) {
+            let amplitude = (out.re[j] * out.re[j] + out.im[j] * out.im[j]).squareRoot()
+            #expect(abs(amplitude - 1) < 0.01, "amplitude \(amplitude) at \(j)")
+            // Phase must match the analytic signal at input time j * factor.
+            let t = Double(j * decimator.factor) / rate
+            let phase = 2 * Double.pi * (f * t - decimator.centerFrequency * t)
+            let dr = Double(out.re[j]) - Double.cos(phase), di = Double(out.im[j]) - Double.sin(phase)
+            #expect((dr * dr + di * di).squareRoot() < 0.02, "phase error at \(j)")
+        }
+        _ = (fd, expected)
+    }
+
+    @Test func outOfBandToneIsRejected() {
+        let rate = 48_000.0
+        let decimator = BandDecimator(sampleRate: rate, centerFrequency: 19_000, passbandHalfWidth: 1_100, minimumOutputRate: 4_400)
+        // 15 kHz would alias near the band if the filter did not remove it.
+        let input = (0..<48_000).map { Float(Double.cos(2 * Double.pi * 15_000 * Double($0) / rate)) }
+        let out = Self.run(decimator, input, chunks: [4096])
+        let peak = out.re.indices.dropFirst(200).map { out.re[$0] * out.re[$0] + out.im[$0] * out.im[$0] }.max() ?? 1
+        #expect(10 * Float.log10(peak) < -70)
+    }
+
+    @Test func outputDoesNotDependOnChunking() {
+        let rate = 44_100.0
+        var state: UInt64 = 12345
+        let input = (0..<30_000).map { _ -> Float in
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return Float(Int64(bitPattern: state >> 11) % 1000) / 1000
+        }
+        let a = Self.run(BandDecimator(sampleRate: rate, centerFrequency: 19_000, passbandHalfWidth: 1_000, minimumOutputRate: 4_000), input, chunks: [30_000])
+        let b = Self.run(BandDecimator(sampleRate: rate, centerFrequency: 19_000, passbandHalfWidth: 1_000, minimumOutputRate: 4_000), input, chunks: [1, 7, 333, 4096, 2])
+        #expect(a.re == b.re && a.im == b.im)
+    }
+}
+
+@Suite struct StreamingCorrelatorTests {
+    @Test func matchesDirectNormalisedCorrelation() {
+        var state: UInt64 = 99
+        func noise() -> Float {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return Float(Int64(bitPattern: state >> 11) % 2000) / 1000 - 1
+        }
+        let length = 37
+        let tRe = (0..<length).map { _ in noise() }, tIm = (0..<length).map { _ in noise() }
+        var xRe = (0..<2000).map { _ in 0.3 * noise() }, xIm = (0..<2000).map { _ in 0.3 * noise() }
+        // Plant a scaled copy at 700.
+        for i in 0..<length { xRe[700 + i] += 2 * tRe[i]; xIm[700 + i] += 2 * tIm[i] }
+        let correlator = StreamingCorrelator(templates: [(tRe, tIm)])
+        var rho: [Float] = []
+        xRe.withUnsafeBufferPointer { r in
+            xIm.withUnsafeBufferPointer { i in
+                for start in stride(from: 0, to: 2000, by: 123) {
+                    let end = min(2000, start + 123)
+                    correlator.process(real: UnsafeBufferPointer(rebasing: r[start..<end]),
+                                       imaginary: UnsafeBufferPointer(rebasing: i[start..<end])) { out, count in
+                        rho += out[0..<count]
+                    }
+                }
+            }
+        }
+        #expect(rho.count > 1000)
+        let tEnergy = zip(tRe, tIm).reduce(0.0) { $0 + Double($1.0 * $1.0 + $1.1 * $1.1) }
+        for n in stride(from: 0, to: rho.count, by: 7) {
+            var cr = 0.0, ci = 0.0, e = 0.0
+            for i in 0..<length {
+                let a = Double(xRe[n + i]), b = Double(xIm[n + i])
+                cr += a * Double(tRe[i]) + b * Double(tIm[i])
+                ci += b * Double(tRe[i]) - a * Double(tIm[i])
+                e += a * a + b * b
+            }
+            let expected = (cr * cr + ci * ci) / (tEnergy * e)
+            #expect(abs(Double(rho[n]) - expected) < 1e-3, "position \(n)")
+        }
+        let best = rho.indices.max { rho[$0] < rho[$1] }
+        #expect(best == 700)
+        #expect(rho[700] > 0.9)
+    }
+}
+
+@Suite struct FrequencyTrajectoryTests {
+    @Test func phaseIsContinuousAndEnvelopeConstant() {
+        let trajectory = FrequencyTrajectory(
+            segments: [.tone(18_000, duration: 0.01), .tone(19_000, duration: 0.01), .chirp(from: 19_000, to: 18_500, duration: 0.02)],
+            smoothingSigma: 0.001, fadeDuration: 0.005)
+        let rate = 48_000.0
+        let x = trajectory.synthesize(sampleRate: rate, amplitude: 0.5)
+        #expect(x.count == 1920)
+        #expect(x.allSatisfy { abs($0) <= 0.5 + 1e-6 })
+        // Largest sample-to-sample step bounded by the highest frequency (no phase jumps).
+        let maxStep = zip(x, x.dropFirst()).map { abs($0 - $1) }.max() ?? 0
+        #expect(Double(maxStep) <= 0.5 * 2 * Double.pi * 19_100 / rate)
+        // Fades: starts and ends near zero.
+        #expect(abs(x[0]) < 0.01 && abs(x[x.count - 1]) < 0.01)
+    }
+
+    @Test func smoothedFrequencyFollowsSegments() {
+        let trajectory = FrequencyTrajectory(segments: [.tone(1000, duration: 0.1), .tone(2000, duration: 0.1)],
+                                             smoothingSigma: 0.002, fadeDuration: 0)
+        let base = trajectory.synthesizeBaseband(sampleRate: 8000, centerFrequency: 0)
+        func frequency(at n: Int) -> Double {
+            let p0 = Double.atan2(y: Double(base.imaginary[n]), x: Double(base.real[n]))
+            let p1 = Double.atan2(y: Double(base.imaginary[n + 1]), x: Double(base.real[n + 1]))
+            var d = p1 - p0
+            while d < 0 { d += 2 * Double.pi }
+            return d / (2 * Double.pi) * 8000
+        }
+        #expect(abs(frequency(at: 300) - 1000) < 1)
+        #expect(abs(frequency(at: 1300) - 2000) < 1)
+        #expect(abs(frequency(at: 800) - 1500) < 20)  // the midpoint of a Gaussian transition
+    }
+
+    @Test func gaussianSigmaFollowsBT() {
+        let sigma = FrequencyTrajectory.gaussianSigma(bandwidthTime: 1, symbolTime: 0.01)
+        #expect(abs(sigma - 0.01 * 0.1325) < 1e-5)
+    }
+}
+
+@Suite struct LogBesselTests {
+    @Test func matchesSeriesAndAsymptote() {
+        for x in stride(from: Float(0), through: 50, by: 0.37) {
+            // Reference: the power series in Double (exact enough up to 50).
+            let reference = Float(Double.log(KaiserFIR.besselI0(Double(x))))
+            #expect(abs(logBesselI0(x) - reference) <= 1e-3 * max(1, reference), "x = \(x)")
+        }
+        #expect(logBesselI0(1e6).isFinite)
+        #expect(logBesselI0(0) == 0)
+    }
+}
