@@ -47,7 +47,9 @@ let package = Package(
         // Acoustic channel simulator (noise, clock offset, reverberation, roll-off, clipping). No I/O.
         .target(name: "SottoChannel", dependencies: ["SottoDSP"], swiftSettings: hot),
         // Profiles, frame format, modulator and streaming demodulator/decoder.
-        .target(name: "SottoModem", dependencies: ["SottoDSP", "SottoCodes"], swiftSettings: hot),
+        .target(name: "SottoModem",
+                dependencies: ["SottoDSP", "SottoCodes", .product(name: "RealModule", package: "swift-numerics")],
+                swiftSettings: hot),
         // Audio files (libsndfile) and live devices (ALSA). Knows nothing of DSP.
         .target(name: "SottoAudio",
                 dependencies: ["CSndFile", "CALSA", "CSottoShims",

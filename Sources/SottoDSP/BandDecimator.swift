@@ -33,10 +33,13 @@ public final class BandDecimator {
 
     private let forward: RealFFT
     private let inverse: ComplexFFT
-    /// Filter frequency response on the extracted bins (interleaved re, im), already scaled.
-    private var response: [Float]
+    /// Filter frequency response on the extracted bins (real, zero phase), already scaled.
+    private let response: UnsafeMutableBufferPointer<Float>
     /// Input history (`overlap` samples), then pending new samples (up to `hop`).
-    private var pending: [Float]
+    private let pending: UnsafeMutableBufferPointer<Float>
+    /// Output of the current block (real and imaginary parts).
+    private let outReal: UnsafeMutableBufferPointer<Float>
+    private let outImag: UnsafeMutableBufferPointer<Float>
     private var pendingCount: Int
     /// Index of the first input sample of the next block (may be negative at the start).
     private var blockStart: Int
@@ -83,19 +86,23 @@ public final class BandDecimator {
         for (i, tap) in h.enumerated() { probe.input[i] = tap }
         probe.execute()
         let scale = Float(2) / Float(blockSize)
-        var response = [Float](repeating: 0, count: 2 * outSize)
+        response = .allocate(capacity: outSize)
+        response.initialize(repeating: 0)
         for q in -(outSize / 2)..<(outSize / 2) {
             let lowpassBin = abs(q)  // h is real and symmetric about its centre: |H| is even
             guard lowpassBin <= blockSize / 2 else { continue }
             let re = probe.output[2 * lowpassBin], im = probe.output[2 * lowpassBin + 1]
             let magnitude = (re * re + im * im).squareRoot()
             let slot = (q + outSize) % outSize
-            // Zero phase: the delay (taps-1)/2 is removed by dropping output samples instead.
-            response[2 * slot] = magnitude * scale
-            response[2 * slot + 1] = 0
+            // Zero phase: the filter is applied centred on each output sample, without delay.
+            response[slot] = magnitude * scale
         }
-        self.response = response
-        pending = [Float](repeating: 0, count: blockSize)
+        pending = .allocate(capacity: blockSize)
+        pending.initialize(repeating: 0)
+        outReal = .allocate(capacity: hop / factor)
+        outReal.initialize(repeating: 0)
+        outImag = .allocate(capacity: hop / factor)
+        outImag.initialize(repeating: 0)
         // Start with half the filter's span of silence before the stream so that output 0 is input 0.
         pendingCount = halfTaps
         blockStart = -halfTaps
@@ -108,27 +115,30 @@ public final class BandDecimator {
         var consumed = 0
         while consumed < input.count {
             let take = min(blockSize - pendingCount, input.count - consumed)
-            pending.withUnsafeMutableBufferPointer { p in
-                for i in 0..<take { p[pendingCount + i] = input[consumed + i] }
-            }
+            UnsafeMutableRawPointer(pending.baseAddress! + pendingCount)
+                .copyMemory(from: input.baseAddress! + consumed, byteCount: take * MemoryLayout<Float>.stride)
             pendingCount += take
             consumed += take
             if pendingCount == blockSize { runBlock(emit: emit) }
         }
     }
 
-    private var outReal = [Float]()
-    private var outImag = [Float]()
+    deinit {
+        response.deallocate()
+        pending.deallocate()
+        outReal.deallocate()
+        outImag.deallocate()
+    }
 
     private func runBlock(emit: (UnsafeBufferPointer<Float>, UnsafeBufferPointer<Float>) -> Void) {
-        pending.withUnsafeBufferPointer { p in
-            for i in 0..<blockSize { forward.input[i] = p[i] }
-        }
+        forward.input.baseAddress!.update(from: pending.baseAddress!, count: blockSize)
         forward.execute()
         let half = outputSize / 2
         let spectrum = forward.output
         let bins = blockSize / 2 + 1
-        response.withUnsafeBufferPointer { r in
+        let r = response
+        let inverseInput = inverse.input
+        do {
             for q in -half..<half {
                 let slot = (q + outputSize) % outputSize
                 let k = centerBin + q
@@ -140,9 +150,9 @@ public final class BandDecimator {
                 } else if k >= bins && k < blockSize {
                     re = spectrum[2 * (blockSize - k)]; im = -spectrum[2 * (blockSize - k) + 1]
                 }
-                let hr = r[2 * slot]
-                inverse.input[2 * slot] = re * hr
-                inverse.input[2 * slot + 1] = im * hr
+                let hr = r[slot]
+                inverseInput[2 * slot] = re * hr
+                inverseInput[2 * slot + 1] = im * hr
             }
         }
         inverse.execute()
@@ -152,24 +162,17 @@ public final class BandDecimator {
         // Zero-phase filtering wraps around both ends of the block: only the middle `hop` samples are valid.
         let firstValid = overlap / 2 / factor
         let count = hop / factor
-        if outReal.count != count {
-            outReal = [Float](repeating: 0, count: count)
-            outImag = [Float](repeating: 0, count: count)
-        }
+        let inverseOutput = inverse.output
         // Output sample j of this block is input sample blockStart + j*factor, filtered with a
         // zero-phase response.
         for j in 0..<count {
-            let re = inverse.output[2 * (j + firstValid)], im = inverse.output[2 * (j + firstValid) + 1]
+            let re = inverseOutput[2 * (j + firstValid)], im = inverseOutput[2 * (j + firstValid) + 1]
             outReal[j] = re * c - im * s
             outImag[j] = re * s + im * c
         }
-        outReal.withUnsafeBufferPointer { r in
-            outImag.withUnsafeBufferPointer { i in emit(r, i) }
-        }
+        emit(UnsafeBufferPointer(outReal), UnsafeBufferPointer(outImag))
         // Keep the last `overlap` samples as history.
-        pending.withUnsafeMutableBufferPointer { p in
-            for i in 0..<overlap { p[i] = p[hop + i] }
-        }
+        pending.baseAddress!.update(from: pending.baseAddress! + hop, count: overlap)
         pendingCount = overlap
         blockStart += hop
     }

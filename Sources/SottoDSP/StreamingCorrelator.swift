@@ -17,13 +17,13 @@ public final class StreamingCorrelator {
     private let forward: ComplexFFT
     private let inverse: ComplexFFT
     /// Conjugated template spectra, interleaved, one after the other, scaled by 1 / (fftSize * |t|).
-    private var spectra: [Float]
+    private let spectra: UnsafeMutableBufferPointer<Float>
     /// Input window: `templateLength - 1` history samples then new ones (interleaved re, im).
-    private var window: [Float]
+    private let window: UnsafeMutableBufferPointer<Float>
     private var windowCount: Int
-    /// Energy per position helpers: |x|^2 of the window samples (Double prefix sums for stability).
-    private var energyPrefix: [Double]
-    private var output: [Float]
+    /// Prefix sums of |x|^2 over the window (Double for stability), for the per-position energy.
+    private let energyPrefix: UnsafeMutableBufferPointer<Double>
+    private let output: UnsafeMutableBufferPointer<Float>
 
     /// Templates as (real, imaginary) arrays, all of the same, non-zero length.
     public init(templates: [(real: [Float], imaginary: [Float])]) {
@@ -37,7 +37,8 @@ public final class StreamingCorrelator {
         forward = ComplexFFT(size: fftSize, direction: .forward)
         inverse = ComplexFFT(size: fftSize, direction: .inverse)
         let templateFFT = ComplexFFT(size: fftSize, direction: .forward)
-        var spectra = [Float](repeating: 0, count: 2 * fftSize * templates.count)
+        spectra = .allocate(capacity: 2 * fftSize * templates.count)
+        spectra.initialize(repeating: 0)
         for (t, template) in templates.enumerated() {
             var energy = 0.0
             for i in 0..<2 * fftSize { templateFFT.input[i] = 0 }
@@ -54,11 +55,20 @@ public final class StreamingCorrelator {
                 spectra[2 * (t * fftSize + k) + 1] = -templateFFT.output[2 * k + 1] * scale
             }
         }
-        self.spectra = spectra
-        window = [Float](repeating: 0, count: 2 * fftSize)
+        window = .allocate(capacity: 2 * fftSize)
+        window.initialize(repeating: 0)
         windowCount = 0
-        energyPrefix = [Double](repeating: 0, count: fftSize + 1)
-        output = [Float](repeating: 0, count: hop * templates.count)
+        energyPrefix = .allocate(capacity: fftSize + 1)
+        energyPrefix.initialize(repeating: 0)
+        output = .allocate(capacity: hop * templates.count)
+        output.initialize(repeating: 0)
+    }
+
+    deinit {
+        spectra.deallocate()
+        window.deallocate()
+        energyPrefix.deallocate()
+        output.deallocate()
     }
 
     /// Feeds complex samples; calls `emit(rho2, count)` for each run of `count` new positions, where
@@ -70,11 +80,10 @@ public final class StreamingCorrelator {
         var consumed = 0
         while consumed < real.count {
             let take = min(fftSize - windowCount, real.count - consumed)
-            window.withUnsafeMutableBufferPointer { w in
-                for i in 0..<take {
-                    w[2 * (windowCount + i)] = real[consumed + i]
-                    w[2 * (windowCount + i) + 1] = imaginary[consumed + i]
-                }
+            let w = window, at = windowCount
+            for i in 0..<take {
+                w[2 * (at + i)] = real[consumed + i]
+                w[2 * (at + i) + 1] = imaginary[consumed + i]
             }
             windowCount += take
             consumed += take
@@ -83,40 +92,38 @@ public final class StreamingCorrelator {
     }
 
     private func runBlock(emit: (UnsafeBufferPointer<Float>, Int) -> Void) {
-        window.withUnsafeBufferPointer { w in
-            for i in 0..<2 * fftSize { forward.input[i] = w[i] }
-            var sum = 0.0
-            energyPrefix[0] = 0
-            for i in 0..<fftSize {
-                sum += Double(w[2 * i] * w[2 * i] + w[2 * i + 1] * w[2 * i + 1])
-                energyPrefix[i + 1] = sum
-            }
+        let w = window, prefix = energyPrefix, out = output, spec = spectra
+        let fin = forward.input, fout = forward.output, iin = inverse.input, iout = inverse.output
+        fin.baseAddress!.update(from: w.baseAddress!, count: 2 * fftSize)
+        var sum = 0.0
+        prefix[0] = 0
+        for i in 0..<fftSize {
+            sum += Double(w[2 * i] * w[2 * i] + w[2 * i + 1] * w[2 * i + 1])
+            prefix[i + 1] = sum
         }
         forward.execute()
-        spectra.withUnsafeBufferPointer { spec in
+        do {
             for t in 0..<templateCount {
                 let base = 2 * t * fftSize
                 for k in 0..<fftSize {
-                    let xr = forward.output[2 * k], xi = forward.output[2 * k + 1]
+                    let xr = fout[2 * k], xi = fout[2 * k + 1]
                     let tr = spec[base + 2 * k], ti = spec[base + 2 * k + 1]
-                    inverse.input[2 * k] = xr * tr - xi * ti
-                    inverse.input[2 * k + 1] = xr * ti + xi * tr
+                    iin[2 * k] = xr * tr - xi * ti
+                    iin[2 * k + 1] = xr * ti + xi * tr
                 }
                 inverse.execute()
                 // Linear correlation is valid for lags 0..<hop (the template fits in the window).
                 for n in 0..<hop {
-                    let re = inverse.output[2 * n], im = inverse.output[2 * n + 1]
-                    let e = energyPrefix[n + templateLength] - energyPrefix[n]
-                    output[t * hop + n] = e > 1e-30 ? min(1, Float(Double(re * re + im * im) / e)) : 0
+                    let re = iout[2 * n], im = iout[2 * n + 1]
+                    let e = prefix[n + templateLength] - prefix[n]
+                    out[t * hop + n] = e > 1e-30 ? min(1, Float(Double(re * re + im * im) / e)) : 0
                 }
             }
         }
-        output.withUnsafeBufferPointer { emit($0, hop) }
+        emit(UnsafeBufferPointer(out), hop)
         // Keep the last templateLength - 1 samples.
         let keep = templateLength - 1
-        window.withUnsafeMutableBufferPointer { w in
-            for i in 0..<2 * keep { w[i] = w[2 * hop + i] }
-        }
+        w.baseAddress!.update(from: w.baseAddress! + 2 * hop, count: 2 * keep)
         windowCount = keep
     }
 }

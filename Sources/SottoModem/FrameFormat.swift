@@ -1,0 +1,118 @@
+import SottoCodes
+
+/// The frame: what bits go into the 16-FSK symbols and how they come back out.
+///
+/// Layout before coding (MSB first):
+/// ```
+/// header (8 bits) | payload (8 x length bits) | CRC-16 (16 bits)
+/// header = version (2 bits, 0) | profile identifier (2 bits) | length - 1 (4 bits)
+/// ```
+/// The CRC covers header and payload and starts from a per-profile initial value, so a frame never checks
+/// under another profile. The whole block is encoded with the K = 7, rate 1/2 convolutional code
+/// (zero-tail), scrambled with a fixed pseudo-random sequence (so repetitive tokens still hop across all
+/// tones), interleaved, and cut into 4-bit symbols: 4 x length + 15 symbols.
+public enum FrameFormat {
+    /// Shortest and longest token (bytes).
+    public static let payloadBytes: ClosedRange<Int> = 1...16
+    /// Current frame format version.
+    public static let version: UInt8 = 0
+    /// The error-correcting code.
+    public static let code = ConvolutionalCode.k7r12
+    /// Bits of header and CRC around the payload.
+    static let headerBits = 8
+    static let crcBits = 16
+    /// Candidates the CRC-aided list Viterbi decoder checks.
+    public static let listSize = 8
+
+    /// Coded bits for a payload of `payloadBytes` bytes.
+    public static func codedBitCount(payloadBytes: Int) -> Int {
+        code.codedBitCount(messageBits: headerBits + 8 * payloadBytes + crcBits)
+    }
+
+    /// Symbols for a payload of `payloadBytes` bytes.
+    public static func symbolCount(payloadBytes: Int) -> Int {
+        (codedBitCount(payloadBytes: payloadBytes) + 3) / 4
+    }
+
+    static func header(profile: Profile, payloadBytes: Int) -> UInt8 {
+        (version << 6) | ((profile.identifier & 3) << 4) | UInt8(payloadBytes - 1)
+    }
+
+    static func crcInitial(profile: Profile) -> UInt16 { 0x1D0F &+ UInt16(profile.identifier) &* 0x3B71 }
+
+    /// Pseudo-random scrambling bits (0/1), `count` long, from a 16-bit LFSR seeded by the profile.
+    static func scramblingSequence(count: Int, profile: Profile) -> [UInt8] {
+        var state: UInt16 = 0xACE1 ^ (UInt16(profile.identifier) << 8 | 0x5A)
+        var bits = [UInt8](repeating: 0, count: count)
+        for i in 0..<count {
+            // Fibonacci LFSR x^16 + x^14 + x^13 + x^11 + 1 (maximal length).
+            let bit = ((state >> 0) ^ (state >> 2) ^ (state >> 3) ^ (state >> 5)) & 1
+            state = (state >> 1) | (bit << 15)
+            bits[i] = UInt8(bit)
+        }
+        return bits
+    }
+
+    static func interleaver(count: Int) -> Interleaver { Interleaver(count: count, seed: 0x5077_0F00 &+ UInt64(count)) }
+
+    /// The symbol values (0..<16) of the frame carrying `payload` for `profile`.
+    /// - Throws: `ModemError.invalidTokenLength` unless 1...16 bytes.
+    public static func symbols(payload: [UInt8], profile: Profile) throws(ModemError) -> [Int] {
+        guard payloadBytes.contains(payload.count) else { throw .invalidTokenLength(payload.count) }
+        var block = [header(profile: profile, payloadBytes: payload.count)] + payload
+        let crc = CRC16.checksum(block, initial: crcInitial(profile: profile))
+        block += [UInt8(crc >> 8), UInt8(crc & 0xFF)]
+        var coded = code.encode(Bits.unpack(block))
+        let scrambling = scramblingSequence(count: coded.count, profile: profile)
+        for i in coded.indices { coded[i] ^= scrambling[i] }
+        coded = interleaver(count: coded.count).interleave(coded)
+        while coded.count % 4 != 0 { coded.append(0) }
+        var symbols = [Int](repeating: 0, count: coded.count / 4)
+        for s in symbols.indices {
+            symbols[s] = Int(coded[4 * s]) << 3 | Int(coded[4 * s + 1]) << 2 | Int(coded[4 * s + 2]) << 1 | Int(coded[4 * s + 3])
+        }
+        return symbols
+    }
+
+    /// The outcome of decoding one length hypothesis.
+    public struct Decoded: Sendable, Hashable {
+        /// The token.
+        public var payload: [UInt8]
+        /// Coded bits whose hard decision disagreed with the re-encoded frame (errors the code corrected).
+        public var correctedBits: Int
+    }
+
+    /// Decodes a frame of `payloadBytes` bytes from per-symbol log-likelihoods: `symbolCount(payloadBytes:)`
+    /// rows of 16 values, row-major (log p(observation | value) up to a constant per row).
+    /// Returns nil unless a candidate passes the CRC and carries the expected header.
+    public static func decode(symbolLogLikelihoods: [Float], payloadBytes: Int, profile: Profile) -> Decoded? {
+        let symbolTotal = symbolCount(payloadBytes: payloadBytes)
+        guard FrameFormat.payloadBytes.contains(payloadBytes), symbolLogLikelihoods.count >= 16 * symbolTotal else { return nil }
+        var llrs = [Float](repeating: 0, count: 4 * symbolTotal)
+        symbolLogLikelihoods.withUnsafeBufferPointer { all in
+            for s in 0..<symbolTotal {
+                let row = UnsafeBufferPointer(rebasing: all[(16 * s)..<(16 * s + 16)])
+                SymbolDemapper.bitLLRs(symbolLogLikelihoods: row, bitsPerSymbol: 4, into: &llrs, at: 4 * s)
+            }
+        }
+        let codedCount = codedBitCount(payloadBytes: payloadBytes)
+        var coded = interleaver(count: codedCount).deinterleave(Array(llrs[0..<codedCount]))
+        let scrambling = scramblingSequence(count: codedCount, profile: profile)
+        for i in coded.indices where scrambling[i] == 1 { coded[i] = -coded[i] }
+        let messageBits = headerBits + 8 * payloadBytes + crcBits
+        let expectedHeader = header(profile: profile, payloadBytes: payloadBytes)
+        let initial = crcInitial(profile: profile)
+        for candidate in code.listDecode(llrs: coded, messageBits: messageBits, listSize: listSize) {
+            let bytes = Bits.pack(candidate)
+            guard bytes[0] == expectedHeader else { continue }
+            let body = bytes[0..<(1 + payloadBytes)]
+            let crc = UInt16(bytes[1 + payloadBytes]) << 8 | UInt16(bytes[2 + payloadBytes])
+            guard CRC16.checksum(body, initial: initial) == crc else { continue }
+            let recoded = code.encode(candidate)
+            var corrected = 0
+            for i in recoded.indices where (coded[i] < 0 ? 1 : 0) != recoded[i] && coded[i] != 0 { corrected += 1 }
+            return Decoded(payload: Array(bytes[1..<(1 + payloadBytes)]), correctedBits: corrected)
+        }
+        return nil
+    }
+}

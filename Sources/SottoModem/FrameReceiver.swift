@@ -1,0 +1,350 @@
+import RealModule
+import SottoDSP
+
+/// One frame found in a stream.
+public struct DecodedFrame: Sendable, Hashable, Codable {
+    /// The token (1...16 bytes).
+    public var token: [UInt8]
+    /// Name of the profile it was sent with.
+    public var profile: String
+    /// Start of the frame (first sample of the preamble), in seconds from the start of the stream.
+    public var startTime: Double
+    /// End of the frame (s from the start of the stream).
+    public var endTime: Double
+    /// Estimated signal-to-noise ratio (dB): signal power over the noise power in the whole 0...fs/2 band,
+    /// the same convention as the channel simulator.
+    public var snr: Double
+    /// Estimated time-scale offset of the received frame (ppm): positive when it arrives stretched (tones
+    /// lower, e.g. a receiver whose sample clock runs fast, or a source moving away).
+    public var clockOffsetPPM: Double
+    /// Coded bits the error-correcting code had to correct.
+    public var correctedBits: Int
+
+    public init(token: [UInt8], profile: String, startTime: Double, endTime: Double, snr: Double,
+                clockOffsetPPM: Double, correctedBits: Int) {
+        self.token = token
+        self.profile = profile
+        self.startTime = startTime
+        self.endTime = endTime
+        self.snr = snr
+        self.clockOffsetPPM = clockOffsetPPM
+        self.correctedBits = correctedBits
+    }
+}
+
+/// Detection thresholds on the normalised chirp correlation, in multiples of its mean under noise
+/// (which is 1 / independent samples in the template). Measured: see the design article.
+enum DetectionThreshold {
+    /// Each chirp's peak must exceed this multiple of the noise mean.
+    nonisolated(unsafe) static var single: Float = Float(getenvString("THR1") ?? "9")!
+    /// The up and down peaks together must exceed this multiple.
+    nonisolated(unsafe) static var pair: Float = Float(getenvString("THR2") ?? "26")!
+}
+
+/// The receiver for one profile: band extraction, preamble detection, symbol energies and decoding.
+/// Internal to `StreamingDecoder`; one per profile.
+final class FrameReceiver {
+    let profile: Profile
+    let sampleRate: Double
+    let decimator: BandDecimator
+    let correlator: StreamingCorrelator
+    /// Baseband rate (Hz).
+    let basebandRate: Double
+    /// Chirp length in baseband samples.
+    let chirpLength: Int
+    /// Largest offset of the down-chirp peak from its nominal place (baseband samples), from the
+    /// largest supported time-scale offset.
+    let maxPeakShift: Int
+    /// Thresholds scaled to this template: rho^2 noise mean = 1 / (chirp time x noise bandwidth).
+    let singleThreshold: Float
+    let pairThreshold: Float
+    /// Largest supported time-scale offset (ppm magnitude).
+    static let maxOffsetPPM = 8000.0
+
+    // Baseband ring buffer (absolute sample index `n` lives at `n & mask`).
+    private let mask: Int
+    private let real: UnsafeMutableBufferPointer<Float>
+    private let imaginary: UnsafeMutableBufferPointer<Float>
+    private var basebandCount = 0
+    // Correlation ring buffers (position index).
+    private let rhoUp: UnsafeMutableBufferPointer<Float>
+    private let rhoDown: UnsafeMutableBufferPointer<Float>
+    private var positionCount = 0
+    private var examined = 0
+
+    private struct Peak { var position: Int; var value: Float }
+    private var upCandidate: Peak?
+    private var awaitingDown: [Peak] = []
+
+    /// A detected preamble whose frame is still being received.
+    private struct Pending {
+        var start: Double        // baseband samples, fractional
+        var scale: Double        // received time scale: 1 + ppm x 1e-6 (stretch)
+        var nextLength = 1       // next payload length hypothesis to try
+        var energies: [Float] = []  // 16 per symbol, computed so far
+        var signalEnergy: Double = 0
+        var symbolsDone = 0
+    }
+    private var pending: [Pending] = []
+    /// Preambles detected (whether or not a frame followed).
+    private(set) var detections = 0
+    /// Preambles starting before this baseband position are parts of frames already decoded.
+    private var suppressUntil = -Double.infinity
+    private static let maxPending = 8
+    nonisolated(unsafe) static var windowSkip = Double(getenvString("SKIP") ?? "0.05")!
+
+    init(profile: Profile, sampleRate: Double) {
+        self.profile = profile
+        self.sampleRate = sampleRate
+        let band = profile.highFrequency - profile.lowFrequency
+        let dopplerMargin = profile.highFrequency * Self.maxOffsetPPM * 1e-6
+        let halfWidth = band / 2 + dopplerMargin + 50
+        decimator = BandDecimator(sampleRate: sampleRate, centerFrequency: profile.centerFrequency,
+                                  passbandHalfWidth: halfWidth, minimumOutputRate: 2 * halfWidth + 2000)
+        basebandRate = decimator.outputRate
+        // Templates: the transmitted preamble itself (same smoothing and fade), cut into its two chirps.
+        var preamble = Modulator.preambleSegments(profile)
+        preamble.append(.tone(profile.lowFrequency, duration: profile.symbolTime))
+        let smoothing = FrequencyTrajectory.gaussianSigma(bandwidthTime: profile.bandwidthTime, symbolTime: profile.symbolTime)
+        let template = FrequencyTrajectory(segments: preamble, smoothingSigma: smoothing, fadeDuration: 0)
+            .synthesizeBaseband(sampleRate: basebandRate, centerFrequency: decimator.centerFrequency)
+        let chirpSamples = Int((profile.chirpDuration * basebandRate).rounded())
+        let fade = profile.fadeDuration * basebandRate
+        var upReal = Array(template.real[0..<chirpSamples]), upImaginary = Array(template.imaginary[0..<chirpSamples])
+        for i in 0..<chirpSamples where Double(i) + 0.5 < fade {
+            let g = Float(0.5 - 0.5 * Double.cos(Double.pi * (Double(i) + 0.5) / fade))
+            upReal[i] *= g; upImaginary[i] *= g
+        }
+        let up = (real: upReal, imaginary: upImaginary)
+        let down = (real: Array(template.real[chirpSamples..<(2 * chirpSamples)]),
+                    imaginary: Array(template.imaginary[chirpSamples..<(2 * chirpSamples)]))
+        let length = min(up.real.count, down.real.count)
+        chirpLength = length
+        correlator = StreamingCorrelator(templates: [
+            (Array(up.real[0..<length]), Array(up.imaginary[0..<length])),
+            (Array(down.real[0..<length]), Array(down.imaginary[0..<length])),
+        ])
+        let slope = band / profile.chirpDuration  // Hz/s
+        let maxShift = dopplerMargin / slope * basebandRate
+        maxPeakShift = Int((2 * maxShift).rounded(.up)) + 2
+        let noiseBandwidth = min(basebandRate, 2 * halfWidth + 300)
+        let mean = Float(1 / (profile.chirpDuration * noiseBandwidth))
+        singleThreshold = DetectionThreshold.single * mean
+        pairThreshold = DetectionThreshold.pair * mean
+        // Room for the longest frame plus the correlator's and decimator's latency.
+        let longest = profile.airtime(payloadBytes: FrameFormat.payloadBytes.upperBound) * basebandRate
+        var capacity = 1024
+        while Double(capacity) < 2 * longest + Double(4 * length + 4096) { capacity *= 2 }
+        mask = capacity - 1
+        func buffer() -> UnsafeMutableBufferPointer<Float> {
+            let b = UnsafeMutableBufferPointer<Float>.allocate(capacity: capacity)
+            b.initialize(repeating: 0)
+            return b
+        }
+        real = buffer()
+        imaginary = buffer()
+        rhoUp = buffer()
+        rhoDown = buffer()
+    }
+
+    deinit {
+        real.deallocate()
+        imaginary.deallocate()
+        rhoUp.deallocate()
+        rhoDown.deallocate()
+    }
+
+    /// Feeds input samples; appends decoded frames to `frames`.
+    func process(_ input: UnsafeBufferPointer<Float>, into frames: inout [DecodedFrame]) {
+        let real = real, imaginary = imaginary, rhoUp = rhoUp, rhoDown = rhoDown, mask = mask
+        decimator.process(input) { re, im in
+            let base = basebandCount
+            for i in 0..<re.count {
+                real[(base + i) & mask] = re[i]
+                imaginary[(base + i) & mask] = im[i]
+            }
+            basebandCount = base + re.count
+            correlator.process(real: re, imaginary: im) { rho, count in
+                let first = positionCount
+                for j in 0..<count {
+                    rhoUp[(first + j) & mask] = rho[j]
+                    rhoDown[(first + j) & mask] = rho[count + j]
+                }
+                positionCount = first + count
+            }
+            detect()
+            decodePending(into: &frames)
+        }
+    }
+
+    // MARK: Detection
+
+    private func detect() {
+        let half = chirpLength / 2
+        while examined < positionCount {
+            let n = examined
+            if let candidate = upCandidate, n > candidate.position + half {
+                awaitingDown.append(candidate)
+                upCandidate = nil
+            }
+            let value = rhoUp[n & mask]
+            if value > singleThreshold && (upCandidate.map { value > $0.value } ?? true) {
+                upCandidate = Peak(position: n, value: value)
+            }
+            examined += 1
+        }
+        // Pair each finished up-chirp peak with the best down-chirp peak where it must be.
+        var remaining: [Peak] = []
+        for up in awaitingDown {
+            let last = up.position + chirpLength + maxPeakShift + 1
+            guard last < positionCount else { remaining.append(up); continue }
+            var best = Peak(position: -1, value: 0)
+            for m in (up.position + chirpLength - maxPeakShift)...(up.position + chirpLength + maxPeakShift) {
+                let v = rhoDown[m & mask]
+                if v > best.value { best = Peak(position: m, value: v) }
+            }
+            guard best.position >= 0, best.value > singleThreshold, up.value + best.value > pairThreshold else { continue }
+            let tu = Double(up.position) + parabolicOffset(rhoUp, at: up.position)
+            let td = Double(best.position) + parabolicOffset(rhoDown, at: best.position)
+            // A frame stretched by s = 1 + e (every frequency divided by s, every duration multiplied)
+            // moves the up-chirp peak by e (f_mid / k + T/2) and the down-chirp peak by
+            // e (-f_mid / k + 3T/2), k being the chirp rate (Hz/s) and T its duration: their distance
+            // gives e, their mean the start.
+            let chirpTime = Double(chirpLength) / basebandRate
+            let rate = (profile.highFrequency - profile.lowFrequency) / chirpTime
+            let middle = (profile.highFrequency + profile.lowFrequency) / 2
+            let spread = (td - tu - Double(chirpLength)) / basebandRate
+            let stretch = spread / (chirpTime - 2 * middle / rate)
+            let start = (tu + td - Double(chirpLength)) / 2 - stretch * Double(chirpLength)
+            guard start >= suppressUntil, abs(stretch) < Self.maxOffsetPPM * 1e-6 else { continue }
+            let scale = 1 + stretch
+            detections += 1
+            if pending.count >= Self.maxPending { pending.removeFirst() }
+            pending.append(Pending(start: start, scale: scale))
+        }
+        awaitingDown = remaining
+    }
+
+    /// Sub-sample offset of a peak by a parabola through it and its neighbours, in -0.5...0.5.
+    private func parabolicOffset(_ rho: UnsafeMutableBufferPointer<Float>, at n: Int) -> Double {
+        let a = Double(rho[(n - 1) & mask]), b = Double(rho[n & mask]), c = Double(rho[(n + 1) & mask])
+        let denominator = a - 2 * b + c
+        guard denominator < 0 else { return 0 }
+        return max(-0.5, min(0.5, 0.5 * (a - c) / denominator))
+    }
+
+    // MARK: Demodulation
+
+    /// Baseband position of the start of data symbol `k` of a frame.
+    private func symbolStart(_ frame: Pending, _ k: Int) -> Double {
+        frame.start + (2 * profile.chirpDuration + Double(k) * profile.symbolTime) * basebandRate * frame.scale
+    }
+
+    private func decodePending(into frames: inout [DecodedFrame]) {
+        var index = 0
+        while index < pending.count {
+            var frame = pending[index]
+            var done = false
+            while frame.nextLength <= FrameFormat.payloadBytes.upperBound {
+                let symbols = FrameFormat.symbolCount(payloadBytes: frame.nextLength)
+                let end = symbolStart(frame, symbols) + 2
+                guard end < Double(basebandCount) else { break }
+                if frame.start + 2 < Double(basebandCount - mask) { done = true; break }  // overwritten: too late
+                computeEnergies(&frame, upTo: symbols)
+                if let result = decode(frame, payloadBytes: frame.nextLength) {
+                    frames.append(result.frame)
+                    suppressUntil = max(suppressUntil, result.end - Double(chirpLength) / 2)
+                    done = true
+                    break
+                }
+                frame.nextLength += 1
+            }
+            if frame.nextLength > FrameFormat.payloadBytes.upperBound { done = true }
+            if done {
+                pending.remove(at: index)
+                // Drop other detections inside the frame just decoded.
+                pending.removeAll { $0.start < suppressUntil }
+                index = 0
+                continue
+            }
+            pending[index] = frame
+            index += 1
+        }
+    }
+
+    /// Energies of the 16 tones of each symbol up to `symbols`, by correlation with each tone over the
+    /// symbol (corrected for the estimated time scale).
+    private func computeEnergies(_ frame: inout Pending, upTo symbols: Int) {
+        guard frame.symbolsDone < symbols else { return }
+        frame.energies.reserveCapacity(16 * FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound))
+        let length = profile.symbolTime * basebandRate * frame.scale
+        // Skip the first part of each symbol, where the Gaussian transition from the previous tone
+        // still lingers, and integrate over the rest.
+        let skip = Self.windowSkip * length
+        let window = max(1, Int((length - skip).rounded(.down)))
+        for k in frame.symbolsDone..<symbols {
+            let first = Int((symbolStart(frame, k) + skip).rounded())
+            for value in 0..<16 {
+                let f = profile.toneFrequency(symbolIndex: k, value: value) / frame.scale - decimator.centerFrequency
+                let step = -2 * Double.pi * f / basebandRate
+                let cosStep = Float(Double.cos(step)), sinStep = Float(Double.sin(step))
+                var pr: Float = 1, pi: Float = 0
+                var accR: Float = 0, accI: Float = 0
+                for i in 0..<window {
+                    let xr = real[(first + i) & mask], xi = imaginary[(first + i) & mask]
+                    accR += xr * pr - xi * pi
+                    accI += xr * pi + xi * pr
+                    let nr = pr * cosStep - pi * sinStep
+                    pi = pr * sinStep + pi * cosStep
+                    pr = nr
+                }
+                frame.energies.append(accR * accR + accI * accI)
+            }
+        }
+        frame.symbolsDone = symbols
+    }
+
+    private func decode(_ frame: Pending, payloadBytes: Int) -> (frame: DecodedFrame, end: Double)? {
+        let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
+        let energies = frame.energies[0..<(16 * symbols)]
+        // Noise per bin: mean of the 15 bins that are not the largest; signal: the largest minus noise.
+        var noiseSum = 0.0, peakSum = 0.0
+        for s in 0..<symbols {
+            var peak: Float = 0, total: Float = 0
+            for m in 0..<16 {
+                let e = energies[energies.startIndex + 16 * s + m]
+                total += e
+                peak = max(peak, e)
+            }
+            noiseSum += Double(total - peak) / 15
+            peakSum += Double(peak)
+        }
+        let noise = max(noiseSum / Double(symbols), 1e-30)
+        let signal = max(peakSum / Double(symbols) - noise, noise * 0.05)
+        let amplitude = signal.squareRoot()
+        var likelihoods = [Float](repeating: 0, count: 16 * symbols)
+        let gain = Float(2 * amplitude / noise)
+        for i in 0..<(16 * symbols) {
+            likelihoods[i] = logBesselI0(gain * energies[energies.startIndex + i].squareRoot())
+        }
+        guard let decoded = FrameFormat.decode(symbolLogLikelihoods: likelihoods, payloadBytes: payloadBytes, profile: profile) else {
+            return nil
+        }
+        let length = profile.symbolTime * basebandRate * frame.scale
+        let window = Double(max(1, Int(((1 - Self.windowSkip) * length).rounded(.down)))) / basebandRate
+        let esn0 = 10 * Double.log10(signal / noise)
+        let snr = esn0 - 10 * Double.log10(window * sampleRate / 2)
+        let end = symbolStart(frame, symbols) + profile.fadeDuration * basebandRate * frame.scale
+        let result = DecodedFrame(
+            token: decoded.payload, profile: profile.name,
+            startTime: frame.start / basebandRate,
+            endTime: end / basebandRate,
+            snr: (snr * 10).rounded() / 10,
+            clockOffsetPPM: ((frame.scale - 1) * 1e6).rounded(),
+            correctedBits: decoded.correctedBits)
+        return (result, end)
+    }
+}
+
+import Glibc
+func getenvString(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }

@@ -1,0 +1,71 @@
+/// Finds and decodes frames in a stream of samples: the one decoding engine behind file decoding, live
+/// capture and the benchmarks.
+///
+/// Feed chunks of any size with `process`; each call returns the frames completed so far, in order of
+/// completion. Results do not depend on how the stream is chunked (blocks are cut at fixed positions
+/// from the start of the stream). Memory is bounded: a fixed ring buffer per profile, sized for the
+/// longest frame. Call `finish()` at the end of a finite stream to flush frames that end right at it.
+///
+/// One owner; not for concurrent use (it is a class because it holds FFT plans and buffers).
+public final class StreamingDecoder {
+    /// Input sample rate (Hz).
+    public let sampleRate: Double
+    /// Profiles searched for.
+    public let profiles: [Profile]
+    private let receivers: [FrameReceiver]
+    /// Input samples consumed so far.
+    public private(set) var sampleCount: Int64 = 0
+
+    /// - Throws: `ModemError` when the rate is absurd or too low for one of the profiles.
+    public init(sampleRate: Double, profiles: [Profile] = [.standard]) throws(ModemError) {
+        for profile in profiles { try validate(sampleRate: sampleRate, for: profile) }
+        self.sampleRate = sampleRate
+        self.profiles = profiles
+        receivers = profiles.map { FrameReceiver(profile: $0, sampleRate: sampleRate) }
+    }
+
+    /// Preambles detected so far, per profile name, including those that yielded no frame (a measure of
+    /// the false-alarm rate on noise).
+    public var detections: [String: Int] {
+        Dictionary(receivers.map { ($0.profile.name, $0.detections) }, uniquingKeysWith: +)
+    }
+
+    /// Feeds samples (any count, full scale = 1); returns frames completed by them.
+    public func process(_ samples: UnsafeBufferPointer<Float>) -> [DecodedFrame] {
+        var frames: [DecodedFrame] = []
+        for receiver in receivers { receiver.process(samples, into: &frames) }
+        sampleCount += Int64(samples.count)
+        return frames.sorted { $0.startTime < $1.startTime }
+    }
+
+    /// Feeds samples; returns frames completed by them.
+    public func process(_ samples: [Float]) -> [DecodedFrame] {
+        samples.withUnsafeBufferPointer { process($0) }
+    }
+
+    /// Ends a finite stream: feeds enough silence to complete any frame that ended at the last sample.
+    public func finish() -> [DecodedFrame] {
+        let longest = profiles.map { $0.airtime(payloadBytes: FrameFormat.payloadBytes.upperBound) }.max() ?? 0
+        let padding = Int((longest + 0.5) * sampleRate)
+        let silence = [Float](repeating: 0, count: 4096)
+        var frames: [DecodedFrame] = []
+        var fed = 0
+        while fed < padding {
+            frames += silence.withUnsafeBufferPointer { buffer in
+                var found: [DecodedFrame] = []
+                for receiver in receivers { receiver.process(buffer, into: &found) }
+                return found
+            }
+            fed += silence.count
+        }
+        let end = Double(sampleCount) / sampleRate
+        // A frame must have started inside the stream.
+        return frames.filter { $0.startTime < end }.sorted { $0.startTime < $1.startTime }
+    }
+
+    /// Decodes a whole buffer: `process` then `finish`.
+    public static func decode(_ samples: [Float], sampleRate: Double, profiles: [Profile] = [.standard]) throws(ModemError) -> [DecodedFrame] {
+        let decoder = try StreamingDecoder(sampleRate: sampleRate, profiles: profiles)
+        return decoder.process(samples) + decoder.finish()
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+@testable import SottoModem
+
+/// A tiny deterministic generator for test signals (the channel simulator has the full one).
+struct TestNoise {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func uniform() -> Double { Double(next() >> 11) / Double(1 << 53) }
+    /// Standard normal (Box-Muller).
+    mutating func gaussian() -> Float {
+        let u1 = max(uniform(), 1e-300), u2 = uniform()
+        return Float((-2 * _log(u1)).squareRoot() * _cos(2 * Double.pi * u2))
+    }
+    mutating func bytes(_ n: Int) -> [UInt8] { (0..<n).map { _ in UInt8(truncatingIfNeeded: next()) } }
+}
+
+@inline(__always) func _log(_ x: Double) -> Double { Foundation.log(x) }
+@inline(__always) func _cos(_ x: Double) -> Double { Foundation.cos(x) }
+
+/// Places frames in silence (with optional white noise of the given full-band SNR against the
+/// burst's power) at the given sample offsets.
+func recording(frames: [(token: [UInt8], offset: Int)], profile: Profile, rate: Double, length: Int,
+               snr: Double? = nil, seed: UInt64 = 1) throws -> [Float] {
+    let modulator = try Modulator(profile: profile, sampleRate: rate)
+    var out = [Float](repeating: 0, count: length)
+    var power = 0.0
+    for frame in frames {
+        let burst = try modulator.modulate(frame.token)
+        for (i, s) in burst.enumerated() where frame.offset + i < length { out[frame.offset + i] += s }
+        power = Double(modulator.amplitude * modulator.amplitude) / 2
+    }
+    if let snr {
+        var noise = TestNoise(state: seed)
+        let sigma = Float((power / pow10Test(snr / 10)).squareRoot())
+        for i in out.indices { out[i] += sigma * noise.gaussian() }
+    }
+    return out
+}
+
+func pow10Test(_ x: Double) -> Double { pow(10, x) }
+
+@Suite struct RoundTripTests {
+    @Test(arguments: Profile.all)
+    func everyProfileRoundTripsEveryLength(profile: Profile) throws {
+        var noise = TestNoise(state: 7)
+        for length in [1, 4, 8, 16] {
+            let token = noise.bytes(length)
+            let rate = 48_000.0
+            let x = try recording(frames: [(token, 12_345)], profile: profile, rate: rate, length: 12_345 + Int(rate * 2))
+            let frames = try StreamingDecoder.decode(x, sampleRate: rate, profiles: [profile])
+            #expect(frames.map(\.token) == [token], "profile \(profile.name) length \(length)")
+            if let frame = frames.first {
+                #expect(abs(frame.startTime - 12_345 / rate) < 0.001)
+                #expect(frame.profile == profile.name)
+                #expect(frame.correctedBits == 0)
+                #expect(abs(frame.clockOffsetPPM) < 300)
+            }
+        }
+    }
+
+    @Test(arguments: [44_100.0, 48_000.0, 96_000.0, 192_000.0])
+    func decodesAtTheInputsOwnRate(rate: Double) throws {
+        let token: [UInt8] = [0xDE, 0xAD, 0xBE, 0xEF, 0x01, 0x23, 0x45, 0x67]
+        let x = try recording(frames: [(token, 1000)], profile: .standard, rate: rate, length: Int(rate))
+        #expect(try StreamingDecoder.decode(x, sampleRate: rate).map(\.token) == [token])
+    }
+
+    @Test func backToBackFramesAreEachReportedOnce() throws {
+        let rate = 48_000.0
+        let profile = Profile.standard
+        var noise = TestNoise(state: 3)
+        let tokens = (0..<5).map { _ in noise.bytes(8) }
+        let airtime = Int((profile.airtime(payloadBytes: 8) * rate).rounded(.up))
+        let x = try recording(frames: tokens.enumerated().map { ($0.element, 500 + $0.offset * airtime) },
+                              profile: profile, rate: rate, length: 500 + 6 * airtime, snr: 10)
+        let frames = try StreamingDecoder.decode(x, sampleRate: rate)
+        #expect(frames.map(\.token) == tokens)
+    }
+
+    @Test func allProfilesAtOnce() throws {
+        let rate = 48_000.0
+        var x = [Float](repeating: 0, count: Int(rate * 5))
+        var expected: [[UInt8]] = []
+        var offset = 2000
+        for (i, profile) in Profile.all.enumerated() {
+            let token = [UInt8](repeating: UInt8(i + 1), count: 4 + i)
+            expected.append(token)
+            let burst = try Modulator(profile: profile, sampleRate: rate).modulate(token)
+            for (j, s) in burst.enumerated() { x[offset + j] += s }
+            offset += burst.count + 3000
+        }
+        let frames = try StreamingDecoder.decode(x, sampleRate: rate, profiles: Profile.all)
+        #expect(frames.map(\.token) == expected)
+        #expect(frames.map(\.profile) == Profile.all.map(\.name))
+    }
+
+    @Test func nothingInSilenceOrNoise() throws {
+        let rate = 48_000.0
+        var noise = TestNoise(state: 11)
+        let x = (0..<Int(rate * 20)).map { _ in 0.1 * noise.gaussian() }
+        #expect(try StreamingDecoder.decode(x, sampleRate: rate, profiles: Profile.all).isEmpty)
+        #expect(try StreamingDecoder.decode([Float](repeating: 0, count: 100_000), sampleRate: rate).isEmpty)
+        #expect(try StreamingDecoder.decode([], sampleRate: rate).isEmpty)
+    }
+
+    @Test func rejectsBadParameters() {
+        #expect(throws: ModemError.invalidTokenLength(0)) { try Modulator().modulate([]) }
+        #expect(throws: ModemError.invalidTokenLength(17)) { try Modulator().modulate([UInt8](repeating: 0, count: 17)) }
+        #expect(throws: ModemError.self) { try Modulator(sampleRate: 22_050) }
+        #expect(throws: ModemError.self) { try Modulator(sampleRate: .nan) }
+        #expect(throws: ModemError.self) { try Modulator(level: 3) }
+        #expect(throws: ModemError.self) { try StreamingDecoder(sampleRate: 32_000) }
+        #expect(throws: ModemError.self) { try StreamingDecoder(sampleRate: -1) }
+        // The audible profile works at low rates.
+        #expect(throws: Never.self) { try StreamingDecoder(sampleRate: 16_000, profiles: [.audible]) }
+    }
+}
