@@ -20,6 +20,8 @@ struct CodeMeasurement {
         case uncoded
         case reedSolomon(parity: Int, erasures: Bool)
         case convolutional(ConvolutionalCode, String, hard: Bool, listSize: Int)
+        /// Symbol-level Viterbi on the 16 tone log-likelihoods (no bit demapping, no bit interleaver).
+        case symbolLevel(ConvolutionalCode, String)
 
         var name: String {
             switch self {
@@ -27,6 +29,7 @@ struct CodeMeasurement {
             case let .reedSolomon(parity, erasures): "RS(15,\(15 - parity)) hard" + (erasures ? " + erasures (GMD)" : "")
             case let .convolutional(_, name, hard, listSize):
                 name + (hard ? " hard Viterbi" : listSize > 1 ? " list L=\(listSize) + CRC" : " soft Viterbi")
+            case let .symbolLevel(_, name): name + " symbol-level Viterbi"
             }
         }
 
@@ -42,6 +45,7 @@ struct CodeMeasurement {
             case .uncoded: frameNibbles
             case let .reedSolomon(parity, _): frameNibbles + parity * Self.blockSizes(parity: parity).count
             case let .convolutional(code, _, _, _): (code.codedBitCount(messageBits: 88) + 3) / 4
+            case let .symbolLevel(code, _): code.symbolCount(messageBits: 88, bitsPerSymbol: 4)
             }
         }
     }
@@ -169,6 +173,10 @@ struct CodeMeasurement {
                 }
                 return judge(bitsOf(decoded))
 
+            case let .symbolLevel(code, _):
+                transmit(code.encodeSymbols(bits, bitsPerSymbol: 4), esN0: esN0)
+                return judge(code.decode(symbolLogLikelihoods: logLikelihoods, bitsPerSymbol: 4, messageBits: 88))
+
             case let .convolutional(code, _, hard, listSize):
                 guard let interleaver else { return .detected }
                 let coded = interleaver.interleave(code.encode(bits))
@@ -238,6 +246,8 @@ struct CodeMeasurement {
         for (code, name) in [(ConvolutionalCode.k7r12, "K7r12"), (.k9r12, "K9r12"), (.k7r13, "K7r13"), (.k9r13, "K9r13")] {
             for listSize in [1, 4, 8, 16] { schemes.append(.convolutional(code, name, hard: false, listSize: listSize)) }
         }
+        schemes.append(.symbolLevel(.k7r12, "K7r12"))
+        schemes.append(.symbolLevel(.k9r12, "K9r12"))
         let clock = ContinuousClock()
         func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18 }
         var onePercent: [String: Double] = [:]
