@@ -3,7 +3,7 @@ import SottoCodes
 import Testing
 
 /// Frame error rate of candidate codes over the modem's channel, abstracted: noncoherent orthogonal 16-FSK on
-/// AWGN. Not a pass/fail test: it prints the table for `Sources/SottoCodes/CODES.md`. Run with
+/// AWGN. Not a pass/fail test: it prints the table for `Sources/SottoCodes/SottoCodes.docc/CodeChoice.md`. Run with
 /// `SOTTO_MEASURE=1 swift test -c release --filter CodeMeasurement`.
 @Suite(.enabled(if: ProcessInfo.processInfo.environment["SOTTO_MEASURE"] != nil))
 struct CodeMeasurement {
