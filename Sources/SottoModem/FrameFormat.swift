@@ -62,7 +62,12 @@ public enum FrameFormat {
         var block = [header(profile: profile, payloadBytes: payload.count)] + payload
         let crc = CRC16.checksum(block, initial: crcInitial(profile: profile))
         block += [UInt8(crc >> 8), UInt8(crc & 0xFF)]
-        var coded = code.encode(Bits.unpack(block))
+        return symbols(messageBits: Bits.unpack(block), profile: profile)
+    }
+
+    /// The symbol values for a block of message bits (header, payload and CRC, 0/1 each).
+    static func symbols(messageBits: [UInt8], profile: Profile) -> [Int] {
+        var coded = code.encode(messageBits)
         let scrambling = scramblingSequence(count: coded.count, profile: profile)
         for i in coded.indices { coded[i] ^= scrambling[i] }
         coded = interleaver(count: coded.count).interleave(coded)
@@ -86,8 +91,23 @@ public enum FrameFormat {
     /// rows of 16 values, row-major (log p(observation | value) up to a constant per row).
     /// Returns nil unless a candidate passes the CRC and carries the expected header.
     public static func decode(symbolLogLikelihoods: [Float], payloadBytes: Int, profile: Profile) -> Decoded? {
+        attempt(symbolLogLikelihoods: symbolLogLikelihoods, payloadBytes: payloadBytes, profile: profile).decoded
+    }
+
+    /// A decoding attempt: the frame if a candidate checked, and otherwise the decoder's best guess at
+    /// the message bits (for decision-directed processing such as reverberation cancellation).
+    struct Attempt {
+        var decoded: Decoded?
+        var bestGuess: [UInt8]
+        /// Bits in which the best guess's header differs from the expected one.
+        var headerDistance: Int
+    }
+
+    static func attempt(symbolLogLikelihoods: [Float], payloadBytes: Int, profile: Profile) -> Attempt {
         let symbolTotal = symbolCount(payloadBytes: payloadBytes)
-        guard FrameFormat.payloadBytes.contains(payloadBytes), symbolLogLikelihoods.count >= 16 * symbolTotal else { return nil }
+        guard FrameFormat.payloadBytes.contains(payloadBytes), symbolLogLikelihoods.count >= 16 * symbolTotal else {
+            return Attempt(decoded: nil, bestGuess: [], headerDistance: 8)
+        }
         var llrs = [Float](repeating: 0, count: 4 * symbolTotal)
         symbolLogLikelihoods.withUnsafeBufferPointer { all in
             for s in 0..<symbolTotal {
@@ -102,7 +122,10 @@ public enum FrameFormat {
         let messageBits = headerBits + 8 * payloadBytes + crcBits
         let expectedHeader = header(profile: profile, payloadBytes: payloadBytes)
         let initial = crcInitial(profile: profile)
-        for candidate in code.listDecode(llrs: coded, messageBits: messageBits, listSize: listSize) {
+        let candidates = code.listDecode(llrs: coded, messageBits: messageBits, listSize: listSize)
+        let best = candidates.first ?? [UInt8](repeating: 0, count: messageBits)
+        let headerDistance = (Bits.pack(best.prefix(8))[0] ^ expectedHeader).nonzeroBitCount
+        for candidate in candidates {
             let bytes = Bits.pack(candidate)
             guard bytes[0] == expectedHeader else { continue }
             let body = bytes[0..<(1 + payloadBytes)]
@@ -111,8 +134,9 @@ public enum FrameFormat {
             let recoded = code.encode(candidate)
             var corrected = 0
             for i in recoded.indices where (coded[i] < 0 ? 1 : 0) != recoded[i] && coded[i] != 0 { corrected += 1 }
-            return Decoded(payload: Array(bytes[1..<(1 + payloadBytes)]), correctedBits: corrected)
+            return Attempt(decoded: Decoded(payload: Array(bytes[1..<(1 + payloadBytes)]), correctedBits: corrected),
+                           bestGuess: candidate, headerDistance: 0)
         }
-        return nil
+        return Attempt(decoded: nil, bestGuess: best, headerDistance: headerDistance)
     }
 }

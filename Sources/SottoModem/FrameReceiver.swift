@@ -96,6 +96,8 @@ final class FrameReceiver {
     /// Fraction of each symbol skipped before integrating, where the Gaussian transition from the
     /// previous tone lingers (measured with BT = 2: 0.05 beat 0 and 0.10 by about 0.3 dB).
     static let windowSkip = 0.05
+    /// Weight (in symbols) of the frame-wide signal level in each tone's level estimate.
+    static let toneGainPrior = 2.0
 
     init(profile: Profile, sampleRate: Double) {
         self.profile = profile
@@ -276,19 +278,22 @@ final class FrameReceiver {
         }
     }
 
-    /// Energies of the 16 tones of each symbol up to `symbols`, by correlation with each tone over the
-    /// symbol (corrected for the estimated time scale).
+    /// Energies of every tone of the profile (all sub-bands) over each symbol up to `symbols`, by
+    /// correlation with each tone (corrected for the estimated time scale): `toneCount` per symbol.
+    /// Tones of the sub-bands a symbol does not use measure the reverberant tails of earlier symbols.
     private func computeEnergies(_ frame: inout Pending, upTo symbols: Int) {
         guard frame.symbolsDone < symbols else { return }
-        frame.energies.reserveCapacity(16 * FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound))
+        let tones = profile.toneCount
+        frame.energies.reserveCapacity(tones * FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound))
         let length = profile.symbolTime * basebandRate * frame.scale
         // Skip the start of each symbol, where the transition from the previous tone lingers.
         let skip = Self.windowSkip * length
         let window = max(1, Int((length - skip).rounded(.down)))
+        let real = real, imaginary = imaginary, mask = mask
         for k in frame.symbolsDone..<symbols {
             let first = Int((symbolStart(frame, k) + skip).rounded())
-            for value in 0..<16 {
-                let f = profile.toneFrequency(symbolIndex: k, value: value) / frame.scale - decimator.centerFrequency
+            for tone in 0..<tones {
+                let f = profile.toneFrequency(tone) / frame.scale - decimator.centerFrequency
                 let step = -2 * Double.pi * f / basebandRate
                 let cosStep = Float(Double.cos(step)), sinStep = Float(Double.sin(step))
                 var pr: Float = 1, pi: Float = 0
@@ -307,29 +312,91 @@ final class FrameReceiver {
         frame.symbolsDone = symbols
     }
 
+    /// Per-symbol log-likelihoods of the 16 values, with a reverberation-aware noise model.
+    ///
+    /// Each tone's energy at symbol k is modelled as noise (N0) plus the reverberant tail of what that
+    /// tone held at symbol k - 1, decayed by a factor alpha estimated from the frame itself (how much
+    /// energy a tone keeps one symbol after it was sent). A tone whose energy is explained by a tail is
+    /// then weighed as noisier, instead of as a likely symbol. In a dry room alpha is about 0 and the
+    /// metric is the plain noncoherent one, log I0(2 A sqrt(E) / N0).
+    static func symbolLikelihoods(energies: ArraySlice<Float>, symbols: Int, profile: Profile)
+        -> (likelihoods: [Float], signal: Double, noise: Double) {
+        let tones = profile.toneCount
+        let base = energies.startIndex
+        @inline(__always) func energy(_ k: Int, _ t: Int) -> Float { energies[base + k * tones + t] }
+        @inline(__always) func subBandTone(_ k: Int, _ m: Int) -> Int { (k % profile.subBands) * profile.tonesPerSubBand + m }
+        // Strongest tone of each symbol, among those of its sub-band.
+        var strongest = [Int](repeating: 0, count: symbols)
+        var used = [Float]()
+        used.reserveCapacity(16 * symbols)
+        for k in 0..<symbols {
+            var best = 0
+            for m in 0..<16 {
+                let e = energy(k, subBandTone(k, m))
+                used.append(e)
+                if e > energy(k, subBandTone(k, best)) { best = m }
+            }
+            strongest[k] = subBandTone(k, best)
+        }
+        // Noise: from the lower quartile of the tone energies (exponentially distributed under noise,
+        // whose 25th percentile is ln(4/3) of the mean), robust to symbols and tails.
+        used.sort()
+        let quartile = Double(used[used.count / 4])
+        var noise = max(quartile / 0.287682, 1e-30)
+        // Tail decay per symbol: energy a tone keeps one symbol after it was the strongest.
+        var kept = 0.0, had = 0.0
+        for k in 1..<max(1, symbols) where strongest[k] != strongest[k - 1] {
+            kept += Double(energy(k, strongest[k - 1])) - noise
+            had += Double(energy(k - 1, strongest[k - 1])) - noise
+        }
+        let alpha = had > 0 ? Float(min(0.9, max(0, kept / had))) : 0
+        // Refine the noise without the modelled tails, then the signal amplitude.
+        var residual = 0.0, residualCount = 0, signal = 0.0
+        var variance = [Float](repeating: 0, count: 16 * symbols)
+        for k in 0..<symbols {
+            for m in 0..<16 {
+                let t = subBandTone(k, m)
+                let tail = k > 0 ? alpha * max(0, energy(k - 1, t) - Float(noise)) : 0
+                variance[16 * k + m] = tail
+                if t != strongest[k] { residual += Double(max(0, energy(k, t) - tail)); residualCount += 1 }
+            }
+        }
+        if residualCount > 0 { noise = max(residual / Double(residualCount), noise * 0.25, 1e-30) }
+        // Signal: overall, then per tone (rooms fade tones independently: a tone in a notch is weighed
+        // as weak instead of as noise), shrunk towards the overall value when a tone was seldom used.
+        var toneSignal = [Double](repeating: 0, count: tones)
+        var toneUses = [Double](repeating: 0, count: tones)
+        for k in 0..<symbols {
+            let m = strongest[k] - (k % profile.subBands) * profile.tonesPerSubBand
+            let value = max(0, Double(energy(k, strongest[k]) - variance[16 * k + m]) - noise)
+            signal += value
+            toneSignal[strongest[k]] += value
+            toneUses[strongest[k]] += 1
+        }
+        signal = max(signal / Double(symbols), noise * 0.05)
+        let prior = Self.toneGainPrior
+        var toneAmplitude = [Float](repeating: 0, count: tones)
+        for t in 0..<tones {
+            let estimate = (toneSignal[t] + prior * signal) / (toneUses[t] + prior)
+            toneAmplitude[t] = Float(max(estimate, noise * 0.05).squareRoot())
+        }
+        var likelihoods = [Float](repeating: 0, count: 16 * symbols)
+        for k in 0..<symbols {
+            for m in 0..<16 {
+                let t = subBandTone(k, m)
+                let sigma2 = Float(noise) + variance[16 * k + m]
+                let amplitude = toneAmplitude[t]
+                let e = energy(k, t)
+                likelihoods[16 * k + m] = -amplitude * amplitude / sigma2 + logBesselI0(2 * amplitude * e.squareRoot() / sigma2)
+            }
+        }
+        return (likelihoods, signal, noise)
+    }
+
     private func decode(_ frame: Pending, payloadBytes: Int) -> (frame: DecodedFrame, end: Double)? {
         let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
-        let energies = frame.energies[0..<(16 * symbols)]
-        // Noise per bin: mean of the 15 bins that are not the largest; signal: the largest minus noise.
-        var noiseSum = 0.0, peakSum = 0.0
-        for s in 0..<symbols {
-            var peak: Float = 0, total: Float = 0
-            for m in 0..<16 {
-                let e = energies[energies.startIndex + 16 * s + m]
-                total += e
-                peak = max(peak, e)
-            }
-            noiseSum += Double(total - peak) / 15
-            peakSum += Double(peak)
-        }
-        let noise = max(noiseSum / Double(symbols), 1e-30)
-        let signal = max(peakSum / Double(symbols) - noise, noise * 0.05)
-        let amplitude = signal.squareRoot()
-        var likelihoods = [Float](repeating: 0, count: 16 * symbols)
-        let gain = Float(2 * amplitude / noise)
-        for i in 0..<(16 * symbols) {
-            likelihoods[i] = logBesselI0(gain * energies[energies.startIndex + i].squareRoot())
-        }
+        let (likelihoods, signal, noise) = Self.symbolLikelihoods(
+            energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile)
         guard let decoded = FrameFormat.decode(symbolLogLikelihoods: likelihoods, payloadBytes: payloadBytes, profile: profile) else {
             return nil
         }

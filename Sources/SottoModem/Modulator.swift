@@ -33,14 +33,19 @@ public struct Modulator: Sendable {
 
     /// The full trajectory of the frame carrying `token`.
     public func trajectory(token: [UInt8]) throws(ModemError) -> FrequencyTrajectory {
-        let symbols = try FrameFormat.symbols(payload: token, profile: profile)
-        var segments = Self.preambleSegments(profile)
+        Self.trajectory(symbols: try FrameFormat.symbols(payload: token, profile: profile), profile: profile)
+    }
+
+    /// The trajectory of a frame with the given symbol values: preamble, one tone per symbol, and the
+    /// last tone held through the fade-out so the data symbols keep their full length.
+    static func trajectory(symbols: [Int], profile: Profile) -> FrequencyTrajectory {
+        var segments = preambleSegments(profile)
         for (k, value) in symbols.enumerated() {
             segments.append(.tone(profile.toneFrequency(symbolIndex: k, value: value), duration: profile.symbolTime))
         }
-        // Hold the last tone through the fade-out so the data symbols keep their full length.
-        let last = profile.toneFrequency(symbolIndex: symbols.count - 1, value: symbols[symbols.count - 1])
-        segments.append(.tone(last, duration: profile.fadeDuration))
+        if let last = symbols.last {
+            segments.append(.tone(profile.toneFrequency(symbolIndex: symbols.count - 1, value: last), duration: profile.fadeDuration))
+        }
         return FrequencyTrajectory(
             segments: segments,
             smoothingSigma: FrequencyTrajectory.gaussianSigma(bandwidthTime: profile.bandwidthTime, symbolTime: profile.symbolTime),
