@@ -1,0 +1,104 @@
+import ArgumentParser
+import Foundation
+import SottoAudio
+import SottoModem
+
+/// Parses a token given as hex (optional `0x`, optional `:`/`-`/space separators) or as text.
+enum TokenInput {
+    static func parse(hex: String?, text: String?) throws -> [UInt8] {
+        switch (hex, text) {
+        case (nil, nil): throw ValidationError("give a token as hex (e.g. 0x0123456789abcdef) or with --text")
+        case (.some, .some): throw ValidationError("give the token either as hex or with --text, not both")
+        case (nil, .some(let text)):
+            let bytes = Array(text.utf8)
+            try check(bytes.count)
+            return bytes
+        case (.some(let hex), nil):
+            var digits = hex.lowercased()
+            if digits.hasPrefix("0x") { digits.removeFirst(2) }
+            digits.removeAll { ":- _".contains($0) }
+            guard !digits.isEmpty, digits.count % 2 == 0, digits.allSatisfy(\.isHexDigit) else {
+                throw ValidationError("'\(hex)' is not a hex token: expected an even number of hex digits, e.g. 0x0123456789abcdef")
+            }
+            var bytes: [UInt8] = []
+            var index = digits.startIndex
+            while index < digits.endIndex {
+                let next = digits.index(index, offsetBy: 2)
+                bytes.append(UInt8(digits[index..<next], radix: 16)!)
+                index = next
+            }
+            try check(bytes.count)
+            return bytes
+        }
+    }
+
+    static func check(_ count: Int) throws {
+        guard FrameFormat.payloadBytes.contains(count) else {
+            throw ValidationError("a token must be \(FrameFormat.payloadBytes.lowerBound) to \(FrameFormat.payloadBytes.upperBound) bytes, got \(count)")
+        }
+    }
+}
+
+extension Profile: ExpressibleByArgument {
+    public init?(argument: String) {
+        guard let profile = Profile.named(argument) else { return nil }
+        self = profile
+    }
+    public static var allValueStrings: [String] { Profile.all.map(\.name) }
+}
+
+/// `--profile P|all` for receivers.
+struct ProfileSelection: ExpressibleByArgument {
+    let profiles: [Profile]
+    init?(argument: String) {
+        if argument.lowercased() == "all" { profiles = Profile.all; return }
+        guard let profile = Profile.named(argument) else { return nil }
+        profiles = [profile]
+    }
+    init(_ profiles: [Profile]) { self.profiles = profiles }
+    static var allValueStrings: [String] { Profile.all.map(\.name) + ["all"] }
+}
+
+extension [UInt8] {
+    /// Lowercase hex without prefix.
+    var hex: String {
+        let digits: [Character] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b", "c", "d", "e", "f"]
+        var s = ""
+        s.reserveCapacity(2 * count)
+        for b in self { s.append(digits[Int(b >> 4)]); s.append(digits[Int(b & 15)]) }
+        return s
+    }
+}
+
+/// Writes to standard error.
+func printError(_ message: String) {
+    var stream = StandardError()
+    print(message, to: &stream)
+}
+
+struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) {
+        FileHandle.standardError.write(Data(string.utf8))
+    }
+}
+
+/// True when standard error is a terminal (progress is shown only then).
+var standardErrorIsTerminal: Bool { isatty(2) != 0 }
+
+/// A failure to report on stderr with a non-zero exit (ArgumentParser prints "Error: " + description).
+struct CommandError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// `--channel N|mix` for multi-channel inputs.
+struct ChannelArgument: ExpressibleByArgument {
+    let selection: ChannelSelection
+    init?(argument: String) {
+        if argument.lowercased() == "mix" { selection = .mix; return }
+        guard let n = Int(argument), n >= 0 else { return nil }
+        selection = .channel(n)
+    }
+    init(_ selection: ChannelSelection) { self.selection = selection }
+    var defaultValueDescription: String { "mix" }
+}

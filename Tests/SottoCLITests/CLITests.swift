@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+
+/// Runs the built `sotto` executable (next to the test bundle) and captures its output.
+struct Sotto {
+    static let executable: URL = {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        // swift-testing may run from inside the .xctest bundle directory.
+        while !FileManager.default.isExecutableFile(atPath: directory.appendingPathComponent("sotto").path),
+              directory.path != "/" {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent("sotto")
+    }()
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus,
+                      stdout: String(decoding: outData, as: UTF8.self),
+                      stderr: String(decoding: errData, as: UTF8.self))
+    }
+}
+
+func temporaryDirectory() throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("sotto-cli-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+@Suite(.serialized) struct CLITests {
+    @Test func sendThenDecodeRoundTrips() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wav = dir.appendingPathComponent("t.wav").path
+        let send = try Sotto.run(["send", "0x0123456789ABCDEF", "--out", wav])
+        #expect(send.status == 0, "\(send.stderr)")
+        let hex = try Sotto.run(["decode", "--format", "hex", wav])
+        #expect(hex.status == 0)
+        #expect(hex.stdout == "0123456789abcdef\n")
+        let json = try Sotto.run(["decode", "--format", "json", wav])
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect(object?["token"] as? String == "0123456789abcdef")
+        #expect(object?["profile"] as? String == "default")
+        #expect((object?["start"] as? Double).map { abs($0 - 0.1) < 0.002 } == true)
+        for key in ["end", "snr", "clockOffsetPPM", "correctedBits"] { #expect(object?[key] != nil, "missing \(key)") }
+    }
+
+    @Test func textTokensEveryProfileAndRate() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (profile, rate) in [("fast", "44100"), ("robust", "96000"), ("audible", "16000")] {
+            let wav = dir.appendingPathComponent("\(profile).wav").path
+            #expect(try Sotto.run(["send", "--text", "hi \(profile)", "--profile", profile, "--rate", rate, "--out", wav]).status == 0)
+            let text = try Sotto.run(["decode", wav])
+            #expect(text.stdout.contains("\"hi \(profile)\"") && text.stdout.contains("profile \(profile)"), "\(text.stdout)")
+        }
+    }
+
+    @Test func profilesTableListsEveryProfile() throws {
+        let result = try Sotto.run(["profiles"])
+        #expect(result.status == 0)
+        for name in ["default", "fast", "robust", "audible"] { #expect(result.stdout.contains("| \(name) |")) }
+    }
+
+    @Test func badInputGetsAClearErrorAndNonZeroExit() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wav = dir.appendingPathComponent("x.wav").path
+        let cases: [([String], String)] = [
+            (["send", "0x" + String(repeating: "ab", count: 17), "--out", wav], "1 to 16 bytes"),
+            (["send", "0xabc", "--out", wav], "hex"),
+            (["send", "zz", "--out", wav], "hex"),
+            (["send", "--text", "", "--out", wav], "1 to 16 bytes"),
+            (["send", "0x01", "--rate", "22050", "--out", wav], "too low"),
+            (["send", "0x01", "--volume", "6", "--out", wav], "dBFS"),
+            (["send", "0x01", "--profile", "loud", "--out", wav], "profile"),
+            (["decode", dir.appendingPathComponent("missing.wav").path], "missing.wav"),
+        ]
+        for (arguments, message) in cases {
+            let result = try Sotto.run(arguments)
+            #expect(result.status != 0, "\(arguments) should fail")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+    }
+
+    @Test func corruptFilesAreReportedNotCrashedOn() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let good = dir.appendingPathComponent("good.wav").path
+        #expect(try Sotto.run(["send", "0x0102030405060708", "--out", good]).status == 0)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: good))
+        let files: [(String, Data)] = [
+            ("empty.wav", Data()),
+            ("text.wav", Data("this is not audio at all\n".utf8)),
+            ("header-only.wav", bytes.prefix(44)),
+            ("garbage.wav", Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 7919) })),
+        ]
+        for (name, data) in files {
+            let path = dir.appendingPathComponent(name).path
+            try data.write(to: URL(fileURLWithPath: path))
+            let result = try Sotto.run(["decode", path])
+            #expect(result.status != 0, "\(name) should be rejected")
+            #expect(result.stderr.contains(name), "\(name): \(result.stderr)")
+        }
+        // A truncated file decodes what it holds (nothing here: cut inside the frame) without crashing.
+        let truncated = dir.appendingPathComponent("truncated.wav").path
+        try bytes.prefix(bytes.count / 2).write(to: URL(fileURLWithPath: truncated))
+        let result = try Sotto.run(["decode", "--format", "hex", truncated])
+        #expect(result.stdout.isEmpty)
+        // One bad file among good ones: the good one is still decoded, the exit status says something failed.
+        let mixed = try Sotto.run(["decode", "--format", "hex", good, dir.appendingPathComponent("text.wav").path])
+        #expect(mixed.status != 0)
+        #expect(mixed.stdout == "0102030405060708\n")
+    }
+
+    @Test func simulateThenDecode() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sent = dir.appendingPathComponent("sent.wav").path, heard = dir.appendingPathComponent("heard.wav").path
+        #expect(try Sotto.run(["send", "0xfeedface", "--out", sent]).status == 0)
+        let simulate = try Sotto.run(["simulate", sent, heard, "--rt60", "0.4", "--distance", "1", "--snr", "10", "--ppm", "300", "--rate", "44100", "--seed", "3"])
+        #expect(simulate.status == 0, "\(simulate.stderr)")
+        #expect(try Sotto.run(["decode", "--format", "hex", heard]).stdout == "feedface\n")
+        #expect(try Sotto.run(["simulate", sent, heard, "--rt60", "-1"]).status != 0)
+    }
+
+    @Test func benchComparesWithTheManifest() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try Sotto.run(["send", "0x00112233", "--out", dir.appendingPathComponent("a.wav").path]).status == 0)
+        func manifest(_ token: String) throws {
+            let json = """
+            {"version": 1, "generator": "test", "fixtures": [{"file": "a.wav", "group": "g", "description": "d",
+             "expected": [{"token": "\(token)", "profile": "default"}]}]}
+            """
+            try Data(json.utf8).write(to: dir.appendingPathComponent("manifest.json"))
+        }
+        try manifest("00112233")
+        let pass = try Sotto.run(["bench", dir.path])
+        #expect(pass.status == 0, "\(pass.stderr)")
+        #expect(pass.stdout.contains("| g | 1 | 1 | 1 | 100.0% | 0 |"))
+        try manifest("99999999")
+        let fail = try Sotto.run(["bench", dir.path])
+        #expect(fail.status != 0)
+        #expect(fail.stderr.contains("missed 99999999") && fail.stderr.contains("unexpected 00112233"))
+    }
+}
