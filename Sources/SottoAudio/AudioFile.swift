@@ -238,3 +238,16 @@ public enum AudioFile {
         }
     }
 }
+
+/// Writes interleaved multi-channel samples as 16-bit WAV (tests and tools).
+func writeInterleaved(_ samples: [Float], channels: Int, sampleRate: Double, path: String) throws(AudioFileError) {
+    var sfInfo = SF_INFO()
+    sfInfo.samplerate = Int32(sampleRate)
+    sfInfo.channels = Int32(channels)
+    sfInfo.format = AudioFileFormat.wav16.sndfileFormat
+    guard let file = sf_open(path, Int32(SFM_WRITE), &sfInfo) else {
+        throw .writeFailed(path: path, reason: String(cString: sf_strerror(nil)))
+    }
+    _ = samples.withUnsafeBufferPointer { sf_writef_float(file, $0.baseAddress, sf_count_t($0.count / channels)) }
+    sf_close(file)
+}
