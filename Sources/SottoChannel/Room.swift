@@ -8,7 +8,8 @@ import SottoDSP
 /// absorption area A = 0.161 V / RT60 - 4 m(1 kHz) V; at frequency f, RT60(f) = 0.161 V / (A + 4 m(f) V),
 /// which makes a 0.5 s room (60 m^3) about 0.2 s at 19 kHz, as measured rooms are (CHANNEL.md §4.4).
 /// The diffuse energy relative to the direct path in each band is (distance / critical distance)^2 with
-/// the critical distance 0.057 sqrt(V / RT60(f)) (m). The direct path has gain 1 at delay distance / c.
+/// the critical distance 0.057 sqrt(Q V / RT60(f)) (m), Q being the source's directivity factor on axis.
+/// The direct path has gain 1 at delay distance / c.
 public struct Room: Sendable, Hashable, Codable {
     /// Reverberation time at mid frequencies (s).
     public var rt60: Double
@@ -16,11 +17,16 @@ public struct Room: Sendable, Hashable, Codable {
     public var distance: Double
     /// Room volume (m^3).
     public var volume: Double
+    /// Directivity factor Q of the source towards the microphone (1 = omnidirectional). Small speakers
+    /// are directional at 18-20 kHz (ka of about 3 for a 1 cm radius, directivity index 6-9 dB):
+    /// the default of 4 (6 dB) is a conservative value for a phone or laptop speaker aimed at the listener.
+    public var directivity: Double
 
-    public init(rt60: Double, distance: Double, volume: Double = 60) {
+    public init(rt60: Double, distance: Double, volume: Double = 60, directivity: Double = 4) {
         self.rt60 = rt60
         self.distance = distance
         self.volume = volume
+        self.directivity = directivity
     }
 
     /// Speed of sound (m/s).
@@ -52,7 +58,7 @@ public struct Room: Sendable, Hashable, Codable {
 
     /// Critical distance (m) at `frequency` (Hz): where direct and diffuse energy are equal.
     public func criticalDistance(at frequency: Double) -> Double {
-        0.057 * (volume / rt60(at: frequency)).squareRoot()
+        0.057 * (directivity * volume / rt60(at: frequency)).squareRoot()
     }
 
     /// The impulse response at `sampleRate` (Hz), seeded by `rng`.
@@ -133,6 +139,8 @@ public struct ChannelModel: Sendable, Codable, Hashable {
     public var distance: Double = 1
     /// Room volume (m^3).
     public var volume: Double = 60
+    /// Source directivity factor Q (see ``Room/directivity``).
+    public var directivity: Double = 4
     /// Speaker/microphone roll-off corner (Hz), 24 dB/octave.
     public var rollOffCornerHz: Double?
     /// Receiver clock offset (ppm, positive = receiver fast: the signal arrives stretched).
@@ -165,7 +173,7 @@ public struct ChannelModel: Sendable, Codable, Hashable {
             if peak > 0 { for i in response.indices { response[i] /= peak } }
             y = fftConvolve(y, response)
         } else if let rt60 {
-            y = fftConvolve(y, Room(rt60: rt60, distance: distance, volume: volume).impulseResponse(sampleRate: sampleRate, rng: &rng))
+            y = fftConvolve(y, Room(rt60: rt60, distance: distance, volume: volume, directivity: directivity).impulseResponse(sampleRate: sampleRate, rng: &rng))
         }
         if let rollOffCornerHz { Channel.rollOff(&y, sampleRate: sampleRate, cornerHz: rollOffCornerHz) }
         if let ppm, ppm != 0 { y = Channel.clockOffset(y, ppm: ppm) }

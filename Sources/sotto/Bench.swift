@@ -27,6 +27,7 @@ struct Bench: ParsableCommand {
     @Option(help: "Speech recording for --sweep speech / false (e.g. made with espeak-ng).") var speech: String?
     @Option(help: "Audio to scan for --sweep false (s).") var seconds: Double = 3600
     @Option(help: "Random seed for sweeps.") var seed: UInt64 = 1
+    @Option(help: "Source directivity factor Q in --sweep reverb rooms (1 = omnidirectional).") var directivity: Double = 4
 
     func validate() throws {
         guard (1...100_000).contains(trials) else { throw ValidationError("--trials must be 1 to 100000") }
@@ -46,7 +47,7 @@ struct Bench: ParsableCommand {
                 guard let n = Int(s), FrameFormat.payloadBytes.contains(n) else { throw ValidationError("token lengths must be 1 to 16") }
                 return n
             }
-            var runner = SweepRunner(trials: trials, seed: seed, dataDirectory: data, speechPath: speech)
+            var runner = SweepRunner(trials: trials, seed: seed, dataDirectory: data, speechPath: speech, directivity: directivity)
             try runner.run(sweep, profiles: selected, lengths: sizes, seconds: seconds)
             return
         }

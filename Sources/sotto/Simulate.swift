@@ -13,6 +13,7 @@ struct Simulate: ParsableCommand {
     @Option(help: "Reverberation time RT60 at mid frequencies (s); a synthetic room, with --distance.") var rt60: Double?
     @Option(help: "Source-microphone distance for the synthetic room (m).") var distance: Double = 1
     @Option(help: "Room volume for the synthetic room (m^3).") var volume: Double = 60
+    @Option(help: "Directivity factor Q of the source for the synthetic room (1 = omnidirectional).") var directivity: Double = 4
     @Option(help: "Convolve with this measured room impulse response (audio file) instead.") var rir: String?
     @Option(help: "Speaker/microphone roll-off corner (Hz), 24 dB/octave above it.") var rollOff: Double?
     @Option(help: "Receiver sample-clock offset (ppm, positive: receiver clock fast, frame arrives stretched).") var ppm: Double?
@@ -28,6 +29,7 @@ struct Simulate: ParsableCommand {
         if let rt60, !(rt60.isFinite && rt60 > 0 && rt60 <= 10) { throw ValidationError("--rt60 must be in (0, 10] s") }
         if !(distance.isFinite && distance > 0 && distance <= 100) { throw ValidationError("--distance must be in (0, 100] m") }
         if !(volume.isFinite && volume >= 5 && volume <= 1e6) { throw ValidationError("--volume must be 5 to 1e6 m^3") }
+        if !(directivity.isFinite && directivity >= 1 && directivity <= 100) { throw ValidationError("--directivity must be 1 to 100") }
         if let ppm, !(ppm.isFinite && abs(ppm) <= 100_000) { throw ValidationError("--ppm must be within +-100000") }
         if let rate, !(rate.isFinite && rate >= 8_000 && rate <= 768_000) { throw ValidationError("--rate must be 8000 to 768000 Hz") }
         if let snr, !(snr.isFinite && abs(snr) <= 200) { throw ValidationError("--snr must be within +-200 dB") }
@@ -44,6 +46,7 @@ struct Simulate: ParsableCommand {
             model.rt60 = rt60
             model.distance = distance
             model.volume = volume
+            model.directivity = directivity
             model.snrDB = snr
             model.ppm = ppm
             model.outputRate = rate

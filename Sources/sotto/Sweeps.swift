@@ -16,8 +16,10 @@ struct SweepRunner {
     let dataDirectory: String
     let speechPath: String?
     let rate = 48_000.0
+    let directivity: Double
 
-    init(trials: Int, seed: UInt64, dataDirectory: String, speechPath: String?) {
+    init(trials: Int, seed: UInt64, dataDirectory: String, speechPath: String?, directivity: Double) {
+        self.directivity = directivity
         self.trials = trials
         random = SeededRandom(seed: seed)
         self.dataDirectory = dataDirectory
@@ -94,8 +96,9 @@ struct SweepRunner {
 
     // MARK: Clock and Doppler offsets
 
-    /// Eb/N0 of the offset sweep: 3 dB above the 99% point of the default profile (8 dB, measured).
-    static let offsetSweepEbN0 = 11.0
+    /// Eb/N0 of the offset sweep: 3 dB above the 99% point of the default profile for 8-byte tokens
+    /// (7.5 dB, measured with `sotto bench --sweep snr --trials 500`).
+    static let offsetSweepEbN0 = 10.5
 
     mutating func sweepOffset(_ profiles: [Profile], _ lengths: [Int]) {
         let offsets = stride(from: -5000.0, through: 5000, by: 1000).map { $0 }
@@ -122,16 +125,16 @@ struct SweepRunner {
 
     mutating func sweepReverb(_ profiles: [Profile], _ lengths: [Int]) {
         let rooms: [(rt60: Double, distance: Double)] = [(0.3, 1), (0.5, 1), (0.5, 3), (0.8, 3), (1.0, 5)]
-        print("Synthetic rooms (60 m^3) at 20 dB SNR, \(trials) frames per point.")
+        print("Synthetic rooms (60 m^3, source directivity Q = \(fixed(directivity, 1))) at 20 dB SNR, \(trials) frames per point.")
         print("| profile | bytes | " + rooms.map { "RT60 \($0.rt60) s at \(Int($0.distance)) m" }.joined(separator: " | ") + " |")
         print("|---|---|" + rooms.map { _ in "---|" }.joined())
         for profile in profiles {
             for bytes in lengths {
                 var cells: [String] = []
                 for room in rooms {
-                    let rate = self.rate
+                    let rate = self.rate, q = directivity
                     let r = successRate(profile, bytes) { x, rng, power in
-                        let response = Room(rt60: room.rt60, distance: room.distance).impulseResponse(sampleRate: rate, rng: &rng)
+                        let response = Room(rt60: room.rt60, distance: room.distance, directivity: q).impulseResponse(sampleRate: rate, rng: &rng)
                         x = fftConvolve(x, response)
                         Channel.addWhiteNoise(&x, snrDB: 20, signalPower: power, rng: &rng)
                     }
