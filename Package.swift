@@ -67,11 +67,8 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
 
-        // Helpers shared by tests (fixture paths, signal generators).
-        .target(name: "SottoTestSupport", dependencies: ["SottoDSP"], swiftSettings: strict),
-
         .testTarget(name: "SottoDSPTests",
-                    dependencies: ["SottoDSP", "SottoTestSupport",
+                    dependencies: ["SottoDSP",
                                    .product(name: "PropertyBased", package: "swift-property-based")],
                     swiftSettings: strict),
         .testTarget(name: "SottoCodesTests",
@@ -79,11 +76,11 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoChannelTests", dependencies: ["SottoChannel", "SottoDSP"], swiftSettings: strict),
         .testTarget(name: "SottoModemTests",
-                    dependencies: ["SottoModem", "SottoChannel", "SottoTestSupport",
+                    dependencies: ["SottoModem", "SottoDSP", "SottoChannel",
                                    .product(name: "PropertyBased", package: "swift-property-based")],
                     swiftSettings: strict),
-        .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio", "SottoTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio"], swiftSettings: strict),
         .testTarget(name: "SottoExchangeTests", dependencies: ["SottoExchange"], swiftSettings: strict),
-        .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoModem", "SottoAudio"], swiftSettings: strict),
     ]
 )

@@ -251,3 +251,34 @@ func writeInterleaved(_ samples: [Float], channels: Int, sampleRate: Double, pat
     _ = samples.withUnsafeBufferPointer { sf_writef_float(file, $0.baseAddress, sf_count_t($0.count / channels)) }
     sf_close(file)
 }
+
+/// Writes a mono audio file block by block (for recordings of unbounded length).
+public final class AudioFileWriter {
+    private let file: OpaquePointer
+    public let path: String
+    /// Frames written so far.
+    public private(set) var framesWritten: Int64 = 0
+
+    public init(path: String, sampleRate: Double, format: AudioFileFormat = .wav16) throws(AudioFileError) {
+        guard sampleRate.isFinite, sampleRate >= 1, sampleRate <= 768_000 else { throw .invalidSampleRate(sampleRate) }
+        self.path = path
+        var sfInfo = SF_INFO()
+        sfInfo.samplerate = Int32(sampleRate.rounded())
+        sfInfo.channels = 1
+        sfInfo.format = format.sndfileFormat
+        guard let handle = sf_open(path, Int32(SFM_WRITE), &sfInfo) else {
+            throw .writeFailed(path: path, reason: String(cString: sf_strerror(nil)))
+        }
+        file = handle
+        sf_command(handle, Int32(SFC_SET_CLIPPING), nil, Int32(SF_TRUE))
+    }
+
+    /// Appends samples.
+    public func write(_ samples: UnsafeBufferPointer<Float>) throws(AudioFileError) {
+        let written = sf_writef_float(file, samples.baseAddress, sf_count_t(samples.count))
+        guard written == samples.count else { throw .writeFailed(path: path, reason: "disk full?") }
+        framesWritten += Int64(written)
+    }
+
+    deinit { sf_close(file) }
+}

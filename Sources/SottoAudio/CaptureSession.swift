@@ -1,0 +1,72 @@
+import Foundation
+
+/// Live capture on a dedicated thread with blocking reads.
+///
+/// The thread reads one period at a time into a buffer allocated once and hands it, with the index
+/// of its first frame on the capture's sample clock, to `onBlock` on that thread: no allocation,
+/// locking or logging per block. `onBlock` does the real-time work (the streaming decoder) and
+/// publishes only its results (for example through an `AsyncStream`), so nothing blocks Swift's
+/// cooperative pool. Errors end the session and are passed to `onEnd`.
+public final class CaptureSession: @unchecked Sendable {
+    /// What the device was opened with.
+    public let negotiated: NegotiatedFormat
+    private let capture: PCMCapture
+    private let stopRequested = ManagedAtomicFlag()
+    private let finished = DispatchSemaphore(value: 0)
+    private var thread: Thread?
+
+    /// Opens the device; capture starts with `start`.
+    public init(configuration: PCMConfiguration) throws(ALSAError) {
+        capture = try PCMCapture(configuration: configuration)
+        negotiated = capture.negotiated
+    }
+
+    /// Overruns recovered so far.
+    public var overruns: Int { capture.overruns }
+
+    /// Starts the capture thread. `onBlock(samples, firstFrame)` runs on it for every period; it returns
+    /// false to stop. `onEnd` runs on it last, with the error that ended the capture, if any.
+    public func start(onBlock: @escaping @Sendable (UnsafeBufferPointer<Float>, Int64) -> Bool,
+                      onEnd: @escaping @Sendable ((any Error)?) -> Void) {
+        let capture = self.capture, stop = stopRequested, finished = self.finished
+        let period = negotiated.periodFrames
+        let thread = Thread {
+            let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: period)
+            defer { buffer.deallocate() }
+            var frame: Int64 = 0
+            var failure: (any Error)?
+            while !stop.isSet {
+                do {
+                    let n = try capture.read(into: buffer)
+                    if n == 0 { continue }
+                    if !onBlock(UnsafeBufferPointer(rebasing: buffer[0..<n]), frame) { break }
+                    frame += Int64(n)
+                } catch {
+                    failure = error
+                    break
+                }
+            }
+            onEnd(failure)
+            finished.signal()
+        }
+        thread.name = "sotto-capture"
+        thread.qualityOfService = .userInteractive
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Asks the capture thread to stop and waits for it (at most one period).
+    public func stop() {
+        stopRequested.set()
+        if thread != nil { finished.wait(); thread = nil }
+    }
+}
+
+/// A flag set once from any thread (a lock-free atomic would do; a lock is fine at this rate: it
+/// is read once per period).
+final class ManagedAtomicFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
+}
