@@ -160,6 +160,9 @@ final class FrameReceiver {
         rhoDown.deallocate()
     }
 
+    /// True when nothing is under way: no preamble candidate and no frame being received.
+    var isIdle: Bool { pending.isEmpty && awaitingDown.isEmpty && upCandidate == nil }
+
     /// Feeds input samples; appends decoded frames to `frames`.
     func process(_ input: UnsafeBufferPointer<Float>, into frames: inout [DecodedFrame]) {
         let real = real, imaginary = imaginary, rhoUp = rhoUp, rhoDown = rhoDown, mask = mask

@@ -43,14 +43,17 @@ public final class StreamingDecoder {
         samples.withUnsafeBufferPointer { process($0) }
     }
 
-    /// Ends a finite stream: feeds enough silence to complete any frame that ended at the last sample.
+    /// Ends a finite stream: feeds silence until every frame under way is complete (at most the longest
+    /// frame plus the detector's latency), so that a frame ending at the last sample is still reported.
     public func finish() -> [DecodedFrame] {
         let longest = profiles.map { $0.airtime(payloadBytes: FrameFormat.payloadBytes.upperBound) }.max() ?? 0
         let padding = Int((longest + 0.5) * sampleRate)
+        // The detector needs this much after a preamble before it can tell whether one was there.
+        let settle = Int(0.3 * sampleRate)
         let silence = [Float](repeating: 0, count: 4096)
         var frames: [DecodedFrame] = []
         var fed = 0
-        while fed < padding {
+        while fed < padding && (fed < settle || !receivers.allSatisfy(\.isIdle)) {
             frames += silence.withUnsafeBufferPointer { buffer in
                 var found: [DecodedFrame] = []
                 for receiver in receivers { receiver.process(buffer, into: &found) }

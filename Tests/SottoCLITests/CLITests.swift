@@ -161,3 +161,14 @@ func temporaryDirectory() throws -> URL {
         #expect(fail.stderr.contains("missed 99999999") && fail.stderr.contains("unexpected 00112233"))
     }
 }
+
+@Suite struct FixtureTests {
+    /// Every committed fixture decodes to exactly its manifest's tokens (the `sotto bench` contract).
+    @Test func committedFixturesPassTheBench() throws {
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
+        let result = try Sotto.run(["bench", fixtures.path])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("| all |") && result.stdout.contains("100.0% | 0 |"))
+    }
+}
