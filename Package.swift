@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "SottoChannel", targets: ["SottoChannel"]),
         .library(name: "SottoModem", targets: ["SottoModem"]),
         .library(name: "SottoAudio", targets: ["SottoAudio"]),
+        .library(name: "SottoLive", targets: ["SottoLive"]),
         .library(name: "SottoExchange", targets: ["SottoExchange"]),
         .executable(name: "sotto", targets: ["sotto"]),
     ],
@@ -55,6 +56,10 @@ let package = Package(
                 dependencies: ["CSndFile", "CALSA", "CSottoShims",
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
+        // Live use: ALSA capture feeding the streaming decoder, looped playback, self-check.
+        .target(name: "SottoLive",
+                dependencies: ["SottoAudio", "SottoModem", "SottoDSP"],
+                swiftSettings: strict),
         // Nearby-style publish/subscribe fed by decoded tokens.
         .target(name: "SottoExchange",
                 dependencies: ["SottoModem",
@@ -62,7 +67,7 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "sotto",
-                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoExchange",
+                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange",
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
@@ -81,6 +86,6 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio"], swiftSettings: strict),
         .testTarget(name: "SottoExchangeTests", dependencies: ["SottoExchange"], swiftSettings: strict),
-        .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoModem", "SottoAudio"], swiftSettings: strict),
+        .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoModem", "SottoAudio", "SottoLive"], swiftSettings: strict),
     ]
 )

@@ -286,7 +286,7 @@ public final class PCMCapture: @unchecked Sendable {  // handed to one capture t
 }
 
 /// Blocking playback to an ALSA PCM.
-public final class PCMPlayback {
+public final class PCMPlayback: @unchecked Sendable {  // handed to one playback thread at a time
     private let handle: PCMHandle
     /// What the device was opened with.
     public var negotiated: NegotiatedFormat { handle.negotiated }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import SottoAudio
+import SottoLive
 import SottoModem
 
 /// `sotto send`: encode a token and write it to a file (or play it, with the live-audio support).
@@ -32,6 +33,8 @@ struct Send: ParsableCommand {
     var interval: Double = 1
     @Option(help: "Random extra delay (s, uniform 0...jitter) before each repetition, so that two senders do not collide every time.")
     var jitter: Double = 0
+    @Option(help: "While playing, listen on this capture PCM (full duplex) and warn when the own token is not heard.")
+    var selfCheck: String?
 
     func validate() throws {
         guard padding.isFinite, (0...60).contains(padding) else { throw ValidationError("--padding must be 0 to 60 seconds") }
@@ -59,36 +62,63 @@ struct Send: ParsableCommand {
     }
 
     /// Plays the frame on an ALSA device, `repeat` times (or until interrupted with --loop), one frame
-    /// every `interval` seconds plus uniform jitter; the gaps are written as silence so that timing follows
-    /// the device's sample clock.
+    /// every `interval` seconds plus uniform jitter; the gaps are played as silence so that timing follows
+    /// the device's sample clock. With --self-check, listens at the same time and reports missed own tokens.
     func play(_ bytes: [UInt8]) throws {
-        let playback: PCMPlayback
+        let broadcaster: Broadcaster
         do {
-            playback = try PCMPlayback(configuration: PCMConfiguration(device: device, preferredRate: rate,
-                                                                        acceptableRates: profile.minimumSampleRate...384_000))
-        } catch { throw CommandError(error.description) }
-        let deviceRate = playback.negotiated.sampleRate
-        let burst: [Float]
-        do { burst = try Modulator(profile: profile, sampleRate: deviceRate, level: volume).modulate(bytes) }
-        catch { throw CommandError(error.description) }
-        printError("playing \(bytes.hex) on \(device): \(playback.negotiated)")
-        let stop = StopFlag()
-        signal(SIGINT, SIG_IGN)
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        interrupt.setEventHandler { stop.set() }
-        interrupt.resume()
-        var generator = SystemRandomNumberGenerator()
-        var sent = 0
-        do {
-            while (loop || sent < `repeat`) && !stop.isSet {
-                try playback.write(burst)
-                sent += 1
-                guard loop || sent < `repeat` else { break }
-                let gap = max(0, interval - Double(burst.count) / deviceRate) + Double.random(in: 0...jitter, using: &generator)
-                try playback.write([Float](repeating: 0, count: Int(gap * deviceRate)))
+            broadcaster = try Broadcaster(configuration: PCMConfiguration(device: device, preferredRate: rate), token: bytes,
+                                          profile: profile, level: volume)
+        } catch { throw CommandError("\(error)") }
+        printError("playing \(bytes.hex) on \(device): \(broadcaster.negotiated)")
+        let check = SelfCheck(token: bytes)
+        var listener: Listener?
+        if let selfCheck {
+            do { listener = try Listener(configuration: PCMConfiguration(device: selfCheck), profiles: [profile]) }
+            catch { throw CommandError("\(error)") }
+            let events = listener!.events
+            Task.detached {
+                for await event in events { if case .frame(let frame) = event { check.heard(frame) } }
             }
-            playback.drain()
-        } catch { throw CommandError(error.description) }
-        printError("sent \(sent) frame\(sent == 1 ? "" : "s"), \(playback.underruns) underrun\(playback.underruns == 1 ? "" : "s")")
+        }
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        signal(SIGINT, SIG_IGN)
+        interrupt.setEventHandler { broadcaster.stop() }
+        interrupt.resume()
+        let failure = ErrorBox()
+        let heardAfter = broadcaster.airtime + 0.5
+        let checking = listener != nil
+        let judged = DispatchGroup()
+        let bufferTime = Double(broadcaster.negotiated.bufferFrames) / broadcaster.negotiated.sampleRate
+        broadcaster.start(interval: interval, jitter: jitter, count: loop ? nil : `repeat`, generator: SystemRandomNumberGenerator(),
+                          onSent: { _ in
+                              guard checking else { return }
+                              // Queued now: played within a buffer, decoded within its airtime plus latency.
+                              let sentAt = Date()
+                              judged.enter()
+                              DispatchQueue.global().asyncAfter(deadline: .now() + heardAfter + bufferTime) {
+                                  let missed = check.judge(sentAt: sentAt)
+                                  if missed > 0 { printError("warning: own token not heard (\(missed) transmission\(missed == 1 ? "" : "s") in a row): is the microphone muted, filtered or too far?") }
+                                  judged.leave()
+                              }
+                          }, onEnd: { failure.error = $0 })
+        broadcaster.wait()
+        if checking {
+            judged.wait()
+            listener?.stop()
+            if check.missed == 0 { printError("self-check: own token heard") }
+        }
+        if let error = failure.error { throw CommandError("\(error)") }
+        printError("sent \(broadcaster.sent) frame\(broadcaster.sent == 1 ? "" : "s"), \(broadcaster.underruns) underrun\(broadcaster.underruns == 1 ? "" : "s")")
+    }
+}
+
+/// Holds an error set on another thread.
+final class ErrorBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: (any Error)?
+    var error: (any Error)? {
+        get { lock.withLock { value } }
+        set { lock.withLock { value = newValue } }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import SottoAudio
+import SottoLive
 import SottoModem
 import Testing
 
@@ -96,5 +97,53 @@ struct FilePluginRig {
         try FilePluginRig.raw([Float](repeating: 0, count: 48_000)).write(to: rig.input)
         let rate = try Sotto.run(["listen", "--device", "sotto_capture", "--profile", "default", "--rate", "8000", "--duration", "1"], environment: rig.environment)
         #expect(rate.status != 0 && rate.stderr.contains("cannot run at 8000 Hz"), "\(rate.stderr)")
+    }
+}
+
+@Suite(.serialized) struct LiveLibraryTests {
+    /// One rig for the whole process: ALSA reads its configuration once per process.
+    static let rig: FilePluginRig = {
+        let rig = try! FilePluginRig()
+        setenv("ALSA_CONFIG_PATH", rig.configuration.path, 1)
+        return rig
+    }()
+
+    @Test func listenerDeliversFramesAsAnAsyncSequence() async throws {
+        let rig = Self.rig
+        let tokens: [[UInt8]] = [[9, 9, 9, 9], [7, 7, 7, 7, 7, 7, 7, 7]]
+        let modulator = try Modulator(profile: .fast)
+        var signal = [Float](repeating: 0, count: 2_000)
+        for token in tokens { signal += try modulator.modulate(token) + [Float](repeating: 0, count: 5_000) }
+        try FilePluginRig.raw(signal).write(to: rig.input)
+        let listener = try Listener(configuration: PCMConfiguration(device: "sotto_capture"), profiles: Profile.all)
+        var started: NegotiatedFormat?
+        var heard: [DecodedFrame] = []
+        for await event in listener.events {
+            switch event {
+            case .started(let format): started = format
+            case .frame(let frame): heard.append(frame)
+            default: break
+            }
+            if heard.count == tokens.count { listener.stop() }
+        }
+        #expect(started?.sampleRate == 48_000)
+        #expect(heard.map(\.token) == tokens)
+        #expect(heard.allSatisfy { $0.profile == "fast" })
+    }
+
+    @Test func selfCheckReportsAMissingOwnToken() throws {
+        let rig = Self.rig
+        try FilePluginRig.raw([Float](repeating: 0, count: 48_000)).write(to: rig.input)
+        let quiet = try Sotto.run(["send", "0x0a0b", "--device", "sotto_playback", "--repeat", "2", "--interval", "0.4", "--self-check", "sotto_capture"],
+                                  environment: rig.environment)
+        #expect(quiet.status == 0)
+        #expect(quiet.stderr.contains("own token not heard (2 transmissions in a row)"), "\(quiet.stderr)")
+        // Now the capture hears the token (the file plugin cannot loop back, so frames are put there; it
+        // runs faster than real time, so there are enough of them to last while the sender sends).
+        let frame = try Modulator().modulate([0x0A, 0x0B]) + [Float](repeating: 0, count: 9_600)
+        try FilePluginRig.raw(Array([[Float]](repeating: frame, count: 300).joined())).write(to: rig.input)
+        let heard = try Sotto.run(["send", "0x0a0b", "--device", "sotto_playback", "--repeat", "2", "--interval", "0.4", "--self-check", "sotto_capture"],
+                                  environment: rig.environment)
+        #expect(heard.stderr.contains("self-check: own token heard") && !heard.stderr.contains("not heard"), "\(heard.stderr)")
     }
 }

@@ -1,0 +1,172 @@
+import Foundation
+import SottoAudio
+import SottoDSP
+import SottoModem
+
+/// What a live listener reports.
+public enum ListenEvent: Sendable {
+    /// The device is open: what was negotiated, and whether ALSA resamples (a quality warning).
+    case started(NegotiatedFormat)
+    /// A frame, with times on the capture's sample clock (s from the start of the capture).
+    case frame(DecodedFrame)
+    /// The capture lost samples (overrun); `total` so far.
+    case overrun(total: Int)
+    /// The near-ultrasonic band looks filtered: `level` is its power relative to 12-16 kHz (dB).
+    case bandFiltered(level: Double)
+    /// The device failed; `willRetry` is true when the listener keeps trying to reopen it.
+    case deviceError(ALSAError, willRetry: Bool)
+    /// The device is back after an error.
+    case reopened(NegotiatedFormat)
+}
+
+/// Listens on an ALSA capture device and decodes tokens as they arrive: the live twin of
+/// `StreamingDecoder` on a file.
+///
+/// Capture runs on its own thread with blocking reads and feeds the streaming decoder there; events
+/// (decoded frames, overruns, device errors) come out as an `AsyncStream`, so nothing blocks Swift's
+/// cooperative pool. When the device disappears or is suspended, the listener reports it and tries to
+/// reopen it every `retryInterval` seconds until stopped.
+public final class Listener: @unchecked Sendable {
+    /// Events, in order. Finishes after `stop()` or a fatal error.
+    public let events: AsyncStream<ListenEvent>
+    private let continuation: AsyncStream<ListenEvent>.Continuation
+    private let configuration: PCMConfiguration
+    private let profiles: [Profile]
+    private let lock = NSLock()
+    private var stopped = false
+    private var session: CaptureSession?
+    private var thread: Thread?
+    /// Seconds between attempts to reopen a device that failed.
+    public let retryInterval: Double
+
+    /// Opens `configuration.device` and starts listening for `profiles` (those the negotiated rate can carry).
+    /// - Parameter bufferingNewest: events kept when the consumer falls behind (older ones are dropped).
+    public init(configuration: PCMConfiguration, profiles: [Profile] = Profile.all, retryInterval: Double = 1,
+                bufferingNewest: Int = 256) throws(ALSAError) {
+        self.configuration = configuration
+        self.profiles = profiles
+        self.retryInterval = retryInterval
+        (events, continuation) = AsyncStream.makeStream(of: ListenEvent.self, bufferingPolicy: .bufferingNewest(bufferingNewest))
+        let session = try CaptureSession(configuration: configuration)
+        try run(session, reopened: false)
+    }
+
+    private func run(_ session: CaptureSession, reopened: Bool) throws(ALSAError) {
+        let negotiated = session.negotiated
+        let usable = profiles.filter { negotiated.sampleRate >= $0.minimumSampleRate }
+        guard let decoder = try? StreamingDecoder(sampleRate: negotiated.sampleRate, profiles: usable.isEmpty ? profiles : usable) else {
+            throw .unsupportedRate(device: configuration.device, requested: negotiated.sampleRate, supported: nil)
+        }
+        lock.withLock { self.session = session }
+        continuation.yield(reopened ? .reopened(negotiated) : .started(negotiated))
+        let state = CaptureThreadState(decoder: decoder, monitor: BandMonitor(sampleRate: negotiated.sampleRate))
+        let continuation = self.continuation
+        session.start(onBlock: { [weak self] block, _ in
+            for frame in state.decoder.process(block) { continuation.yield(.frame(frame)) }
+            if let level = state.monitor.add(block) { continuation.yield(.bandFiltered(level: level)) }
+            if session.overruns != state.lastOverruns {
+                state.lastOverruns = session.overruns
+                continuation.yield(.overrun(total: state.lastOverruns))
+            }
+            return !(self?.isStopped ?? true)
+        }, onEnd: { [weak self] error in
+            for frame in state.decoder.finish() { continuation.yield(.frame(frame)) }
+            guard let self else { continuation.finish(); return }
+            if let error = error as? ALSAError, !self.isStopped {
+                let retry: Bool
+                switch error {
+                case .deviceGone, .failed: retry = true
+                default: retry = false
+                }
+                continuation.yield(.deviceError(error, willRetry: retry))
+                if retry { self.reopenLater() } else { continuation.finish() }
+            } else {
+                continuation.finish()
+            }
+        })
+    }
+
+    private var isStopped: Bool { lock.withLock { stopped } }
+
+    private func reopenLater() {
+        let thread = Thread { [weak self] in
+            while let self, !self.isStopped {
+                Thread.sleep(forTimeInterval: self.retryInterval)
+                if self.isStopped { break }
+                if let session = try? CaptureSession(configuration: self.configuration), (try? self.run(session, reopened: true)) != nil {
+                    return
+                }
+            }
+            self?.continuation.finish()
+        }
+        thread.name = "sotto-reopen"
+        thread.start()
+    }
+
+    /// Stops listening; returns once the capture thread has ended. Events already decoded are still delivered.
+    public func stop() {
+        let session = lock.withLock { () -> CaptureSession? in
+            stopped = true
+            return self.session
+        }
+        session?.stop()
+    }
+}
+
+/// What the capture thread owns while it runs (only that thread touches it).
+final class CaptureThreadState: @unchecked Sendable {
+    let decoder: StreamingDecoder
+    let monitor: BandMonitor
+    var lastOverruns = 0
+    init(decoder: StreamingDecoder, monitor: BandMonitor) {
+        self.decoder = decoder
+        self.monitor = monitor
+    }
+}
+
+/// Watches the captured band: capture paths with echo cancellation, noise suppression or a 16 kHz
+/// microphone chain leave almost nothing above 17 kHz. Compares the power in 17.5-20.5 kHz with 12-16 kHz
+/// over the first `seconds` of capture and reports once when the upper band is more than `threshold` dB
+/// lower (a microphone and room seldom fall more than 20 dB from 14 to 19 kHz).
+final class BandMonitor: @unchecked Sendable {
+    let sampleRate: Double
+    let size = 4096
+    private var buffer: [Float] = []
+    private let fft = RealFFT(size: 4096)
+    private var high = 0.0, low = 0.0
+    private var blocks = 0
+    private var done = false
+    static let threshold = 30.0
+    static let seconds = 2.0
+
+    init(sampleRate: Double) {
+        self.sampleRate = sampleRate
+        done = sampleRate < 42_000  // the band is not even representable
+        buffer.reserveCapacity(size)
+    }
+
+    /// Adds captured samples; returns the band level (dB) once, when it looks filtered.
+    func add(_ block: UnsafeBufferPointer<Float>) -> Double? {
+        guard !done else { return nil }
+        for sample in block {
+            buffer.append(sample)
+            if buffer.count == size { analyse(); buffer.removeAll(keepingCapacity: true) }
+        }
+        guard Double(blocks * size) >= Self.seconds * sampleRate else { return nil }
+        done = true
+        guard low > 0 else { return nil }  // digital silence: nothing to judge
+        let level = 10 * log10(max(high, 1e-30) / low)
+        return level < -Self.threshold ? level : nil
+    }
+
+    private func analyse() {
+        for i in 0..<size { fft.input[i] = buffer[i] }
+        fft.execute()
+        for k in 0...(size / 2) {
+            let f = Double(k) * sampleRate / Double(size)
+            let p = Double(fft.output[2 * k] * fft.output[2 * k] + fft.output[2 * k + 1] * fft.output[2 * k + 1])
+            if (17_500...20_500).contains(f) { high += p } else if (12_000...16_000).contains(f) { low += p }
+        }
+        blocks += 1
+    }
+}
