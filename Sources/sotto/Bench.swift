@@ -13,10 +13,11 @@ struct Bench: ParsableCommand {
             is missed or an unexpected one decoded.
             With --sweep: snr (Eb/N0 and SNR for 90% and 99% per profile and token length), offset (clock / \
             Doppler offsets), reverb (synthetic rooms), rooms (measured impulse responses with real noise, from \
-            --data), speech (speech interference), false (an hour of noise and speech: false tokens).
+            --data), speech (speech interference), false (an hour of noise and speech: false tokens), latency \
+            (how long after its last sample a frame is reported, fed in 1024-sample periods as from a device).
             """)
 
-    enum Sweep: String, ExpressibleByArgument, CaseIterable { case snr, offset, reverb, rooms, speech, `false` }
+    enum Sweep: String, ExpressibleByArgument, CaseIterable { case snr, offset, reverb, rooms, speech, `false`, latency }
 
     @Argument(help: "Fixture directory with a manifest.json.") var directory: String = "Fixtures"
     @Option(help: "Run a robustness sweep instead: \(Sweep.allCases.map(\.rawValue).joined(separator: ", ")).") var sweep: Sweep?

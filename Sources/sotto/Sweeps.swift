@@ -63,6 +63,7 @@ struct SweepRunner {
         case .rooms: try sweepRooms(profiles, lengths)
         case .speech: try sweepSpeech(profiles, lengths)
         case .false: try sweepFalse(profiles, seconds: seconds)
+        case .latency: sweepLatency(profiles, lengths)
         }
     }
 
@@ -178,6 +179,46 @@ struct SweepRunner {
                     cells.append("\(fixed(100 * r.rate, 1))%")
                 }
                 print("| \(profile.name) | \(bytes) | " + cells.joined(separator: " | ") + " |")
+            }
+        }
+    }
+
+    // MARK: Latency
+
+    /// Feeds frames in noise to the decoder in 1024-sample periods (as a capture device delivers them) and
+    /// measures how much audio after a frame's last sample arrived before the frame was reported.
+    mutating func sweepLatency(_ profiles: [Profile], _ lengths: [Int]) {
+        print("Report latency: audio after the frame's end until it is reported, 1024-sample periods at 48 kHz, \(trials) frames.")
+        print("| profile | bytes | median (ms) | 95th percentile (ms) | max (ms) |")
+        print("|---|---|---|---|---|")
+        let period = 1024
+        for profile in profiles {
+            for bytes in lengths {
+                var latencies: [Double] = []
+                for _ in 0..<trials {
+                    let token = (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) }
+                    let modulator = try! Modulator(profile: profile, sampleRate: rate)
+                    let burst = try! modulator.modulate(token)
+                    let lead = Int.random(in: 0..<Int(rate), using: &random)
+                    var x = [Float](repeating: 0, count: lead) + burst + [Float](repeating: 0, count: Int(rate))
+                    Channel.addWhiteNoise(&x, snrDB: 0, signalPower: Double(modulator.amplitude * modulator.amplitude) / 2, rng: &random)
+                    let decoder = try! StreamingDecoder(sampleRate: rate, profiles: [profile])
+                    let end = Double(lead + burst.count) / rate
+                    var offset = 0
+                    outer: while offset < x.count {
+                        let n = min(period, x.count - offset)
+                        let frames = x.withUnsafeBufferPointer { decoder.process(UnsafeBufferPointer(rebasing: $0[offset..<(offset + n)])) }
+                        offset += n
+                        if frames.contains(where: { $0.token == token }) {
+                            latencies.append(Double(offset) / rate - end)
+                            break outer
+                        }
+                    }
+                }
+                latencies.sort()
+                guard !latencies.isEmpty else { print("| \(profile.name) | \(bytes) | - | - | - |"); continue }
+                func ms(_ q: Double) -> String { fixed(1000 * latencies[min(latencies.count - 1, Int(q * Double(latencies.count)))], 0) }
+                print("| \(profile.name) | \(bytes) | \(ms(0.5)) | \(ms(0.95)) | \(fixed(1000 * latencies.last!, 0)) |")
             }
         }
     }
