@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Live capture on a dedicated thread with blocking reads.
 ///
@@ -11,7 +12,7 @@ public final class CaptureSession: @unchecked Sendable {
     /// What the device was opened with.
     public let negotiated: NegotiatedFormat
     private let capture: PCMCapture
-    private let stopRequested = ManagedAtomicFlag()
+    private let stopRequested = StopFlag()
     private let finished = DispatchSemaphore(value: 0)
     private var thread: Thread?
 
@@ -62,11 +63,10 @@ public final class CaptureSession: @unchecked Sendable {
     }
 }
 
-/// A flag set once from any thread (a lock-free atomic would do; a lock is fine at this rate: it
-/// is read once per period).
-final class ManagedAtomicFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    var isSet: Bool { lock.withLock { value } }
-    func set() { lock.withLock { value = true } }
+/// A flag set once from any thread and read by the real-time thread without locking.
+public final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    public init() {}
+    public var isSet: Bool { value.load(ordering: .acquiring) }
+    public func set() { value.store(true, ordering: .releasing) }
 }

@@ -338,6 +338,27 @@ public enum ALSADevices {
     }
 }
 
+extension ALSADevices {
+    /// The rate range (Hz) a PCM accepts for capture or playback, or nil when it cannot be opened now
+    /// (missing, busy, no permission). Opens without blocking and closes at once.
+    public static func rates(of name: String, capture: Bool) -> ClosedRange<Double>? {
+        sotto_alsa_silence_errors()
+        defer { sotto_alsa_restore_errors() }
+        var handle: OpaquePointer?
+        guard snd_pcm_open(&handle, name, capture ? SND_PCM_STREAM_CAPTURE : SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK) >= 0,
+              let pcm = handle else { return nil }
+        defer { snd_pcm_close(pcm) }
+        var hw: OpaquePointer?
+        snd_pcm_hw_params_malloc(&hw)
+        defer { snd_pcm_hw_params_free(hw) }
+        guard snd_pcm_hw_params_any(pcm, hw) >= 0 else { return nil }
+        var low: UInt32 = 0, high: UInt32 = 0, dir: Int32 = 0
+        snd_pcm_hw_params_get_rate_min(hw, &low, &dir)
+        snd_pcm_hw_params_get_rate_max(hw, &high, &dir)
+        return low <= high ? Double(low)...Double(high) : nil
+    }
+}
+
 extension String {
     func replacingNewlines() -> String { split(separator: "\n").joined(separator: " / ") }
 }

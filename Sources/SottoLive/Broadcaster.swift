@@ -12,7 +12,7 @@ public final class Broadcaster: @unchecked Sendable {
     private let playback: PCMPlayback
     private let burst: [Float]
     private let lock = NSLock()
-    private var stopped = false
+    private let stopped = StopFlag()
     private let finished = DispatchSemaphore(value: 0)
     private var started = false
 
@@ -71,11 +71,11 @@ public final class Broadcaster: @unchecked Sendable {
         thread.start()
     }
 
-    private var isStopped: Bool { lock.withLock { stopped } }
+    private var isStopped: Bool { stopped.isSet }
 
     /// Stops sending and waits for the thread to end.
     public func stop() {
-        lock.withLock { stopped = true }
+        stopped.set()
         if started { finished.wait(); started = false }
     }
 

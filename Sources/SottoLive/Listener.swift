@@ -33,7 +33,7 @@ public final class Listener: @unchecked Sendable {
     private let configuration: PCMConfiguration
     private let profiles: [Profile]
     private let lock = NSLock()
-    private var stopped = false
+    private let stopped = StopFlag()
     private var session: CaptureSession?
     private var thread: Thread?
     /// Seconds between attempts to reopen a device that failed.
@@ -86,7 +86,7 @@ public final class Listener: @unchecked Sendable {
         })
     }
 
-    private var isStopped: Bool { lock.withLock { stopped } }
+    private var isStopped: Bool { stopped.isSet }
 
     private func reopenLater() {
         let thread = Thread { [weak self] in
@@ -105,10 +105,8 @@ public final class Listener: @unchecked Sendable {
 
     /// Stops listening; returns once the capture thread has ended. Events already decoded are still delivered.
     public func stop() {
-        let session = lock.withLock { () -> CaptureSession? in
-            stopped = true
-            return self.session
-        }
+        stopped.set()
+        let session = lock.withLock { self.session }
         session?.stop()
     }
 }
@@ -128,7 +126,7 @@ final class CaptureThreadState: @unchecked Sendable {
 /// microphone chain leave almost nothing above 17 kHz. Compares the power in 17.5-20.5 kHz with 12-16 kHz
 /// over the first `seconds` of capture and reports once when the upper band is more than `threshold` dB
 /// lower (a microphone and room seldom fall more than 20 dB from 14 to 19 kHz).
-final class BandMonitor: @unchecked Sendable {
+public final class BandMonitor: @unchecked Sendable {
     let sampleRate: Double
     let size = 4096
     private var buffer: [Float] = []
@@ -139,14 +137,14 @@ final class BandMonitor: @unchecked Sendable {
     static let threshold = 30.0
     static let seconds = 2.0
 
-    init(sampleRate: Double) {
+    public init(sampleRate: Double) {
         self.sampleRate = sampleRate
         done = sampleRate < 42_000  // the band is not even representable
         buffer.reserveCapacity(size)
     }
 
     /// Adds captured samples; returns the band level (dB) once, when it looks filtered.
-    func add(_ block: UnsafeBufferPointer<Float>) -> Double? {
+    public func add(_ block: UnsafeBufferPointer<Float>) -> Double? {
         guard !done else { return nil }
         for sample in block {
             buffer.append(sample)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import SottoAudio
+import SottoLive
 import SottoModem
 
 /// `sotto listen`: decode tokens from a live ALSA capture device as they arrive.
@@ -64,12 +65,14 @@ final class ListenState: @unchecked Sendable {
     let format: Decode.Format
     let limit: Int64?
     let stopRequested = StopFlag()
+    let monitor: BandMonitor
     private(set) var captured: Int64 = 0
     private(set) var frames = 0
     private(set) var error: (any Error)?
 
     init(decoder: StreamingDecoder, writer: AudioFileWriter?, format: Decode.Format, limit: Int64?) {
         self.decoder = decoder
+        monitor = BandMonitor(sampleRate: decoder.sampleRate)
         self.writer = writer
         self.format = format
         self.limit = limit
@@ -84,6 +87,9 @@ final class ListenState: @unchecked Sendable {
         do { try writer?.write(block) } catch { self.error = error; return false }
         captured += Int64(block.count)
         emit(decoder.process(block))
+        if let level = monitor.add(block) {
+            printError("warning: the 17.5-20.5 kHz band is \(Int(-level)) dB below 12-16 kHz: the capture path filters it (echo cancellation, noise suppression?); see the live audio guide")
+        }
         if let limit, captured >= limit { return false }
         return !stopRequested.isSet
     }
@@ -102,13 +108,6 @@ final class ListenState: @unchecked Sendable {
     }
 }
 
-/// A flag set from a signal handler's queue and read on the capture thread.
-final class StopFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    var isSet: Bool { lock.withLock { value } }
-    func set() { lock.withLock { value = true } }
-}
 
 /// `sotto devices`: ALSA PCMs.
 struct Devices: ParsableCommand {
@@ -118,8 +117,14 @@ struct Devices: ParsableCommand {
         let devices = ALSADevices.list()
         if devices.isEmpty { print("no ALSA PCMs found"); return }
         for device in devices {
-            let direction = device.direction.map { $0 == "Input" ? "capture" : "playback" } ?? "capture+playback"
-            print("\(device.name)\t\(direction)\t\(device.description)")
+            var columns = [device.name]
+            for (label, capture) in [("capture", true), ("playback", false)]
+            where device.direction == nil || device.direction == (capture ? "Input" : "Output") {
+                let range = ALSADevices.rates(of: device.name, capture: capture)
+                columns.append("\(label) " + (range.map { $0.upperBound > 1e7 ? "any rate" : "\(Int($0.lowerBound))-\(Int($0.upperBound)) Hz" } ?? "(cannot open now)"))
+            }
+            columns.append(device.description)
+            print(columns.joined(separator: "\t"))
         }
     }
 }

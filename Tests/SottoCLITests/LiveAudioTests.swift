@@ -86,6 +86,13 @@ struct FilePluginRig {
         #expect(listen.stdout == Array("round trip".utf8).map { String(format: "%02x", $0) }.joined() + "\n")
     }
 
+    @Test func devicesListsPCMsWithTheirRates() throws {
+        // The system configuration always defines the null PCM, with a hint.
+        let result = try Sotto.run(["devices"], environment: ["ALSA_CONFIG_PATH": "/usr/share/alsa/alsa.conf"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("null\tcapture any rate\tplayback any rate"), "\(result.stdout)")
+    }
+
     @Test func deviceErrorsAreTypedAndExplained() throws {
         let rig = try FilePluginRig()
         defer { try? FileManager.default.removeItem(at: rig.directory) }
