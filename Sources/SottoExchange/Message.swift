@@ -1,0 +1,216 @@
+/// Limits of the exchange, as in Google's Nearby Messages (see NEARBY.md §1.2-1.9).
+public enum ExchangeLimits {
+    /// Largest message content (bytes).
+    public static let maxContentBytes = 102_400
+    /// Longest message type (Unicode scalars).
+    public static let maxTypeLength = 32
+    /// Largest audio-bytes payload (bytes).
+    public static let maxAudioBytes = 10
+    /// Largest beacon attachment (bytes).
+    public static let maxAttachmentBytes = 1_024
+    /// Longest attachment type (characters).
+    public static let maxAttachmentTypeLength = 100
+    /// TTL bounds (s) for publications; subscriptions may also be infinite.
+    public static let ttlRange: ClosedRange<Int> = 1...86_400
+    /// Default TTL (s).
+    public static let defaultTTL = 300
+    /// Active operations per app (publications plus subscriptions).
+    public static let maxOperationsPerApp = 100
+    /// Reserved namespace for audio bytes and raw beacon IDs.
+    public static let reservedNamespace = "__reserved_namespace"
+    /// Type of audio-bytes messages.
+    public static let audioBytesType = "__audio_bytes"
+    /// Type of raw beacon-ID messages.
+    public static let beaconIDType = "__sotto_beacon_id"
+}
+
+/// Every way an exchange request can be wrong; each says what is allowed.
+public enum ExchangeError: Error, Sendable, Equatable, CustomStringConvertible {
+    case contentTooLarge(Int)
+    case typeTooLong(Int)
+    case reservedNamespace(String)
+    case invalidNamespace(String)
+    case invalidType(String)
+    case invalidTTL(Int)
+    case audioBytesLength(Int)
+    case emptyFilter
+    case quotaExceeded(Int)
+    case attachmentTooLarge(Int)
+    case invalidBeaconID(Int)
+    case consentNotGranted
+    case unknownOperation
+
+    public var description: String {
+        switch self {
+        case .contentTooLarge(let n): return "message content is \(n) bytes; at most \(ExchangeLimits.maxContentBytes) are allowed"
+        case .typeTooLong(let n): return "message type is \(n) characters; at most \(ExchangeLimits.maxTypeLength) are allowed"
+        case .reservedNamespace(let ns): return "namespace '\(ns)' is reserved for audio bytes and beacon IDs"
+        case .invalidNamespace(let ns): return "namespace '\(ns)' is invalid: no '*' or '/' (and non-empty in a namespaced-type filter)"
+        case .invalidType(let t): return "type '\(t)' is invalid: no '*' or '/'"
+        case .invalidTTL(let t): return "TTL \(t) s is invalid: 1 to 86400 s (or infinite, for subscriptions only)"
+        case .audioBytesLength(let n): return "audio bytes must be 1 to \(ExchangeLimits.maxAudioBytes) bytes, got \(n)"
+        case .emptyFilter: return "a filter needs at least one include (all my types, a namespaced type, beacon IDs or audio bytes)"
+        case .quotaExceeded(let n): return "too many operations: \(n) are active, at most \(ExchangeLimits.maxOperationsPerApp) per app"
+        case .attachmentTooLarge(let n): return "attachment is \(n) bytes; at most \(ExchangeLimits.maxAttachmentBytes) are allowed"
+        case .invalidBeaconID(let n): return "a beacon ID must be 1 to 15 bytes, got \(n)"
+        case .consentNotGranted: return "the user has not granted consent for nearby exchange (see Consent)"
+        case .unknownOperation: return "no such publication or subscription"
+        }
+    }
+}
+
+/// A message: namespace, type and content. Identity is all three (two devices publishing the same bytes
+/// publish one message, as in Nearby).
+public struct Message: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// "" is the app's own namespace.
+    public let namespace: String
+    public let type: String
+    public let content: [UInt8]
+
+    /// - Throws: `ExchangeError` for oversized content, a long or wildcard type, or a reserved namespace.
+    public init(namespace: String = "", type: String = "", content: [UInt8]) throws(ExchangeError) {
+        guard content.count <= ExchangeLimits.maxContentBytes else { throw .contentTooLarge(content.count) }
+        guard type.unicodeScalars.count <= ExchangeLimits.maxTypeLength else { throw .typeTooLong(type.unicodeScalars.count) }
+        guard !type.contains("*"), !type.contains("/") else { throw .invalidType(type) }
+        guard namespace != ExchangeLimits.reservedNamespace else { throw .reservedNamespace(namespace) }
+        guard !namespace.contains("*"), !namespace.contains("/") else { throw .invalidNamespace(namespace) }
+        self.namespace = namespace
+        self.type = type
+        self.content = content
+    }
+
+    /// Messages of the reserved namespace, made only by the library.
+    init(reservedType: String, content: [UInt8]) {
+        namespace = ExchangeLimits.reservedNamespace
+        type = reservedType
+        self.content = content
+    }
+
+    /// True for messages carried directly in the audio frame.
+    public var isAudioBytes: Bool { namespace == ExchangeLimits.reservedNamespace && type == ExchangeLimits.audioBytesType }
+
+    public var description: String {
+        let text = String(validating: content, as: UTF8.self).flatMap { s in s.unicodeScalars.allSatisfy({ $0.value >= 0x20 }) ? "\"\(s)\"" : nil }
+        let hex = content.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        return "\(namespace.isEmpty ? "" : namespace + "/")\(type.isEmpty ? "" : type + ":")\(text ?? hex)"
+    }
+}
+
+/// A message of up to 10 bytes sent directly in the audio frame: no matcher needed.
+public enum AudioBytes {
+    /// The message audio bytes `bytes` arrive as.
+    public static func message(_ bytes: [UInt8]) throws(ExchangeError) -> Message {
+        guard (1...ExchangeLimits.maxAudioBytes).contains(bytes.count) else { throw .audioBytesLength(bytes.count) }
+        return Message(reservedType: ExchangeLimits.audioBytesType, content: bytes)
+    }
+}
+
+/// What a subscription receives: the OR of its includes.
+public struct MessageFilter: Sendable, Hashable {
+    public enum Include: Sendable, Hashable {
+        /// Every message of the app's own namespace, any type.
+        case allMyTypes
+        /// Exactly this namespace and type.
+        case namespacedType(namespace: String, type: String)
+        /// Audio bytes of exactly this length (1...10).
+        case audioBytes(Int)
+        /// Raw beacon IDs heard (reserved namespace), and the attachments of any beacon heard.
+        case beaconIDs
+    }
+    public let includes: Set<Include>
+
+    /// - Throws: `ExchangeError.emptyFilter` without includes, or for an invalid include.
+    public init(_ includes: [Include]) throws(ExchangeError) {
+        guard !includes.isEmpty else { throw .emptyFilter }
+        for include in includes {
+            switch include {
+            case .namespacedType(let namespace, let type):
+                guard !namespace.isEmpty, !namespace.contains("*"), !namespace.contains("/") else { throw .invalidNamespace(namespace) }
+                guard !type.contains("*"), !type.contains("/") else { throw .invalidType(type) }
+            case .audioBytes(let n):
+                guard (1...ExchangeLimits.maxAudioBytes).contains(n) else { throw .audioBytesLength(n) }
+            case .allMyTypes, .beaconIDs: break
+            }
+        }
+        self.includes = Set(includes)
+    }
+
+    /// The default: every message of the app.
+    public static let allMyTypes = try! MessageFilter([.allMyTypes])
+
+    /// Whether `message` passes.
+    public func accepts(_ message: Message) -> Bool {
+        includes.contains { include in
+            switch include {
+            case .allMyTypes: return message.namespace.isEmpty
+            case .namespacedType(let namespace, let type): return message.namespace == namespace && message.type == type
+            case .audioBytes(let n): return message.isAudioBytes && message.content.count == n
+            case .beaconIDs: return message.namespace == ExchangeLimits.reservedNamespace && message.type == ExchangeLimits.beaconIDType
+            }
+        }
+    }
+}
+
+/// How discovery runs.
+public struct Strategy: Sendable, Hashable {
+    public enum DiscoveryMode: Sendable, Hashable { case broadcast, scan, both }
+    public enum DistanceType: Sendable, Hashable { case `default`, earshot }
+    public enum TTL: Sendable, Hashable {
+        case seconds(Int)
+        /// Subscriptions only.
+        case infinite
+    }
+    public let discoveryMode: DiscoveryMode
+    public let distanceType: DistanceType
+    public let ttl: TTL
+
+    /// - Throws: `ExchangeError.invalidTTL` outside 1...86400 s.
+    public init(discoveryMode: DiscoveryMode = .both, distanceType: DistanceType = .default,
+                ttl: TTL = .seconds(ExchangeLimits.defaultTTL)) throws(ExchangeError) {
+        if case .seconds(let s) = ttl, !ExchangeLimits.ttlRange.contains(s) { throw .invalidTTL(s) }
+        self.discoveryMode = discoveryMode
+        self.distanceType = distanceType
+        self.ttl = ttl
+    }
+
+    public static let `default` = try! Strategy()
+
+    /// TTL in seconds, or nil for infinite.
+    var seconds: Double? {
+        if case .seconds(let s) = ttl { return Double(s) }
+        return nil
+    }
+}
+
+/// What the first byte of a Sotto audio frame says the rest is.
+public enum Payload: Sendable, Hashable {
+    /// An exchange token issued by the matcher (6...15 bytes).
+    case token([UInt8])
+    /// An audio-bytes message (1...10 bytes).
+    case audioBytes([UInt8])
+    /// A beacon ID (1...15 bytes).
+    case beacon([UInt8])
+
+    static let tokenKind: UInt8 = 0x10, audioKind: UInt8 = 0x20, beaconKind: UInt8 = 0x30
+
+    /// The modem token: kind byte, then the data.
+    public var frameBytes: [UInt8] {
+        switch self {
+        case .token(let b): return [Self.tokenKind] + b
+        case .audioBytes(let b): return [Self.audioKind] + b
+        case .beacon(let b): return [Self.beaconKind] + b
+        }
+    }
+
+    /// Parses a decoded modem token; nil for frames of other applications.
+    public init?(frame: [UInt8]) {
+        guard let kind = frame.first, frame.count >= 2 else { return nil }
+        let data = Array(frame.dropFirst())
+        switch kind {
+        case Self.tokenKind: self = .token(data)
+        case Self.audioKind where data.count <= ExchangeLimits.maxAudioBytes: self = .audioBytes(data)
+        case Self.beaconKind: self = .beacon(data)
+        default: return nil
+        }
+    }
+}
