@@ -5,14 +5,20 @@ import SottoModem
 
 /// Parses a token given as hex (optional `0x`, optional `:`/`-`/space separators) or as text.
 enum TokenInput {
+    /// Bytes from hex or text, checked as a modem token (1...16 bytes).
     static func parse(hex: String?, text: String?) throws -> [UInt8] {
+        let bytes = try bytes(hex: hex, text: text)
+        try check(bytes.count)
+        return bytes
+    }
+
+    /// Bytes from hex or text, any length.
+    static func bytes(hex: String?, text: String?) throws -> [UInt8] {
         switch (hex, text) {
         case (nil, nil): throw ValidationError("give a token as hex (e.g. 0x0123456789abcdef) or with --text")
         case (.some, .some): throw ValidationError("give the token either as hex or with --text, not both")
         case (nil, .some(let text)):
-            let bytes = Array(text.utf8)
-            try check(bytes.count)
-            return bytes
+            return Array(text.utf8)
         case (.some(let hex), nil):
             var digits = hex.lowercased()
             if digits.hasPrefix("0x") { digits.removeFirst(2) }
@@ -27,7 +33,6 @@ enum TokenInput {
                 bytes.append(UInt8(digits[index..<next], radix: 16)!)
                 index = next
             }
-            try check(bytes.count)
             return bytes
         }
     }

@@ -14,10 +14,12 @@ struct Bench: ParsableCommand {
             With --sweep: snr (Eb/N0 and SNR for 90% and 99% per profile and token length), offset (clock / \
             Doppler offsets), reverb (synthetic rooms), rooms (measured impulse responses with real noise, from \
             --data), speech (speech interference), false (an hour of noise and speech: false tokens), latency \
-            (how long after its last sample a frame is reported, fed in 1024-sample periods as from a device).
+            (how long after its last sample a frame is reported, fed in 1024-sample periods as from a device), \
+            exchange (three devices in a simulated room through the modem and the matcher: found latency, \
+            stop-to-lost, walk-away-to-lost, collisions; --trials runs).
             """)
 
-    enum Sweep: String, ExpressibleByArgument, CaseIterable { case snr, offset, reverb, rooms, speech, `false`, latency }
+    enum Sweep: String, ExpressibleByArgument, CaseIterable { case snr, offset, reverb, rooms, speech, `false`, latency, exchange }
 
     @Argument(help: "Fixture directory with a manifest.json.") var directory: String = "Fixtures"
     @Option(help: "Run a robustness sweep instead: \(Sweep.allCases.map(\.rawValue).joined(separator: ", ")).") var sweep: Sweep?

@@ -28,7 +28,8 @@ enum ProfileTable {
 func fixed(_ value: Double, _ decimals: Int) -> String {
     var scale = 1.0
     for _ in 0..<decimals { scale *= 10 }
-    let rounded = (value * scale).rounded() / scale
+    var rounded = (value * scale).rounded() / scale
+    if rounded == 0 { rounded = 0 }  // never print a negative zero
     if decimals == 0 { return String(Int(rounded)) }
     var s = String(rounded)
     if let dot = s.firstIndex(of: ".") {

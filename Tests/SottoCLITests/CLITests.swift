@@ -1,4 +1,5 @@
 import Foundation
+import SottoAudio
 import Testing
 
 /// Runs the built `sotto` executable (next to the test bundle) and captures its output.
@@ -170,5 +171,59 @@ func temporaryDirectory() throws -> URL {
         let result = try Sotto.run(["bench", fixtures.path])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("| all |") && result.stdout.contains("100.0% | 0 |"))
+    }
+}
+
+@Suite struct ExchangeCLITests {
+    @Test func publishToAFileThenSubscribeToTheRecording() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wav = dir.appendingPathComponent("pub.wav").path
+        let publish = try Sotto.run(["publish", "--text", "hello", "--ttl", "12", "--interval", "2", "--jitter", "0.5", "--out", wav])
+        #expect(publish.status == 0, "\(publish.stderr)")
+        #expect(publish.stderr.contains("wrote 6 frames"))
+        let subscribe = try Sotto.run(["subscribe", "--input", wav, "--lost-timeout", "3", "--format", "json"])
+        #expect(subscribe.status == 0, "\(subscribe.stderr)")
+        let events = subscribe.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(events.map { $0["event"] as? String } == ["found", "lost"])
+        #expect(events.first?["text"] as? String == "hello" && events.first?["type"] as? String == "__audio_bytes")
+        // Found with the first frame (within its airtime of the file's start), lost at the end of the recording.
+        #expect(((events.first?["time"] as? Double) ?? 99) < 1.2)
+        #expect(((events.last?["time"] as? Double) ?? 0) == 12)
+        // The same recording gives the same timeline every time (sample clock, seeded jitter).
+        #expect(try Sotto.run(["subscribe", "--input", wav, "--lost-timeout", "3", "--format", "json"]).stdout == subscribe.stdout)
+    }
+
+    @Test func lostAfterTheTimeoutWhenThePublisherFallsSilent() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let a = dir.appendingPathComponent("a.wav").path
+        #expect(try Sotto.run(["publish", "--hex", "0102", "--ttl", "5", "--interval", "1", "--jitter", "0", "--out", a]).status == 0)
+        // Five seconds of frames followed by ten of silence: lost 3 s after the last sighting.
+        let silence = dir.appendingPathComponent("b.wav").path
+        let (samples, _) = try AudioFile.read(path: a)
+        try AudioFile.write(samples + [Float](repeating: 0, count: 480_000), sampleRate: 48_000, to: silence)
+        let out = try Sotto.run(["subscribe", "--input", silence, "--lost-timeout", "3"]).stdout.split(separator: "\n")
+        #expect(out.count == 2 && out[0].contains("found") && out[1].contains("lost"))
+        let lostAt = Double(out[1].split(separator: " ")[0]) ?? 0
+        // Frames at 0, 1, 2, 3, 4 s (airtime 0.33 s): last sighting at 4.33 s, lost 3 s later.
+        #expect(lostAt > 7.2 && lostAt < 7.5, "\(out)")
+    }
+
+    @Test func exchangeLimitsAreExplained() throws {
+        let tooLong = try Sotto.run(["publish", "--text", "eleven byte", "--out", "/tmp/x.wav"])
+        #expect(tooLong.status != 0 && tooLong.stderr.contains("audio bytes must be 1 to 10 bytes"))
+        let ttl = try Sotto.run(["publish", "--text", "a", "--ttl", "0", "--out", "/tmp/x.wav"])
+        #expect(ttl.status != 0 && ttl.stderr.contains("TTL 0 s is invalid"))
+        let namespace = try Sotto.run(["subscribe", "--namespace", "n", "--input", "/tmp/x.wav"])
+        #expect(namespace.status != 0 && namespace.stderr.contains("need a matcher"))
+    }
+
+    @Test func simulatedRoomEndToEnd() throws {
+        let result = try Sotto.run(["bench", "--sweep", "exchange", "--trials", "1", "--seed", "3"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("False found/lost events: 0."), "\(result.stdout)")
+        // Two subscribers lose C's message at once when it unpublishes.
+        #expect(result.stdout.contains("| unpublish -> lost | 0.00 | 0.00 | 2 |"), "\(result.stdout)")
     }
 }

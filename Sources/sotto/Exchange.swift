@@ -1,0 +1,271 @@
+import ArgumentParser
+import Foundation
+import SottoAudio
+import SottoChannel
+import SottoExchange
+import SottoLive
+import SottoModem
+
+/// Where a transmitter's frames go.
+struct TransmitTarget: ParsableArguments {
+    @Option(help: "ALSA playback PCM to play on.") var device: String = "default"
+    @Option(help: "Write exactly what would be played over the TTL to this file instead.") var out: String?
+    @Option(help: "Seconds from one frame to the next.") var interval: Double = 1
+    @Option(help: "Random extra delay per frame (s, uniform 0...jitter), so that devices do not collide every time.") var jitter: Double = 0.25
+    @Option(help: "Seed of the jitter in --out files (reproducible).") var seed: UInt64 = 1
+    @Option(help: "Profile.") var profile: Profile = .standard
+
+    func validate() throws {
+        guard interval.isFinite, interval >= 0.1, interval <= 3600 else { throw ValidationError("--interval must be 0.1 to 3600 s") }
+        guard jitter.isFinite, jitter >= 0, jitter <= interval else { throw ValidationError("--jitter must be 0 to --interval") }
+    }
+
+    /// Start times (s) of the frames sent over `duration` seconds: k x interval + uniform jitter, seeded.
+    func schedule(duration: Double, airtime: Double) -> [Double] {
+        var random = SeededRandom(seed: seed)
+        var times: [Double] = []
+        var k = 0.0
+        while true {
+            let t = k * interval + random.uniform() * jitter
+            if t + airtime > duration { break }
+            times.append(t)
+            k += 1
+        }
+        return times
+    }
+
+    /// Sends `frame` for `duration` seconds: into a file (exactly what would be played) or to the device.
+    func send(frame: [UInt8], duration: Double, what: String) throws {
+        if let out {
+            let rate = 48_000.0
+            let burst: [Float]
+            do { burst = try Modulator(profile: profile, sampleRate: rate).modulate(frame) } catch { throw CommandError(error.description) }
+            var samples = [Float](repeating: 0, count: Int(duration * rate))
+            let times = schedule(duration: duration, airtime: Double(burst.count) / rate)
+            for t in times {
+                let start = Int(t * rate)
+                for (i, s) in burst.enumerated() where start + i < samples.count { samples[start + i] += s }
+            }
+            do { try AudioFile.write(samples, sampleRate: rate, to: out, format: AudioFileFormat(path: out)) } catch { throw CommandError("\(error)") }
+            printError("wrote \(times.count) frames of \(what) over \(fixed(duration, 1)) s to \(out)")
+            return
+        }
+        let broadcaster: Broadcaster
+        do { broadcaster = try Broadcaster(configuration: PCMConfiguration(device: device), token: frame, profile: profile) }
+        catch { throw CommandError("\(error)") }
+        let count = max(1, Int(duration / interval))
+        printError("broadcasting \(what) on \(device) (\(broadcaster.negotiated)), \(count) frames")
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        signal(SIGINT, SIG_IGN)
+        interrupt.setEventHandler { broadcaster.stop() }
+        interrupt.resume()
+        broadcaster.start(interval: interval, jitter: jitter, count: count, generator: SystemRandomNumberGenerator())
+        broadcaster.wait()
+        printError("sent \(broadcaster.sent) frames, \(broadcaster.underruns) underruns")
+    }
+}
+
+/// `sotto publish`: publish a message (audio-bytes mode: carried in the frame, no matcher needed).
+struct Publish: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Publish a message to nearby subscribers.",
+        discussion: "Without a matcher, messages of up to 10 bytes travel directly in the audio frame (audio-bytes mode) and arrive in the reserved namespace and type.")
+
+    @Option(help: "Namespace (needs a matcher).") var namespace: String?
+    @Option(help: "Type (needs a matcher).") var type: String?
+    @Option(help: "Content as text.") var text: String?
+    @Option(help: "Content as hex.") var hex: String?
+    @Option(help: "Seconds to publish (1-86400).") var ttl: Int = ExchangeLimits.defaultTTL
+    @Option(help: "Discovery mode: broadcast, scan or both (publishing plays the frame in broadcast and both).") var mode: String = "both"
+    @OptionGroup var target: TransmitTarget
+
+    func run() throws {
+        guard namespace == nil && type == nil else {
+            throw ValidationError("namespaces and types need a matcher; without one, publish audio bytes (no --namespace/--type)")
+        }
+        guard ["broadcast", "scan", "both"].contains(mode) else { throw ValidationError("--mode must be broadcast, scan or both") }
+        let content = try TokenInput.bytes(hex: hex, text: text)
+        do {
+            _ = try Strategy(ttl: .seconds(ttl))
+            let message = try AudioBytes.message(content)
+            if mode == "scan" { printError("scan mode does not play anything: nothing to do"); return }
+            try target.send(frame: Payload.audioBytes(message.content).frameBytes, duration: Double(ttl), what: "\(message)")
+        } catch let error as ExchangeError {
+            throw CommandError(error.description)
+        }
+    }
+}
+
+/// `sotto beacon`: loop a beacon ID.
+struct Beacon: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Loop a beacon ID (hex, 1-15 bytes) like an audio beacon.")
+    @Argument(help: "Beacon ID as hex.") var id: String
+    @Option(help: "Seconds to run.") var duration: Double = 60
+    @OptionGroup var target: TransmitTarget
+
+    func run() throws {
+        let bytes = try TokenInput.bytes(hex: id, text: nil)
+        guard (1...15).contains(bytes.count) else { throw CommandError(ExchangeError.invalidBeaconID(bytes.count).description) }
+        guard duration.isFinite, duration > 0, duration <= 86_400 else { throw ValidationError("--duration must be in (0, 86400] s") }
+        try target.send(frame: Payload.beacon(bytes).frameBytes, duration: duration, what: "beacon \(bytes.hex)")
+    }
+}
+
+/// `sotto subscribe`: print found / lost / expired events as they happen.
+struct Subscribe: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Subscribe to nearby messages and print found, lost and expired events.",
+        discussion: "With --input, the same pipeline runs over a recording with time taken from its sample clock: the timeline of events it would have produced live.")
+
+    @Option(help: "Namespace (needs a matcher).") var namespace: String?
+    @Option(help: "Type (needs a matcher).") var type: String?
+    @Option(help: "Seconds to subscribe (1-86400); default: until the input ends or Ctrl-C.") var ttl: Int?
+    @Option(help: "Seconds without a sighting before lost.") var lostTimeout: Double = 10
+    @Option(help: "Output: text or json.") var format: String = "text"
+    @Option(help: "ALSA capture PCM.") var device: String = "default"
+    @Option(help: "Read this recording instead of a device.") var input: String?
+
+    func run() throws {
+        guard namespace == nil && type == nil else {
+            throw ValidationError("namespaces and types need a matcher; without one, subscribe receives audio bytes (no --namespace/--type)")
+        }
+        guard ["text", "json"].contains(format) else { throw ValidationError("--format must be text or json") }
+        guard lostTimeout.isFinite, lostTimeout >= 1, lostTimeout <= 600 else { throw ValidationError("--lost-timeout must be 1 to 600 s") }
+        let strategy: Strategy
+        do { strategy = try Strategy(ttl: ttl.map { .seconds($0) } ?? .infinite) } catch { throw CommandError(error.description) }
+        let filter = try! MessageFilter((1...ExchangeLimits.maxAudioBytes).map { .audioBytes($0) })
+        let printer = EventPrinter(json: format == "json")
+        if let input {
+            try runOffline(input, filter: filter, strategy: strategy, printer: printer)
+        } else {
+            try runLive(filter: filter, strategy: strategy, printer: printer)
+        }
+    }
+
+    /// Decodes the recording and replays its frames into the exchange on the sample clock.
+    func runOffline(_ path: String, filter: MessageFilter, strategy: Strategy, printer: EventPrinter) throws {
+        var frames: [DecodedFrame] = []
+        let duration: Double
+        do {
+            let info = try AudioFileReader(path: path).info
+            duration = Double(info.frames) / info.sampleRate
+            try FileDecoder.decode(path: path, profiles: Profile.all, channel: .mix) { frames.append($0) }
+        } catch { throw CommandError("\(path): \(error)") }
+        let timeline = OfflineTimeline.run(frames: frames.sorted { $0.endTime < $1.endTime }.map { ($0.endTime, $0.token, $0.snr) },
+                                           duration: duration, filter: filter, strategy: strategy, lostTimeout: lostTimeout)
+        for (time, event) in timeline { printer.print(event, at: time) }
+    }
+
+    func runLive(filter: MessageFilter, strategy: Strategy, printer: EventPrinter) throws {
+        let listener: Listener
+        do { listener = try Listener(configuration: PCMConfiguration(device: device)) } catch { throw CommandError(error.description) }
+        let manager = MessageManager(appID: "sotto-cli", broadcasts: false, now: 0)
+        let done = DispatchSemaphore(value: 0)
+        let lostTimeout = self.lostTimeout
+        let stopFlag = StopFlag()
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        signal(SIGINT, SIG_IGN)
+        interrupt.setEventHandler { stopFlag.set(); listener.stop() }
+        interrupt.resume()
+        Task.detached {
+            let start = Date()
+            let subscription = try await manager.subscribe(filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: 0) { event in
+                printer.print(event, at: Date().timeIntervalSince(start))
+            }
+            _ = subscription
+            let ticker = Task {
+                while !Task.isCancelled && !stopFlag.isSet {
+                    try? await Task.sleep(for: .milliseconds(200))
+                    await manager.tick(now: Date().timeIntervalSince(start))
+                }
+            }
+            for await event in listener.events {
+                if case .frame(let frame) = event { await manager.heard(frame: frame.token, snr: frame.snr, now: Date().timeIntervalSince(start)) }
+                if case .deviceError(let error, let retry) = event { printError("device error: \(error)\(retry ? " (retrying)" : "")") }
+            }
+            ticker.cancel()
+            await manager.close(now: Date().timeIntervalSince(start))
+            done.signal()
+        }
+        done.wait()
+    }
+}
+
+/// The exchange over a recording: frames become observations at their end time on the sample clock,
+/// and time advances in 50 ms steps between them, so lost and expired happen when they would have live.
+enum OfflineTimeline {
+    static let step = 0.05
+
+    static func run(frames: [(time: Double, token: [UInt8], snr: Double)], duration: Double, filter: MessageFilter,
+                    strategy: Strategy, lostTimeout: Double) -> [(Double, SubscriptionEvent)] {
+        let collector = EventCollector()
+        let semaphore = DispatchSemaphore(value: 0)
+        Task.detached {
+            let manager = MessageManager(appID: "sotto-cli", broadcasts: false, now: 0)
+            let subscription = try await manager.subscribe(filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: 0) { event in
+                collector.append(event)
+            }
+            var now = 0.0
+            for frame in frames {
+                while now + step < frame.time { now += step; collector.time = now; await manager.tick(now: now) }
+                now = frame.time
+                collector.time = now
+                await manager.heard(frame: frame.token, snr: frame.snr, now: now)
+            }
+            while now + step < duration { now += step; collector.time = now; await manager.tick(now: now) }
+            collector.time = duration
+            await manager.close(now: duration)
+            _ = subscription
+            semaphore.signal()
+        }
+        semaphore.wait()
+        return collector.events
+    }
+}
+
+/// Gathers events with the time they happened.
+final class EventCollector: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [(Double, SubscriptionEvent)] = []
+    private var current = 0.0
+    var time: Double {
+        get { lock.withLock { current } }
+        set { lock.withLock { current = newValue } }
+    }
+    func append(_ event: SubscriptionEvent) { lock.withLock { stored.append((current, event)) } }
+    var events: [(Double, SubscriptionEvent)] { lock.withLock { stored } }
+}
+
+/// Prints subscription events, one per line.
+struct EventPrinter: Sendable {
+    let json: Bool
+
+    func print(_ event: SubscriptionEvent, at time: Double) {
+        let (kind, message, snr): (String, Message?, Double?) = {
+            switch event {
+            case .found(let m): return ("found", m, nil)
+            case .lost(let m): return ("lost", m, nil)
+            case .signalChanged(let m, let snr): return ("signal", m, snr)
+            case .expired: return ("expired", nil, nil)
+            }
+        }()
+        let line: String
+        if json {
+            var fields = ["\"time\":\(fixed(time, 3))", "\"event\":\"\(kind)\""]
+            if let message {
+                fields.append("\"namespace\":\"\(message.namespace)\"")
+                fields.append("\"type\":\"\(message.type)\"")
+                fields.append("\"content\":\"\(message.content.hex)\"")
+                if let text = FrameOutput.printable(message.content) {
+                    let escaped = text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                    fields.append("\"text\":\"\(escaped)\"")
+                }
+            }
+            if let snr { fields.append("\"snr\":\(fixed(snr, 1))") }
+            line = "{" + fields.joined(separator: ",") + "}"
+        } else {
+            line = "\(fixed(time, 3)) s  \(kind)" + (message.map { "  \($0)" } ?? "") + (snr.map { "  SNR \(fixed($0, 1)) dB" } ?? "")
+        }
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}
