@@ -58,3 +58,14 @@ import Testing
         #expect(frames.isEmpty)
     }
 }
+
+@Test func quickselectAgreesWithSorting() {
+    var noise = TestNoise(state: 31)
+    for n in [1, 2, 3, 10, 97, 1000] {
+        let values = (0..<n).map { _ in Float(noise.next() % 50) }  // many ties
+        for k in Set([0, n / 4, n / 2, n - 1]) {
+            var copy = values
+            #expect(select(&copy, rank: k) == values.sorted()[k])
+        }
+    }
+}

@@ -1,0 +1,89 @@
+import Benchmark
+import Foundation
+import SottoAudio
+import SottoModem
+
+/// Ten seconds of 48 kHz audio: a few 8-byte frames in white noise at 0 dB SNR (seeded).
+let tenSeconds: [Float] = {
+    var state: UInt64 = 42
+    func gaussian() -> Float {
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        let u1 = max(Double(state >> 11) / Double(1 << 53), 1e-12)
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        let u2 = Double(state >> 11) / Double(1 << 53)
+        return Float((-2 * log(u1)).squareRoot() * cos(2 * .pi * u2))
+    }
+    let modulator = try! Modulator()
+    var x = (0..<480_000).map { _ in 0.35 * gaussian() }
+    for (i, start) in [24_000, 168_000, 312_000].enumerated() {
+        let burst = try! modulator.modulate([UInt8](repeating: UInt8(i), count: 8))
+        for (j, s) in burst.enumerated() { x[start + j] += s }
+    }
+    return x
+}()
+
+/// Fixture recordings (../Fixtures), when present.
+let fixtures: [[Float]] = {
+    let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
+    let files = FileManager.default.enumerator(atPath: directory.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".wav") }.sorted() ?? []
+    return files.compactMap { name in
+        guard let (samples, info) = try? AudioFile.read(path: directory.appendingPathComponent(name).path, channel: .channel(0)),
+              info.sampleRate == 48_000 else { return nil }
+        return samples
+    }
+}()
+
+/// Streams `signal` through a decoder in 4096-sample chunks, as a file reader or a device would.
+func stream(_ signal: [Float], profiles: [Profile]) -> Int {
+    let decoder = try! StreamingDecoder(sampleRate: 48_000, profiles: profiles)
+    var frames = 0
+    signal.withUnsafeBufferPointer { all in
+        var offset = 0
+        while offset < all.count {
+            let n = min(4096, all.count - offset)
+            frames += decoder.process(UnsafeBufferPointer(rebasing: all[offset..<(offset + n)])).count
+            offset += n
+        }
+    }
+    return frames
+}
+
+let benchmarks: @Sendable () -> Void = {
+    let metrics: [BenchmarkMetric] = [.wallClock, .cpuTotal, .throughput, .mallocCountTotal, .peakMemoryResident]
+
+    // One iteration = 10 s of audio: throughput x 10 is seconds of audio per second.
+    Benchmark("Decoder, default profile, 10 s of 48 kHz audio",
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5))) { benchmark in
+        blackHole(stream(tenSeconds, profiles: [.standard]))
+    }
+
+    Benchmark("Decoder, all four profiles, 10 s of 48 kHz audio",
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5))) { benchmark in
+        blackHole(stream(tenSeconds, profiles: Profile.all))
+    }
+
+    Benchmark("Decoder, every 48 kHz fixture, all profiles",
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5))) { benchmark in
+        for fixture in fixtures { blackHole(stream(fixture, profiles: Profile.all)) }
+    }
+
+    Benchmark("Encoder, 8-byte token, default profile, 48 kHz",
+              configuration: .init(metrics: metrics, maxDuration: .seconds(3))) { benchmark in
+        let modulator = try! Modulator()
+        for i in benchmark.scaledIterations { blackHole(try! modulator.modulate([UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 8))) }
+    }
+
+    // Memory must not grow with the length of the stream: compare peak resident memory of 1 and 10 minutes.
+    for minutes in [1, 10] {
+        Benchmark("Decoder memory, \(minutes) min of noise, default profile",
+                  configuration: .init(metrics: [.peakMemoryResident, .mallocCountTotal], maxIterations: 1)) { benchmark in
+            let decoder = try! StreamingDecoder(sampleRate: 48_000)
+            var frames = 0
+            for _ in 0..<(minutes * 6) {
+                frames += decoder.process(tenSeconds).count
+            }
+            blackHole(frames)
+        }
+    }
+}
