@@ -83,14 +83,17 @@ public actor MessageManager {
     private var audioPublications: [OperationID: Message] = [:]
     private var invalidTokens: [[UInt8]: Double] = [:]
     private var logger: Logger
+    private let consent: Consent?
     /// Seconds an unknown token is ignored after the matcher called it invalid.
     public static let invalidTokenCache = 600.0
 
     /// - Parameters:
     ///   - lostTimeout: default time without a sighting before `lost` (s).
     ///   - broadcasts: whether this device plays a token (scan-only devices do not).
+    ///   - consent: when given, publishing and subscribing need the user's consent.
     public init(appID: String, session: SessionID = SessionID(UUID().uuidString), lostTimeout: Double = 10,
-                broadcasts: Bool = true, core: MatcherCore = MatcherCore(), now: Double = 0) {
+                broadcasts: Bool = true, core: MatcherCore = MatcherCore(), consent: Consent? = nil, now: Double = 0) {
+        self.consent = consent
         self.appID = appID
         self.session = session
         self.lostTimeout = lostTimeout
@@ -105,6 +108,7 @@ public actor MessageManager {
     public func setDebugLogging(_ on: Bool) { logger.logLevel = on ? .debug : .info }
 
     private func newID() throws(ExchangeError) -> OperationID {
+        if let consent, !consent.isGranted { throw .consentNotGranted }
         guard statuses.values.filter({ $0 == .active }).count < ExchangeLimits.maxOperationsPerApp else {
             throw .quotaExceeded(ExchangeLimits.maxOperationsPerApp)
         }

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import SottoExchange
 
@@ -192,4 +193,30 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
         await publication.cancel()
         #expect(!(await manager.transmitPlan).contains(.audioBytes([5, 6, 7])))
     }
+}
+
+@Suite struct ConsentTests {
+    @Test func consentIsPersistedAndGatesOperations() async throws {
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("sotto-consent-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let consent = Consent(directory: directory)
+        #expect(!consent.isGranted)
+        let changes = ChangeLog()
+        consent.onChange { changes.append($0) }
+        let manager = MessageManager(appID: "app", consent: consent)
+        await #expect(throws: ExchangeError.consentNotGranted) { try await manager.subscribe(now: 0) }
+        try consent.set(granted: true)
+        try consent.set(granted: true)  // no change, no call
+        #expect(Consent(directory: directory).isGranted)  // persisted
+        _ = try await manager.subscribe(now: 0)
+        try consent.set(granted: false)
+        #expect(changes.values == [true, false])
+    }
+}
+
+final class ChangeLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [Bool] = []
+    func append(_ value: Bool) { lock.withLock { stored.append(value) } }
+    var values: [Bool] { lock.withLock { stored } }
 }

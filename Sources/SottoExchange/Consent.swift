@@ -1,0 +1,42 @@
+import Foundation
+
+/// The user's consent to nearby exchange, persisted per user (`$XDG_CONFIG_HOME/sotto/consent`, else
+/// `~/.config/sotto/consent`), with a handler called on every change (not initially), like Nearby's
+/// permission object. Without consent, a `MessageManager` created with it refuses to publish or subscribe.
+public final class Consent: @unchecked Sendable {
+    /// The file holding "granted" or "denied".
+    public let file: URL
+    private let lock = NSLock()
+    private var handlers: [@Sendable (Bool) -> Void] = []
+
+    /// The default location for the current user.
+    public static var defaultDirectory: URL {
+        let environment = ProcessInfo.processInfo.environment
+        if let xdg = environment["XDG_CONFIG_HOME"], !xdg.isEmpty { return URL(fileURLWithPath: xdg).appendingPathComponent("sotto") }
+        return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config/sotto")
+    }
+
+    public init(directory: URL = Consent.defaultDirectory) {
+        file = directory.appendingPathComponent("consent")
+    }
+
+    /// Whether the user granted consent (false until they do).
+    public var isGranted: Bool {
+        lock.withLock { (try? String(contentsOf: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == "granted" }
+    }
+
+    /// Records the user's choice and calls the change handlers when it changed.
+    public func set(granted: Bool) throws {
+        let changed = granted != isGranted
+        try lock.withLock {
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data((granted ? "granted\n" : "denied\n").utf8).write(to: file, options: .atomic)
+        }
+        if changed { for handler in lock.withLock({ handlers }) { handler(granted) } }
+    }
+
+    /// Calls `handler` whenever the consent changes.
+    public func onChange(_ handler: @escaping @Sendable (Bool) -> Void) {
+        lock.withLock { handlers.append(handler) }
+    }
+}
