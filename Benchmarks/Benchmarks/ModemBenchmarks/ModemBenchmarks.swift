@@ -22,6 +22,15 @@ let tenSeconds: [Float] = {
     return x
 }()
 
+/// The same ten seconds without the frames.
+let tenSecondsOfNoise: [Float] = {
+    var state: UInt64 = 7
+    return (0..<480_000).map { _ in
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        return Float(Int64(bitPattern: state) >> 40) / Float(1 << 23) * 0.6
+    }
+}()
+
 /// Fixture recordings (../Fixtures), when present.
 let fixtures: [[Float]] = {
     let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -53,6 +62,11 @@ let benchmarks: @Sendable () -> Void = {
     let metrics: [BenchmarkMetric] = [.wallClock, .cpuTotal, .throughput, .mallocCountTotal, .peakMemoryResident]
 
     // One iteration = 10 s of audio: throughput x 10 is seconds of audio per second.
+    Benchmark("Decoder, default profile, 10 s of 48 kHz noise, no frames",
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5))) { benchmark in
+        blackHole(stream(tenSecondsOfNoise, profiles: [.standard]))
+    }
+
     Benchmark("Decoder, default profile, 10 s of 48 kHz audio",
               configuration: .init(metrics: metrics, maxDuration: .seconds(5))) { benchmark in
         blackHole(stream(tenSeconds, profiles: [.standard]))
