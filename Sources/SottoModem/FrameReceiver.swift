@@ -106,7 +106,7 @@ final class FrameReceiver {
         let dopplerMargin = profile.highFrequency * Self.maxOffsetPPM * 1e-6
         let halfWidth = band / 2 + dopplerMargin + 50
         decimator = BandDecimator(sampleRate: sampleRate, centerFrequency: profile.centerFrequency,
-                                  passbandHalfWidth: halfWidth, minimumOutputRate: 2 * halfWidth + 2000)
+                                  passbandHalfWidth: halfWidth, minimumOutputRate: 2 * halfWidth + 1400)
         basebandRate = decimator.outputRate
         // Templates: the transmitted preamble itself (same smoothing and fade), cut into its two chirps.
         var preamble = Modulator.preambleSegments(profile)
