@@ -17,6 +17,8 @@ public enum ListenEvent: Sendable {
     case deviceError(ALSAError, willRetry: Bool)
     /// The device is back after an error.
     case reopened(NegotiatedFormat)
+    /// Listening ended (stopped, duration reached, or a fatal error): audio captured (s) and overruns.
+    case stopped(capturedSeconds: Double, overruns: Int)
 }
 
 /// Listens on an ALSA capture device and decodes tokens as they arrive: the live twin of
@@ -38,15 +40,25 @@ public final class Listener: @unchecked Sendable {
     private var thread: Thread?
     /// Seconds between attempts to reopen a device that failed.
     public let retryInterval: Double
+    private let duration: Double?
+    private let onCapture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)?
 
     /// Opens `configuration.device` and starts listening for `profiles` (those the negotiated rate can carry).
-    /// - Parameter bufferingNewest: events kept when the consumer falls behind (older ones are dropped).
-    public init(configuration: PCMConfiguration, profiles: [Profile] = Profile.all, retryInterval: Double = 1,
-                bufferingNewest: Int = 256) throws(ALSAError) {
+    /// - Parameters:
+    ///   - duration: stop after this much captured audio (s, sample clock).
+    ///   - bufferingNewest: events kept when the consumer falls behind (older ones are dropped); nil keeps all.
+    ///   - onCapture: called on the capture thread with every block and the device's format, e.g. to record
+    ///     it. It must not block.
+    public init(configuration: PCMConfiguration, profiles: [Profile] = Profile.all, duration: Double? = nil,
+                retryInterval: Double = 1, bufferingNewest: Int? = 256,
+                onCapture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)? = nil) throws(ALSAError) {
         self.configuration = configuration
         self.profiles = profiles
         self.retryInterval = retryInterval
-        (events, continuation) = AsyncStream.makeStream(of: ListenEvent.self, bufferingPolicy: .bufferingNewest(bufferingNewest))
+        self.duration = duration
+        self.onCapture = onCapture
+        (events, continuation) = AsyncStream.makeStream(of: ListenEvent.self,
+                                                        bufferingPolicy: bufferingNewest.map { .bufferingNewest($0) } ?? .unbounded)
         let session = try CaptureSession(configuration: configuration)
         try run(session, reopened: false)
     }
@@ -60,18 +72,27 @@ public final class Listener: @unchecked Sendable {
         lock.withLock { self.session = session }
         continuation.yield(reopened ? .reopened(negotiated) : .started(negotiated))
         let state = CaptureThreadState(decoder: decoder, monitor: BandMonitor(sampleRate: negotiated.sampleRate))
-        let continuation = self.continuation
+        let continuation = self.continuation, onCapture = self.onCapture
+        let limit = duration.map { Int64(($0 * negotiated.sampleRate).rounded()) }
         session.start(onBlock: { [weak self] block, _ in
+            var block = block
+            if let limit, state.captured + Int64(block.count) > limit {
+                block = UnsafeBufferPointer(rebasing: block[0..<Int(max(0, limit - state.captured))])
+            }
+            state.captured += Int64(block.count)
+            onCapture?(block, negotiated)
             for frame in state.decoder.process(block) { continuation.yield(.frame(frame)) }
             if let level = state.monitor.add(block) { continuation.yield(.bandFiltered(level: level)) }
             if session.overruns != state.lastOverruns {
                 state.lastOverruns = session.overruns
                 continuation.yield(.overrun(total: state.lastOverruns))
             }
+            if let limit, state.captured >= limit { return false }
             return !(self?.isStopped ?? true)
         }, onEnd: { [weak self] error in
             for frame in state.decoder.finish() { continuation.yield(.frame(frame)) }
-            guard let self else { continuation.finish(); return }
+            let stopped = ListenEvent.stopped(capturedSeconds: Double(state.captured) / negotiated.sampleRate, overruns: session.overruns)
+            guard let self else { continuation.yield(stopped); continuation.finish(); return }
             if let error = error as? ALSAError, !self.isStopped {
                 let retry: Bool
                 switch error {
@@ -79,8 +100,9 @@ public final class Listener: @unchecked Sendable {
                 default: retry = false
                 }
                 continuation.yield(.deviceError(error, willRetry: retry))
-                if retry { self.reopenLater() } else { continuation.finish() }
+                if retry { self.reopenLater() } else { continuation.yield(stopped); continuation.finish() }
             } else {
+                continuation.yield(stopped)
                 continuation.finish()
             }
         })
@@ -116,6 +138,7 @@ final class CaptureThreadState: @unchecked Sendable {
     let decoder: StreamingDecoder
     let monitor: BandMonitor
     var lastOverruns = 0
+    var captured: Int64 = 0
     init(decoder: StreamingDecoder, monitor: BandMonitor) {
         self.decoder = decoder
         self.monitor = monitor

@@ -93,23 +93,8 @@ public enum FrameFormat {
     /// rows of 16 values, row-major (log p(observation | value) up to a constant per row).
     /// Returns nil unless a candidate passes the CRC and carries the expected header.
     public static func decode(symbolLogLikelihoods: [Float], payloadBytes: Int, profile: Profile) -> Decoded? {
-        attempt(symbolLogLikelihoods: symbolLogLikelihoods, payloadBytes: payloadBytes, profile: profile).decoded
-    }
-
-    /// A decoding attempt: the frame if a candidate checked, and otherwise the decoder's best guess at
-    /// the message bits (for decision-directed processing such as reverberation cancellation).
-    struct Attempt {
-        var decoded: Decoded?
-        var bestGuess: [UInt8]
-        /// Bits in which the best guess's header differs from the expected one.
-        var headerDistance: Int
-    }
-
-    static func attempt(symbolLogLikelihoods: [Float], payloadBytes: Int, profile: Profile) -> Attempt {
         let symbolTotal = symbolCount(payloadBytes: payloadBytes)
-        guard FrameFormat.payloadBytes.contains(payloadBytes), symbolLogLikelihoods.count >= 16 * symbolTotal else {
-            return Attempt(decoded: nil, bestGuess: [], headerDistance: 8)
-        }
+        guard FrameFormat.payloadBytes.contains(payloadBytes), symbolLogLikelihoods.count >= 16 * symbolTotal else { return nil }
         var llrs = [Float](repeating: 0, count: 4 * symbolTotal)
         symbolLogLikelihoods.withUnsafeBufferPointer { all in
             for s in 0..<symbolTotal {
@@ -139,9 +124,8 @@ public enum FrameFormat {
             let recoded = code.encode(candidate)
             var corrected = 0
             for i in recoded.indices where (coded[i] < 0 ? 1 : 0) != recoded[i] && coded[i] != 0 { corrected += 1 }
-            return Attempt(decoded: Decoded(payload: Array(bytes[1..<(1 + payloadBytes)]), correctedBits: corrected),
-                           bestGuess: candidate, headerDistance: 0)
+            return Decoded(payload: Array(bytes[1..<(1 + payloadBytes)]), correctedBits: corrected)
         }
-        return Attempt(decoded: nil, bestGuess: best, headerDistance: headerDistance)
+        return nil
     }
 }

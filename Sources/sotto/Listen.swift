@@ -23,91 +23,80 @@ struct Listen: ParsableCommand {
 
     func run() throws {
         let minimum = profile.profiles.map(\.minimumSampleRate).min() ?? 8_000
-        let session: CaptureSession
+        let recorder = Recorder()
+        var capture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)?
+        if let record { capture = { @Sendable block, format in recorder.write(block, to: record, sampleRate: format.sampleRate) } }
+        let configuration = PCMConfiguration(device: device, preferredRate: rate, acceptableRates: minimum...384_000)
+        let listener: Listener
         do {
-            session = try CaptureSession(configuration: PCMConfiguration(device: device, preferredRate: rate, acceptableRates: minimum...384_000))
+            listener = try Listener(configuration: configuration, profiles: profile.profiles, duration: duration,
+                                    bufferingNewest: nil, onCapture: capture)
         } catch { throw CommandError(error.description) }
-        let negotiated = session.negotiated
-        let usable = profile.profiles.filter { negotiated.sampleRate >= $0.minimumSampleRate }
-        let decoder: StreamingDecoder
-        do { decoder = try StreamingDecoder(sampleRate: negotiated.sampleRate, profiles: usable) }
-        catch { throw CommandError(error.description) }
-        printError("listening on \(device): \(negotiated) for \(usable.map(\.name).joined(separator: ", "))")
-        if negotiated.resampledByALSA {
-            printError("warning: ALSA resamples this device (plug/dmix): its linear converter costs about 5 dB at 19 kHz; prefer a hw: device at a native rate")
-        }
-        let writer: AudioFileWriter?
-        do { writer = try record.map { try AudioFileWriter(path: $0, sampleRate: negotiated.sampleRate, format: AudioFileFormat(path: $0)) } }
-        catch { throw CommandError("\(error)") }
-        let state = ListenState(decoder: decoder, writer: writer, format: format,
-                                limit: duration.map { Int64($0 * negotiated.sampleRate) })
-        let done = DispatchSemaphore(value: 0)
         let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
         signal(SIGINT, SIG_IGN)
-        interrupt.setEventHandler { state.stopRequested.set() }
+        interrupt.setEventHandler { listener.stop() }
         interrupt.resume()
-        session.start(onBlock: { block, _ in state.handle(block) }, onEnd: { error in
-            state.finish(error: error)
+        let outcome = ListenOutcome()
+        let done = DispatchSemaphore(value: 0)
+        let format = self.format, device = self.device
+        Task.detached {
+            for await event in listener.events {
+                switch event {
+                case .started(let negotiated), .reopened(let negotiated):
+                    printError("listening on \(device): \(negotiated)")
+                    if negotiated.resampledByALSA {
+                        printError("warning: ALSA resamples this device (plug/dmix): its linear converter costs about 5 dB at 19 kHz; prefer a hw: device at a native rate")
+                    }
+                case .frame(let frame):
+                    outcome.frames += 1
+                    FileHandle.standardOutput.write(Data((FrameOutput.line(frame, format: format, file: nil) + "\n").utf8))
+                case .overrun(let total):
+                    printError("warning: capture overrun (\(total) so far): samples were lost")
+                case .bandFiltered(let level):
+                    printError("warning: the 17.5-20.5 kHz band is \(Int(-level)) dB below 12-16 kHz: the capture path filters it (echo cancellation, noise suppression?); see the live audio guide")
+                case .deviceError(let error, let retry):
+                    printError("device error: \(error)\(retry ? " (retrying)" : "")")
+                    if !retry { outcome.error = error }
+                case .stopped(let seconds, let overruns):
+                    printError("stopped: \(outcome.frames) frame\(outcome.frames == 1 ? "" : "s") in \(fixed(seconds, 1)) s of audio, \(overruns) overrun\(overruns == 1 ? "" : "s")")
+                }
+            }
             done.signal()
-        })
+        }
         done.wait()
-        session.stop()
-        let seconds = Double(state.captured) / negotiated.sampleRate
-        printError("stopped: \(state.frames) frame\(state.frames == 1 ? "" : "s") in \(fixed(seconds, 1)) s of audio, \(session.overruns) overrun\(session.overruns == 1 ? "" : "s")")
-        if let error = state.error { throw CommandError("\(error)") }
+        listener.stop()
+        recorder.close()
+        if let error = outcome.error ?? recorder.error { throw CommandError("\(error)") }
     }
 }
 
-/// Everything the capture thread touches, owned by it while it runs.
-final class ListenState: @unchecked Sendable {
-    let decoder: StreamingDecoder
-    let writer: AudioFileWriter?
-    let format: Decode.Format
-    let limit: Int64?
-    let stopRequested = StopFlag()
-    let monitor: BandMonitor
-    private(set) var captured: Int64 = 0
-    private(set) var frames = 0
+/// Writes the capture to a file on the capture thread (only that thread touches the writer; the file is
+/// opened with the first block, when the device's rate is known).
+final class Recorder: @unchecked Sendable {
+    private var writer: AudioFileWriter?
+    private var failed = false
     private(set) var error: (any Error)?
 
-    init(decoder: StreamingDecoder, writer: AudioFileWriter?, format: Decode.Format, limit: Int64?) {
-        self.decoder = decoder
-        monitor = BandMonitor(sampleRate: decoder.sampleRate)
-        self.writer = writer
-        self.format = format
-        self.limit = limit
-    }
-
-    /// Runs on the capture thread for every period; false stops the capture.
-    func handle(_ block: UnsafeBufferPointer<Float>) -> Bool {
-        var block = block
-        if let limit, captured + Int64(block.count) > limit {
-            block = UnsafeBufferPointer(rebasing: block[0..<Int(max(0, limit - captured))])
-        }
-        do { try writer?.write(block) } catch { self.error = error; return false }
-        captured += Int64(block.count)
-        emit(decoder.process(block))
-        if let level = monitor.add(block) {
-            printError("warning: the 17.5-20.5 kHz band is \(Int(-level)) dB below 12-16 kHz: the capture path filters it (echo cancellation, noise suppression?); see the live audio guide")
-        }
-        if let limit, captured >= limit { return false }
-        return !stopRequested.isSet
-    }
-
-    func finish(error: (any Error)?) {
-        if let error { self.error = error }
-        emit(decoder.finish())
-    }
-
-    private func emit(_ decoded: [DecodedFrame]) {
-        for frame in decoded {
-            frames += 1
-            // Unbuffered: each token appears as soon as it is decoded, even through a pipe.
-            FileHandle.standardOutput.write(Data((FrameOutput.line(frame, format: format, file: nil) + "\n").utf8))
+    func write(_ block: UnsafeBufferPointer<Float>, to path: String, sampleRate: Double) {
+        guard !failed else { return }
+        do {
+            if writer == nil { writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: AudioFileFormat(path: path)) }
+            try writer?.write(block)
+        } catch {
+            self.error = error
+            failed = true
         }
     }
+
+    /// Closes the file (call after the capture thread has ended).
+    func close() { writer = nil }
 }
 
+/// What the listening task found.
+final class ListenOutcome: @unchecked Sendable {
+    var frames = 0
+    var error: (any Error)?
+}
 
 /// `sotto devices`: ALSA PCMs.
 struct Devices: ParsableCommand {

@@ -68,8 +68,7 @@ struct FixtureGenerator {
     }
 
     func loadAt48k(_ name: String) throws -> [Float] {
-        let (samples, info) = try AudioFile.read(path: (dataDirectory as NSString).appendingPathComponent(name), channel: .channel(0))
-        return info.sampleRate == 48_000 ? samples : Channel.resample(samples, from: info.sampleRate, to: 48_000)
+        try readFirstChannel((dataDirectory as NSString).appendingPathComponent(name), at: 48_000)
     }
 
     mutating func generateAll() throws {

@@ -308,10 +308,13 @@ struct SweepRunner {
         }
     }
 
-    func loadAt48k(_ path: String) throws -> [Float] {
-        let (samples, info) = try AudioFile.read(path: path, channel: .channel(0))
-        return info.sampleRate == rate ? samples : Channel.resample(samples, from: info.sampleRate, to: rate)
-    }
+    func loadAt48k(_ path: String) throws -> [Float] { try readFirstChannel(path, at: rate) }
+}
+
+/// The first channel of an audio file, resampled (windowed sinc) to `rate` (Hz) when it differs.
+func readFirstChannel(_ path: String, at rate: Double) throws -> [Float] {
+    let (samples, info) = try AudioFile.read(path: path, channel: .channel(0))
+    return info.sampleRate == rate ? samples : Channel.resample(samples, from: info.sampleRate, to: rate)
 }
 
 /// Power of `x` inside `band` (Hz): the mean square of the band-pass filtered signal, from one FFT.
