@@ -62,7 +62,7 @@ let package = Package(
                 swiftSettings: strict),
         // Nearby-style publish/subscribe fed by decoded tokens.
         .target(name: "SottoExchange",
-                dependencies: ["SottoModem",
+                dependencies: ["SottoModem", "SottoLive", "SottoAudio",
                                .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
@@ -85,7 +85,7 @@ let package = Package(
                                    .product(name: "PropertyBased", package: "swift-property-based")],
                     swiftSettings: strict),
         .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio"], swiftSettings: strict),
-        .testTarget(name: "SottoExchangeTests", dependencies: ["SottoExchange"], swiftSettings: strict),
+        .testTarget(name: "SottoExchangeTests", dependencies: ["SottoExchange", "SottoModem", "SottoAudio", "SottoLive"], swiftSettings: strict),
         .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoModem", "SottoAudio", "SottoLive"], swiftSettings: strict),
     ]
 )

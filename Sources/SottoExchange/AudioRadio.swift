@@ -1,0 +1,143 @@
+import Foundation
+import SottoAudio
+import SottoLive
+import SottoModem
+
+/// An audio device problem, as the exchange reports it to the app.
+public enum AudioDeviceError: Error, Sendable, Equatable {
+    case noDevice(String)
+    case busy(String)
+    case permissionDenied(String)
+    case gone(String)
+    case other(String)
+
+    init(_ error: ALSAError) {
+        switch error {
+        case .noSuchDevice(let name): self = .noDevice(name)
+        case .deviceBusy(let name): self = .busy(name)
+        case .permissionDenied(let name): self = .permissionDenied(name)
+        case .deviceGone(let name): self = .gone(name)
+        default: self = .other(error.description)
+        }
+    }
+}
+
+/// Connects a ``MessageManager`` to the sound card: listens on a capture device and feeds every decoded
+/// frame to the manager, plays what the manager wants broadcast (its token and audio-bytes publications)
+/// on a playback device with jittered repetition, checks that it hears its own token, and reports device
+/// problems. Time is the monotonic clock from `start`.
+public final class AudioRadio: @unchecked Sendable {
+    public let manager: MessageManager
+    private let capture: PCMConfiguration
+    private let playback: PCMConfiguration?
+    private let interval: Double
+    private let jitter: Double
+    private let lock = NSLock()
+    private var listener: Listener?
+    private var broadcasters: [Broadcaster] = []
+    private var planned: [Payload] = []
+    private var ticker: Task<Void, Never>?
+    private var pump: Task<Void, Never>?
+    private var selfCheck: SelfCheck?
+    private let started = Date()
+    /// Called with capture and playback device problems (on a background thread).
+    public var onDeviceError: (@Sendable (AudioDeviceError) -> Void)?
+    /// Called when this device's own token has not been heard for that many transmissions in a row.
+    public var onOwnTokenNotHeard: (@Sendable (Int) -> Void)?
+
+    /// - Parameters:
+    ///   - playback: nil for a scan-only device.
+    ///   - interval, jitter: repetition of each broadcast frame (s): every `interval` plus 0...`jitter`.
+    public init(manager: MessageManager, capture: PCMConfiguration, playback: PCMConfiguration?,
+                interval: Double = 1.5, jitter: Double = 1.0) {
+        self.manager = manager
+        self.capture = capture
+        self.playback = playback
+        self.interval = interval
+        self.jitter = jitter
+    }
+
+    private var now: Double { Date().timeIntervalSince(started) }
+
+    /// Opens the devices and starts. Device errors are thrown and also reported to `onDeviceError`.
+    public func start() throws(AudioDeviceError) {
+        let listener: Listener
+        do { listener = try Listener(configuration: capture) } catch {
+            let mapped = AudioDeviceError(error)
+            onDeviceError?(mapped)
+            throw mapped
+        }
+        lock.withLock { self.listener = listener }
+        pump = Task.detached { [weak self] in
+            for await event in listener.events {
+                guard let self else { return }
+                switch event {
+                case .frame(let frame):
+                    if let check = self.lock.withLock({ self.selfCheck }) { check.heard(frame) }
+                    await self.manager.heard(frame: frame.token, snr: frame.snr, now: self.now)
+                case .deviceError(let error, _):
+                    self.onDeviceError?(AudioDeviceError(error))
+                default: break
+                }
+            }
+        }
+        ticker = Task.detached { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(200))
+                guard let self else { return }
+                await self.manager.tick(now: self.now)
+                await self.updateBroadcasts()
+            }
+        }
+    }
+
+    /// Restarts the broadcasters when the manager's transmit plan changed (new publication, rotated token).
+    private func updateBroadcasts() async {
+        guard let playback else { return }
+        let plan = await manager.transmitPlan
+        let current = lock.withLock { planned }
+        guard plan != current else { return }
+        let old = lock.withLock { () -> [Broadcaster] in
+            defer { broadcasters = []; planned = plan }
+            return broadcasters
+        }
+        for broadcaster in old { broadcaster.stop() }
+        for payload in plan {
+            do {
+                let broadcaster = try Broadcaster(configuration: playback, token: payload.frameBytes)
+                var isToken = false
+                if case .token = payload { isToken = true }
+                let check: SelfCheck? = isToken ? SelfCheck(token: payload.frameBytes) : nil
+                if let check { lock.withLock { selfCheck = check } }
+                let report = onOwnTokenNotHeard
+                let deadline = broadcaster.airtime + Double(broadcaster.negotiated.bufferFrames) / broadcaster.negotiated.sampleRate + 0.5
+                let reportError = onDeviceError
+                broadcaster.start(interval: interval, jitter: jitter, generator: SystemRandomNumberGenerator(), onSent: { _ in
+                    guard let check else { return }
+                    let sentAt = Date()
+                    DispatchQueue.global().asyncAfter(deadline: .now() + deadline) {
+                        let missed = check.judge(sentAt: sentAt)
+                        if missed >= 2 { report?(missed) }
+                    }
+                }, onEnd: { error in
+                    if let error = error as? ALSAError { reportError?(AudioDeviceError(error)) }
+                })
+                lock.withLock { broadcasters.append(broadcaster) }
+            } catch let error as ALSAError {
+                onDeviceError?(AudioDeviceError(error))
+            } catch {
+                onDeviceError?(.other("\(error)"))
+            }
+        }
+    }
+
+    /// Stops listening and broadcasting, and ends the manager's session (every found message is lost).
+    public func stop() async {
+        ticker?.cancel()
+        let (listener, broadcasters) = lock.withLock { (self.listener, self.broadcasters) }
+        for broadcaster in broadcasters { broadcaster.stop() }
+        listener?.stop()
+        await pump?.value
+        await manager.close(now: now)
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import SottoAudio
+import SottoModem
+import Testing
+@testable import SottoExchange
+
+/// The exchange on real ALSA PCMs: the file plugin over a null slave (no sound card, no mocks).
+@Suite(.serialized) struct AudioRadioTests {
+    static let directory: URL = {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("sotto-radio-\(getpid())")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        let text = """
+        pcm.sotto_null { type null }
+        pcm.sotto_capture { type file; slave.pcm "sotto_null"; file "/dev/null"; infile "\(url.path)/in.raw"; format "raw" }
+        pcm.sotto_playback { type file; slave.pcm "sotto_null"; file "/dev/null"; format "raw" }
+        """
+        try! Data(text.utf8).write(to: url.appendingPathComponent("asoundrc"))
+        setenv("ALSA_CONFIG_PATH", url.appendingPathComponent("asoundrc").path, 1)
+        return url
+    }()
+
+    static func writeCapture(_ samples: [Float]) throws {
+        var data = Data(capacity: 2 * samples.count)
+        for s in samples {
+            let v = Int16(max(-32_768, min(32_767, (s * 32_768).rounded())))
+            withUnsafeBytes(of: v.littleEndian) { data.append(contentsOf: $0) }
+        }
+        try data.write(to: directory.appendingPathComponent("in.raw"))
+    }
+
+    @Test func heardAudioBytesAreFoundAndAMissingOwnTokenIsReported() async throws {
+        // Another device's audio-bytes frames, as the capture device hears them.
+        let frame = try Modulator().modulate(Payload.audioBytes(Array("hi".utf8)).frameBytes)
+        try Self.writeCapture(Array([[Float]](repeating: frame + [Float](repeating: 0, count: 24_000), count: 400).joined()))
+        let manager = MessageManager(appID: "app")
+        let subscription = try await manager.subscribe(filter: MessageFilter([.audioBytes(2)]), now: 0)
+        let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_capture"),
+                               playback: PCMConfiguration(device: "sotto_playback"), interval: 0.6, jitter: 0)
+        let misses = Counter()
+        radio.onOwnTokenNotHeard = { _ in misses.increment() }
+        try radio.start()
+        var found: Message?
+        for await event in subscription.events {
+            if case .found(let message) = event { found = message; break }
+        }
+        #expect(found == (try AudioBytes.message(Array("hi".utf8))))
+        // Our own token is broadcast but never captured (the capture holds only the other device): reported.
+        for _ in 0..<50 where misses.value == 0 { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(misses.value > 0)
+        await radio.stop()
+    }
+
+    @Test func missingDevicesAreReportedWithTheirKind() async throws {
+        _ = Self.directory
+        let manager = MessageManager(appID: "app")
+        let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "no_such_capture"), playback: nil)
+        let reported = Counter()
+        radio.onDeviceError = { error in if error == .noDevice("no_such_capture") { reported.increment() } }
+        #expect(throws: AudioDeviceError.noDevice("no_such_capture")) { try radio.start() }
+        #expect(reported.value == 1)
+    }
+}
+
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
