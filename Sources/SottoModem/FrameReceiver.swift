@@ -76,7 +76,12 @@ final class FrameReceiver {
 
     private struct Peak { var position: Int; var value: Float }
     private var upCandidate: Peak?
-    private var awaitingDown: [Peak] = []
+    /// Up-chirp peaks waiting for their down-chirp (capacity reserved: appending does not allocate).
+    private var awaitingDown: [Peak] = {
+        var peaks: [Peak] = []
+        peaks.reserveCapacity(64)
+        return peaks
+    }()
 
     /// A detected preamble whose frame is still being received.
     private struct Pending {
@@ -202,11 +207,13 @@ final class FrameReceiver {
             }
             examined += 1
         }
-        // Pair each finished up-chirp peak with the best down-chirp peak where it must be.
-        var remaining: [Peak] = []
-        for up in awaitingDown {
+        // Pair each finished up-chirp peak with the best down-chirp peak where it must be. Peaks still
+        // waiting for their down-chirp are compacted in place (no allocation per block).
+        var kept = 0
+        for index in awaitingDown.indices {
+            let up = awaitingDown[index]
             let last = up.position + chirpLength + maxPeakShift + 1
-            guard last < positionCount else { remaining.append(up); continue }
+            guard last < positionCount else { awaitingDown[kept] = up; kept += 1; continue }
             var best = Peak(position: -1, value: 0)
             for m in (up.position + chirpLength - maxPeakShift)...(up.position + chirpLength + maxPeakShift) {
                 let v = rhoDown[m & mask]
@@ -231,7 +238,7 @@ final class FrameReceiver {
             if pending.count >= Self.maxPending { pending.removeFirst() }
             pending.append(Pending(start: start, scale: scale))
         }
-        awaitingDown = remaining
+        awaitingDown.removeLast(awaitingDown.count - kept)
     }
 
     /// Sub-sample offset of a peak by a parabola through it and its neighbours, in -0.5...0.5.
