@@ -1,6 +1,7 @@
 import CALSA
 import CSottoShims
 import Glibc
+import Synchronization
 
 /// Why an ALSA device could not be used; each case says what to do.
 public enum ALSAError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -123,7 +124,9 @@ final class PCMHandle {
     let encoding: SampleEncoding
     /// Interleaved conversion buffer (one period), allocated once.
     private let scratch: UnsafeMutableRawBufferPointer
-    private(set) var xruns = 0
+    /// Overruns or underruns recovered; read from other threads while the I/O thread counts.
+    private let xrunCount = Atomic<Int>(0)
+    var xruns: Int { xrunCount.load(ordering: .relaxed) }
 
     init(configuration: PCMConfiguration, stream: snd_pcm_stream_t) throws(ALSAError) {
         let name = configuration.device
@@ -222,7 +225,7 @@ final class PCMHandle {
             }
             let code = Int32(got)
             if code == -EAGAIN { continue }
-            xruns += 1
+            xrunCount.add(1, ordering: .relaxed)
             if snd_pcm_recover(pcm, code, 1) < 0 { throw ALSAError.from(code: code, device: device, operation: "read") }
         }
     }
@@ -256,7 +259,7 @@ final class PCMHandle {
                 if wrote >= 0 { done += Int(wrote); continue }
                 let code = Int32(wrote)
                 if code == -EAGAIN { continue }
-                xruns += 1
+                xrunCount.add(1, ordering: .relaxed)
                 if snd_pcm_recover(pcm, code, 1) < 0 { throw ALSAError.from(code: code, device: device, operation: "write") }
             }
             offset += frames

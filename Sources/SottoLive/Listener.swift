@@ -37,7 +37,6 @@ public final class Listener: @unchecked Sendable {
     private let lock = NSLock()
     private let stopped = StopFlag()
     private var session: CaptureSession?
-    private var thread: Thread?
     /// Seconds between attempts to reopen a device that failed.
     public let retryInterval: Double
     private let duration: Double?
