@@ -74,7 +74,7 @@ public final class AudioRadio: @unchecked Sendable {
                 switch event {
                 case .frame(let frame):
                     if let check = self.lock.withLock({ self.selfCheck }) { check.heard(frame) }
-                    await self.manager.heard(frame: frame.token, snr: frame.snr, now: self.now)
+                    await self.manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: self.now)
                 case .deviceError(let error, _):
                     self.onDeviceError?(AudioDeviceError(error))
                 default: break

@@ -21,8 +21,8 @@ public enum MatcherInput: Sendable {
     case unsubscribe(SessionID, OperationID)
     /// A beacon and its attachments; `publicVisibility` lets every app receive them.
     case registerBeacon(id: [UInt8], appID: String, attachments: [Message], publicVisibility: Bool)
-    /// `observer` decoded a frame carrying `payload`, with this SNR (dB).
-    case observe(SessionID, Payload, snr: Double)
+    /// `observer` decoded a frame carrying `payload`, with this SNR (dB) and received level (dBFS).
+    case observe(SessionID, Payload, snr: Double, level: Double)
     /// Time passes: expiries and lost timeouts.
     case tick
 }
@@ -33,8 +33,8 @@ public enum MatcherEvent: Sendable, Hashable {
     case broadcastToken(SessionID, [UInt8])
     case found(SessionID, OperationID, Message)
     case lost(SessionID, OperationID, Message)
-    /// Received SNR of a found message changed by 6 dB or more (dB).
-    case signalChanged(SessionID, OperationID, Message, snr: Double)
+    /// Received SNR (dB) of a found message changed by 6 dB or more; with its received level (dBFS).
+    case signalChanged(SessionID, OperationID, Message, snr: Double, level: Double)
     case expired(SessionID, OperationID)
     /// The observer heard a token that resolves to nothing: it should stop reporting it for a while.
     case invalidToken(SessionID, [UInt8])
@@ -69,7 +69,7 @@ public struct MatcherCore: Sendable {
         var subscriptions: [OperationID: Subscription] = [:]
     }
     private enum Source: Hashable { case session(SessionID), beacon([UInt8]), audio([UInt8]) }
-    private struct Sighting { var last: Double; var snr: Double }
+    private struct Sighting { var last: Double; var snr: Double; var level: Double }
 
     private var sessions: [SessionID: Session] = [:]
     private var beacons: [[UInt8]: (appID: String, attachments: [Message], isPublic: Bool)] = [:]
@@ -112,7 +112,7 @@ public struct MatcherCore: Sendable {
             sessions[id]?.subscriptions[op] = nil
         case .registerBeacon(let beaconID, let appID, let attachments, let isPublic):
             beacons[beaconID] = (appID, attachments, isPublic)
-        case .observe(let observer, let payload, let snr):
+        case .observe(let observer, let payload, let snr, let level):
             guard sessions[observer] != nil else { break }
             let source: Source
             switch payload {
@@ -128,8 +128,10 @@ public struct MatcherCore: Sendable {
                 source = .session(owner.session)
             }
             let previous = sightings[observer]?[source]
+            // Exponentially weighted: later sightings count more (like Nearby's BLE signal).
             let smoothed = previous.map { 0.7 * $0.snr + 0.3 * snr } ?? snr
-            sightings[observer, default: [:]][source] = Sighting(last: now, snr: smoothed)
+            let smoothedLevel = previous.map { 0.7 * $0.level + 0.3 * level } ?? level
+            sightings[observer, default: [:]][source] = Sighting(last: now, snr: smoothed, level: smoothedLevel)
         case .tick:
             events += rotateTokens(now: now)
         }
@@ -209,20 +211,22 @@ public struct MatcherCore: Sendable {
         for (id, session) in sessions {
             for (op, subscription) in session.subscriptions {
                 // Sources in earshot: heard by this session, or (for sessions) having heard it.
-                var best: [Message: Double] = [:]
-                var sources: [Source: Double] = [:]
+                var best: [Message: Sighting] = [:]
+                var sources: [Source: Sighting] = [:]
                 for (source, sighting) in sightings[id] ?? [:] where now - sighting.last <= subscription.lostTimeout {
-                    sources[source] = sighting.snr
+                    sources[source] = sighting
                 }
                 for (other, seen) in sightings where other != id {
-                    if let sighting = seen[.session(id)], now - sighting.last <= subscription.lostTimeout {
-                        sources[.session(other)] = max(sources[.session(other)] ?? -.infinity, sighting.snr)
+                    if let sighting = seen[.session(id)], now - sighting.last <= subscription.lostTimeout,
+                       sighting.snr > sources[.session(other)]?.snr ?? -.infinity {
+                        sources[.session(other)] = sighting
                     }
                 }
-                for (source, snr) in sources {
+                for (source, sighting) in sources {
                     if case .session(let other) = source, other == id { continue }
-                    for message in messages(of: source, forApp: session.appID) where subscription.filter.accepts(message) {
-                        best[message] = max(best[message] ?? -.infinity, snr)
+                    for message in messages(of: source, forApp: session.appID)
+                    where subscription.filter.accepts(message) && sighting.snr > best[message]?.snr ?? -.infinity {
+                        best[message] = sighting
                     }
                 }
                 let before = subscription.visible
@@ -231,10 +235,10 @@ public struct MatcherCore: Sendable {
                 }
                 var reported: [Message: Double] = [:]
                 for message in best.keys.sorted(by: { $0.description < $1.description }) {
-                    let snr = best[message]!
+                    let snr = best[message]!.snr
                     if let previous = before[message] {
                         if abs(snr - previous) >= 6 {
-                            events.append(.signalChanged(id, op, message, snr: snr))
+                            events.append(.signalChanged(id, op, message, snr: snr, level: best[message]!.level))
                             reported[message] = snr
                         } else {
                             reported[message] = previous

@@ -6,8 +6,8 @@ import Synchronization
 public enum SubscriptionEvent: Sendable, Hashable {
     case found(Message)
     case lost(Message)
-    /// Received SNR (dB) of a found message moved by 6 dB or more.
-    case signalChanged(Message, snr: Double)
+    /// Received SNR (dB) of a found message moved by 6 dB or more; with its received level (dBFS).
+    case signalChanged(Message, snr: Double, level: Double)
     /// The TTL elapsed; no more events follow.
     case expired
 }
@@ -159,12 +159,12 @@ public actor MessageManager {
 
     private var lastNow = 0.0
 
-    /// Feeds one decoded frame (the modem's token bytes) heard at `now` with this SNR (dB).
-    public func heard(frame: [UInt8], snr: Double, now: Double) {
+    /// Feeds one decoded frame (the modem's token bytes) heard at `now` with this SNR (dB) and level (dBFS).
+    public func heard(frame: [UInt8], snr: Double, level: Double, now: Double) {
         lastNow = now
         guard let payload = Payload(frame: frame) else { return }
         if case .token(let token) = payload, let until = invalidTokens[token], now < until { return }
-        apply(core.handle(.observe(session, payload, snr: snr), now: now))
+        apply(core.handle(.observe(session, payload, snr: snr, level: level), now: now))
     }
 
     /// Lets time pass to `now`: TTL expiry, lost timeouts, token rotation.
@@ -193,7 +193,8 @@ public actor MessageManager {
             switch event {
             case .found(let s, let op, let message) where s == session: deliver(op, .found(message))
             case .lost(let s, let op, let message) where s == session: deliver(op, .lost(message))
-            case .signalChanged(let s, let op, let message, let snr) where s == session: deliver(op, .signalChanged(message, snr: snr))
+            case .signalChanged(let s, let op, let message, let snr, let level) where s == session:
+                deliver(op, .signalChanged(message, snr: snr, level: level))
             case .expired(let s, let op) where s == session:
                 if subscriptions[op] != nil { deliver(op, .expired) }
                 statuses[op] = .expired

@@ -14,14 +14,17 @@ public struct DecodedFrame: Sendable, Hashable, Codable {
     /// Estimated signal-to-noise ratio (dB): signal power over the noise power in the whole 0...fs/2 band,
     /// the same convention as the channel simulator.
     public var snr: Double
+    /// Received level of the burst (dBFS, peak): how loud the frame arrived.
+    public var level: Double
     /// Estimated time-scale offset of the received frame (ppm): positive when it arrives stretched (tones
     /// lower, e.g. a receiver whose sample clock runs fast, or a source moving away).
     public var clockOffsetPPM: Double
     /// Coded bits the error-correcting code had to correct.
     public var correctedBits: Int
 
-    public init(token: [UInt8], profile: String, startTime: Double, endTime: Double, snr: Double,
+    public init(token: [UInt8], profile: String, startTime: Double, endTime: Double, snr: Double, level: Double,
                 clockOffsetPPM: Double, correctedBits: Int) {
+        self.level = level
         self.token = token
         self.profile = profile
         self.startTime = startTime
@@ -414,11 +417,16 @@ final class FrameReceiver {
         let esn0 = 10 * Double.log10(signal / noise)
         let snr = esn0 - 10 * Double.log10(window * sampleRate / 2)
         let end = symbolStart(frame, symbols) + profile.fadeDuration * basebandRate * frame.scale
+        // A tone of amplitude a sums to a x W over a W-sample window (the decimator keeps a cosine's
+        // amplitude), so the received level is sqrt(signal) / W, in dB re full scale.
+        let windowSamples = (window * basebandRate).rounded()
+        let level = 20 * Double.log10(max(signal.squareRoot() / windowSamples, 1e-12))
         let result = DecodedFrame(
             token: decoded.payload, profile: profile.name,
             startTime: frame.start / basebandRate,
             endTime: end / basebandRate,
             snr: (snr * 10).rounded() / 10,
+            level: (level * 10).rounded() / 10,
             clockOffsetPPM: ((frame.scale - 1) * 1e6).rounded(),
             correctedBits: decoded.correctedBits)
         return (result, end)

@@ -91,6 +91,7 @@ enum FrameOutput {
         var start: Double
         var end: Double
         var snr: Double
+        var level: Double
         var clockOffsetPPM: Double
         var correctedBits: Int
     }
@@ -102,11 +103,11 @@ enum FrameOutput {
         case .text:
             let prefix = file.map { "\($0): " } ?? ""
             let offset = frame.clockOffsetPPM >= 0 ? "+\(Int(frame.clockOffsetPPM))" : "\(Int(frame.clockOffsetPPM))"
-            return "\(prefix)\(fixed(frame.startTime, 3)) s  \(frame.token.hex)\(printable(frame.token).map { "  \"\($0)\"" } ?? "")  profile \(frame.profile)  SNR \(fixed(frame.snr, 1)) dB  offset \(offset) ppm  corrected \(frame.correctedBits)"
+            return "\(prefix)\(fixed(frame.startTime, 3)) s  \(frame.token.hex)\(printable(frame.token).map { "  \"\($0)\"" } ?? "")  profile \(frame.profile)  SNR \(fixed(frame.snr, 1)) dB  level \(fixed(frame.level, 1)) dBFS  offset \(offset) ppm  corrected \(frame.correctedBits)"
         case .json:
             let object = JSONFrame(file: file, token: frame.token.hex, text: printable(frame.token), profile: frame.profile,
                                    start: (frame.startTime * 1e6).rounded() / 1e6, end: (frame.endTime * 1e6).rounded() / 1e6,
-                                   snr: frame.snr, clockOffsetPPM: frame.clockOffsetPPM, correctedBits: frame.correctedBits)
+                                   snr: frame.snr, level: frame.level, clockOffsetPPM: frame.clockOffsetPPM, correctedBits: frame.correctedBits)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             return String(decoding: (try? encoder.encode(object)) ?? Data(), as: UTF8.self)

@@ -151,7 +151,7 @@ struct Subscribe: ParsableCommand {
             duration = Double(info.frames) / info.sampleRate
             try FileDecoder.decode(path: path, profiles: Profile.all, channel: .mix) { frames.append($0) }
         } catch { throw CommandError("\(path): \(error)") }
-        let timeline = OfflineTimeline.run(frames: frames.sorted { $0.endTime < $1.endTime }.map { ($0.endTime, $0.token, $0.snr) },
+        let timeline = OfflineTimeline.run(frames: frames.sorted { $0.endTime < $1.endTime }.map { ($0.endTime, $0.token, $0.snr, $0.level) },
                                            duration: duration, filter: filter, strategy: strategy, lostTimeout: lostTimeout)
         for (time, event) in timeline { printer.print(event, at: time) }
     }
@@ -180,7 +180,9 @@ struct Subscribe: ParsableCommand {
                 }
             }
             for await event in listener.events {
-                if case .frame(let frame) = event { await manager.heard(frame: frame.token, snr: frame.snr, now: Date().timeIntervalSince(start)) }
+                if case .frame(let frame) = event {
+                    await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: Date().timeIntervalSince(start))
+                }
                 if case .deviceError(let error, let retry) = event { printError("device error: \(error)\(retry ? " (retrying)" : "")") }
             }
             ticker.cancel()
@@ -196,7 +198,7 @@ struct Subscribe: ParsableCommand {
 enum OfflineTimeline {
     static let step = 0.05
 
-    static func run(frames: [(time: Double, token: [UInt8], snr: Double)], duration: Double, filter: MessageFilter,
+    static func run(frames: [(time: Double, token: [UInt8], snr: Double, level: Double)], duration: Double, filter: MessageFilter,
                     strategy: Strategy, lostTimeout: Double) -> [(Double, SubscriptionEvent)] {
         let collector = EventCollector()
         let semaphore = DispatchSemaphore(value: 0)
@@ -210,7 +212,7 @@ enum OfflineTimeline {
                 while now + step < frame.time { now += step; collector.time = now; await manager.tick(now: now) }
                 now = frame.time
                 collector.time = now
-                await manager.heard(frame: frame.token, snr: frame.snr, now: now)
+                await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: now)
             }
             while now + step < duration { now += step; collector.time = now; await manager.tick(now: now) }
             collector.time = duration
@@ -241,12 +243,12 @@ struct EventPrinter: Sendable {
     let json: Bool
 
     func print(_ event: SubscriptionEvent, at time: Double) {
-        let (kind, message, snr): (String, Message?, Double?) = {
+        let (kind, message, snr, level): (String, Message?, Double?, Double?) = {
             switch event {
-            case .found(let m): return ("found", m, nil)
-            case .lost(let m): return ("lost", m, nil)
-            case .signalChanged(let m, let snr): return ("signal", m, snr)
-            case .expired: return ("expired", nil, nil)
+            case .found(let m): return ("found", m, nil, nil)
+            case .lost(let m): return ("lost", m, nil, nil)
+            case .signalChanged(let m, let snr, let level): return ("signal", m, snr, level)
+            case .expired: return ("expired", nil, nil, nil)
             }
         }()
         let line: String
@@ -262,9 +264,10 @@ struct EventPrinter: Sendable {
                 }
             }
             if let snr { fields.append("\"snr\":\(fixed(snr, 1))") }
+            if let level { fields.append("\"level\":\(fixed(level, 1))") }
             line = "{" + fields.joined(separator: ",") + "}"
         } else {
-            line = "\(fixed(time, 3)) s  \(kind)" + (message.map { "  \($0)" } ?? "") + (snr.map { "  SNR \(fixed($0, 1)) dB" } ?? "")
+            line = "\(fixed(time, 3)) s  \(kind)" + (message.map { "  \($0)" } ?? "") + (snr.map { "  SNR \(fixed($0, 1)) dB" } ?? "") + (level.map { "  level \(fixed($0, 1)) dBFS" } ?? "")
         }
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }

@@ -87,7 +87,7 @@ struct RoomScenario {
         report.collisions = collided.count
 
         // What each device hears: the others through the room (distance 1-3 m), plus noise.
-        var observations: [(time: Double, observer: String, token: [UInt8], snr: Double)] = []
+        var observations: [(time: Double, observer: String, token: [UInt8], snr: Double, level: Double)] = []
         let distances: [String: Double] = ["AB": 1.5, "AC": 3, "BC": 2]
         for receiver in devices {
             var mix = [Float](repeating: 0, count: count)
@@ -105,7 +105,7 @@ struct RoomScenario {
             Channel.addWhiteNoise(&mix, snrDB: 15, signalPower: Double(modulator.amplitude * modulator.amplitude) / 2 / 9, rng: &random)
             let frames = (try? StreamingDecoder.decode(mix, sampleRate: rate, profiles: [.standard])) ?? []
             for frame in frames {
-                observations.append((frame.endTime, receiver, frame.token, frame.snr))
+                observations.append((frame.endTime, receiver, frame.token, frame.snr, frame.level))
                 if let owner = tokens.first(where: { Payload.token($0.value).frameBytes == frame.token })?.key,
                    let t = frameTimes[owner]?.min(by: { abs($0 - frame.startTime) < abs($1 - frame.startTime) }) {
                     report.framesHeard += 1
@@ -134,7 +134,7 @@ struct RoomScenario {
             }
             while next < observations.count && observations[next].time <= now {
                 let o = observations[next]
-                if let payload = Payload(frame: o.token) { events += core.handle(.observe(SessionID(o.observer), payload, snr: o.snr), now: o.time) }
+                if let payload = Payload(frame: o.token) { events += core.handle(.observe(SessionID(o.observer), payload, snr: o.snr, level: o.level), now: o.time) }
                 next += 1
             }
             events += core.handle(.tick, now: now)

@@ -59,7 +59,8 @@ func temporaryDirectory() throws -> URL {
         #expect(object?["token"] as? String == "0123456789abcdef")
         #expect(object?["profile"] as? String == "default")
         #expect((object?["start"] as? Double).map { abs($0 - 0.1) < 0.002 } == true)
-        for key in ["end", "snr", "clockOffsetPPM", "correctedBits"] { #expect(object?[key] != nil, "missing \(key)") }
+        for key in ["end", "snr", "level", "clockOffsetPPM", "correctedBits"] { #expect(object?[key] != nil, "missing \(key)") }
+        #expect((object?["level"] as? Double).map { abs($0 + 6) < 0.5 } == true)
     }
 
     @Test func textTokensEveryProfileAndRate() throws {

@@ -62,19 +62,19 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
     @Test func foundThenLostAfterTheTimeoutThenFoundAgain() {
         var (core, tokenA, _, message) = twoDevices()
         let b = SessionID("B"), op = OperationID(1)
-        #expect(core.handle(.observe(b, .token(tokenA), snr: 12), now: 1) == [.found(b, op, message)])
-        #expect(core.handle(.observe(b, .token(tokenA), snr: 12), now: 5).isEmpty)  // no repeated found
+        #expect(core.handle(.observe(b, .token(tokenA), snr: 12, level: -30), now: 1) == [.found(b, op, message)])
+        #expect(core.handle(.observe(b, .token(tokenA), snr: 12, level: -30), now: 5).isEmpty)  // no repeated found
         #expect(core.handle(.tick, now: 14.9).isEmpty)
         #expect(core.handle(.tick, now: 15.1) == [.lost(b, op, message)])
         #expect(core.handle(.tick, now: 16).isEmpty)  // not lost twice
-        #expect(core.handle(.observe(b, .token(tokenA), snr: 3), now: 20) == [.found(b, op, message)])
+        #expect(core.handle(.observe(b, .token(tokenA), snr: 3, level: -30), now: 20) == [.found(b, op, message)])
     }
 
     @Test func earshotIsSymmetricAndUnpublishLosesAtOnce() {
         var (core, _, tokenB, message) = twoDevices()
         let a = SessionID("A"), b = SessionID("B"), op = OperationID(1)
         // A heard B: B's subscription finds A's message (either direction puts them in earshot).
-        #expect(core.handle(.observe(a, .token(tokenB), snr: 10), now: 2) == [.found(b, op, message)])
+        #expect(core.handle(.observe(a, .token(tokenB), snr: 10, level: -30), now: 2) == [.found(b, op, message)])
         #expect(core.handle(.unpublish(a, OperationID(1)), now: 3) == [.lost(b, op, message)])
     }
 
@@ -82,7 +82,7 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
         var (core, tokenA, _, message) = twoDevices()
         let a = SessionID("A"), b = SessionID("B")
         _ = core.handle(.publish(a, OperationID(2), try Message(content: [7]), try Strategy(ttl: .seconds(5))), now: 0)
-        let found = core.handle(.observe(b, .token(tokenA), snr: 10), now: 1)
+        let found = core.handle(.observe(b, .token(tokenA), snr: 10, level: -30), now: 1)
         #expect(found.count == 2)
         let expiry = core.handle(.tick, now: 5)
         #expect(expiry.contains(.expired(a, OperationID(2))) && expiry.contains(.lost(b, OperationID(1), try Message(content: [7]))))
@@ -97,9 +97,9 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
         guard case .broadcastToken(_, let second)? = rotation.first else { Issue.record("no rotation"); return }
         #expect(second != first && second.count == 8)
         // The old token still resolves during the grace period, then is invalid.
-        #expect(!core.handle(.observe(SessionID("B"), .token(first), snr: 10), now: 65).contains(.invalidToken(SessionID("B"), first)))
-        #expect(core.handle(.observe(SessionID("B"), .token(first), snr: 10), now: 71).contains(.invalidToken(SessionID("B"), first)))
-        #expect(core.handle(.observe(SessionID("B"), .token([1, 2, 3, 4, 5, 6, 7, 8]), snr: 10), now: 72) == [.invalidToken(SessionID("B"), [1, 2, 3, 4, 5, 6, 7, 8])])
+        #expect(!core.handle(.observe(SessionID("B"), .token(first), snr: 10, level: -30), now: 65).contains(.invalidToken(SessionID("B"), first)))
+        #expect(core.handle(.observe(SessionID("B"), .token(first), snr: 10, level: -30), now: 71).contains(.invalidToken(SessionID("B"), first)))
+        #expect(core.handle(.observe(SessionID("B"), .token([1, 2, 3, 4, 5, 6, 7, 8]), snr: 10, level: -30), now: 72) == [.invalidToken(SessionID("B"), [1, 2, 3, 4, 5, 6, 7, 8])])
     }
 
     @Test func tokensAreUniqueAmongLiveAndRetired() {
@@ -118,11 +118,11 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
         _ = core.handle(.registerBeacon(id: [0xBE, 0xAC], appID: "other", attachments: [attachment], publicVisibility: true), now: 0)
         _ = core.handle(.subscribe(b, OperationID(1), try MessageFilter([.namespacedType(namespace: "museum", type: "exhibit")]), .default, lostTimeout: 10), now: 0)
         _ = core.handle(.subscribe(b, OperationID(2), try MessageFilter([.audioBytes(3)]), .default, lostTimeout: 10), now: 0)
-        #expect(core.handle(.observe(b, .beacon([0xBE, 0xAC]), snr: 8), now: 1) == [.found(b, OperationID(1), attachment)])
+        #expect(core.handle(.observe(b, .beacon([0xBE, 0xAC]), snr: 8, level: -30), now: 1) == [.found(b, OperationID(1), attachment)])
         let audio = try AudioBytes.message([1, 2, 3])
-        #expect(core.handle(.observe(b, .audioBytes([1, 2, 3]), snr: 8), now: 2) == [.found(b, OperationID(2), audio)])
+        #expect(core.handle(.observe(b, .audioBytes([1, 2, 3]), snr: 8, level: -30), now: 2) == [.found(b, OperationID(2), audio)])
         #expect(audio.namespace == "__reserved_namespace" && audio.type == "__audio_bytes")
-        #expect(core.handle(.observe(b, .audioBytes([1, 2, 3, 4]), snr: 8), now: 3).isEmpty)  // other length: filtered out
+        #expect(core.handle(.observe(b, .audioBytes([1, 2, 3, 4]), snr: 8, level: -30), now: 3).isEmpty)  // other length: filtered out
     }
 
     @Test func foundAndLostAlternateUnderRandomInputs() {
@@ -134,11 +134,11 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
             now += Double(random.next() % 4000) / 1000
             let input: MatcherInput
             switch random.next() % 6 {
-            case 0: input = .observe(SessionID("B"), .token(tokenA), snr: Double(random.next() % 30))
-            case 1: input = .observe(SessionID("A"), .token(tokenB), snr: Double(random.next() % 30))
+            case 0: input = .observe(SessionID("B"), .token(tokenA), snr: Double(random.next() % 30), level: -30)
+            case 1: input = .observe(SessionID("A"), .token(tokenB), snr: Double(random.next() % 30), level: -30)
             case 2: input = .publish(SessionID("A"), OperationID(Int(random.next() % 3) + 2), try! Message(content: [UInt8(random.next() % 3)]), .default)
             case 3: input = .unpublish(SessionID("A"), OperationID(Int(random.next() % 3) + 2))
-            case 4: input = .observe(SessionID("B"), .audioBytes([UInt8(random.next() % 2)]), snr: 5)
+            case 4: input = .observe(SessionID("B"), .audioBytes([UInt8(random.next() % 2)]), snr: 5, level: -30)
             default: input = .tick
             }
             for event in core.handle(input, now: now) {
@@ -163,7 +163,7 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
     @Test func audioBytesFoundAndLostThroughTheManager() async throws {
         let manager = MessageManager(appID: "app", broadcasts: false)
         let subscription = try await manager.subscribe(filter: MessageFilter([.audioBytes(2)]), now: 0)
-        await manager.heard(frame: Payload.audioBytes([0xAB, 0xCD]).frameBytes, snr: 9, now: 1)
+        await manager.heard(frame: Payload.audioBytes([0xAB, 0xCD]).frameBytes, snr: 9, level: -30, now: 1)
         await manager.tick(now: 12)
         await manager.close(now: 13)
         var events: [SubscriptionEvent] = []
@@ -175,9 +175,9 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
     @Test func noEventsAfterCancellationReturns() async throws {
         let manager = MessageManager(appID: "app", broadcasts: false)
         let subscription = try await manager.subscribe(filter: MessageFilter([.audioBytes(1)]), now: 0)
-        await manager.heard(frame: Payload.audioBytes([1]).frameBytes, snr: 9, now: 1)  // buffered, not yet read
+        await manager.heard(frame: Payload.audioBytes([1]).frameBytes, snr: 9, level: -30, now: 1)  // buffered, not yet read
         await subscription.cancel()
-        await manager.heard(frame: Payload.audioBytes([1]).frameBytes, snr: 9, now: 30)
+        await manager.heard(frame: Payload.audioBytes([1]).frameBytes, snr: 9, level: -30, now: 30)
         var count = 0
         for await _ in subscription.events { count += 1 }
         #expect(count == 0)
@@ -219,4 +219,18 @@ final class ChangeLog: @unchecked Sendable {
     private var stored: [Bool] = []
     func append(_ value: Bool) { lock.withLock { stored.append(value) } }
     var values: [Bool] { lock.withLock { stored } }
+}
+
+@Test func signalChangesCarrySNRAndLevel() throws {
+    var core = MatcherCore(generator: CountingGenerator(state: 4))
+    let b = SessionID("B")
+    _ = core.handle(.openSession(b, appID: "app", broadcasts: false), now: 0)
+    _ = core.handle(.subscribe(b, OperationID(1), try MessageFilter([.audioBytes(1)]), .default, lostTimeout: 10), now: 0)
+    let message = try AudioBytes.message([5])
+    #expect(core.handle(.observe(b, .audioBytes([5]), snr: 20, level: -20), now: 1) == [.found(b, OperationID(1), message)])
+    // Small changes are smoothed away; a drop of more than 6 dB (after smoothing) is reported with the level.
+    #expect(core.handle(.observe(b, .audioBytes([5]), snr: 18, level: -22), now: 2).isEmpty)
+    let events = (3..<8).flatMap { core.handle(.observe(b, .audioBytes([5]), snr: 0, level: -40), now: Double($0)) }
+    guard case .signalChanged(_, _, _, let snr, let level)? = events.first else { Issue.record("no signal change: \(events)"); return }
+    #expect(snr < 14 && level < -25)
 }
