@@ -79,6 +79,13 @@ public struct Message: Sendable, Hashable, Codable, CustomStringConvertible {
         self.content = content
     }
 
+    /// An attachment (its limits checked by ``BeaconAttachment``; types may be up to 100 characters).
+    init(namespace: String, type: String, validatedContent: [UInt8]) {
+        self.namespace = namespace
+        self.type = type
+        content = validatedContent
+    }
+
     /// Messages of the reserved namespace, made only by the library.
     init(reservedType: String, content: [UInt8]) {
         namespace = ExchangeLimits.reservedNamespace
@@ -102,6 +109,19 @@ public enum AudioBytes {
     public static func message(_ bytes: [UInt8]) throws(ExchangeError) -> Message {
         guard (1...ExchangeLimits.maxAudioBytes).contains(bytes.count) else { throw .audioBytesLength(bytes.count) }
         return Message(reservedType: ExchangeLimits.audioBytesType, content: bytes)
+    }
+}
+
+/// Beacon attachments: data a beacon's owner attaches to it, delivered as messages to subscribers that
+/// hear the beacon.
+public enum BeaconAttachment {
+    /// An attachment as the message subscribers receive: namespace (non-empty), type (no '/', at most 100
+    /// characters) and data (at most 1024 bytes).
+    public static func message(namespace: String, type: String, data: [UInt8]) throws(ExchangeError) -> Message {
+        guard data.count <= ExchangeLimits.maxAttachmentBytes else { throw .attachmentTooLarge(data.count) }
+        guard !namespace.isEmpty, !namespace.contains("/"), !namespace.contains("*") else { throw .invalidNamespace(namespace) }
+        guard type.count <= ExchangeLimits.maxAttachmentTypeLength, !type.contains("/"), !type.contains("*") else { throw .invalidType(type) }
+        return Message(namespace: namespace, type: type, validatedContent: data)
     }
 }
 

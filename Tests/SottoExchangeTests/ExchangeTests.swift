@@ -27,6 +27,10 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
         #expect(throws: ExchangeError.emptyFilter) { try MessageFilter([]) }
         #expect(throws: ExchangeError.invalidNamespace("")) { try MessageFilter([.namespacedType(namespace: "", type: "t")]) }
         #expect(throws: ExchangeError.audioBytesLength(11)) { try MessageFilter([.audioBytes(11)]) }
+        #expect(throws: ExchangeError.attachmentTooLarge(1_025)) { try BeaconAttachment.message(namespace: "n", type: "t", data: [UInt8](repeating: 0, count: 1_025)) }
+        #expect(throws: ExchangeError.invalidType(String(repeating: "t", count: 101))) { try BeaconAttachment.message(namespace: "n", type: String(repeating: "t", count: 101), data: [1]) }
+        #expect(throws: ExchangeError.invalidNamespace("")) { try BeaconAttachment.message(namespace: "", type: "t", data: [1]) }
+        #expect(throws: Never.self) { try BeaconAttachment.message(namespace: "museum", type: String(repeating: "t", count: 100), data: [UInt8](repeating: 0, count: 1_024)) }
         for error in [ExchangeError.contentTooLarge(1), .emptyFilter, .invalidTTL(0), .quotaExceeded(100)] { #expect(!error.description.isEmpty) }
     }
 
