@@ -210,7 +210,7 @@ struct SweepRunner {
         print("| publication start -> found | \(quantile(all.foundLatencies, 0.5)) | \(quantile(all.foundLatencies, 0.95)) | \(all.foundLatencies.count) |")
         print("| unpublish -> lost | \(quantile(all.stopToLost, 0.5)) | \(quantile(all.stopToLost, 0.95)) | \(all.stopToLost.count) |")
         print("| walked out of range -> lost | \(quantile(all.walkAwayToLost, 0.5)) | \(quantile(all.walkAwayToLost, 0.95)) | \(all.walkAwayToLost.count) |")
-        print("False found/lost events: \(all.falseEvents). Frames heard (by 2 receivers each) \(all.framesHeard) of \(2 * all.framesSent) possible; \(all.collisions) frames overlapped another device's, of which \(all.collidedHeard) were still decoded.")
+        print("False found/lost events: \(all.falseEvents). Frames heard (by 2 receivers each) \(all.framesHeard) of \(2 * all.framesSent) possible; \(all.collisions) frames overlapped another device's frame; \(all.collidedHeard) of their \(2 * all.collisions) receptions were still decoded.")
     }
 
     // MARK: Latency
