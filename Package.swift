@@ -86,6 +86,6 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio"], swiftSettings: strict),
         .testTarget(name: "SottoExchangeTests", dependencies: ["SottoExchange", "SottoModem", "SottoAudio", "SottoLive"], swiftSettings: strict),
-        .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoModem", "SottoAudio", "SottoLive"], swiftSettings: strict),
+        .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange"], swiftSettings: strict),
     ]
 )

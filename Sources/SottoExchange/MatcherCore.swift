@@ -19,8 +19,9 @@ public enum MatcherInput: Sendable {
     case unpublish(SessionID, OperationID)
     case subscribe(SessionID, OperationID, MessageFilter, Strategy, lostTimeout: Double)
     case unsubscribe(SessionID, OperationID)
-    /// A beacon and its attachments; `publicVisibility` lets every app receive them.
-    case registerBeacon(id: [UInt8], appID: String, attachments: [Message], publicVisibility: Bool)
+    /// A beacon and its attachments; `publicVisibility` lets every app receive them. A rotating beacon
+    /// (EID-like) is registered under its stable `id` and broadcasts `rotation.id(at:)` instead.
+    case registerBeacon(id: [UInt8], appID: String, attachments: [Message], publicVisibility: Bool, rotation: BeaconRotation?)
     /// `observer` decoded a frame carrying `payload`, with this SNR (dB) and received level (dBFS).
     case observe(SessionID, Payload, snr: Double, level: Double)
     /// Time passes: expiries and lost timeouts.
@@ -73,6 +74,7 @@ public struct MatcherCore: Sendable {
 
     private var sessions: [SessionID: Session] = [:]
     private var beacons: [[UInt8]: (appID: String, attachments: [Message], isPublic: Bool)] = [:]
+    private var rotations: [[UInt8]: BeaconRotation] = [:]
     private var tokenOwners: [[UInt8]: (session: SessionID, validUntil: Double?)] = [:]
     private var retired: [[UInt8]: Double] = [:]
     /// observer -> source -> last sighting.
@@ -110,14 +112,15 @@ public struct MatcherCore: Sendable {
             sessions[id]?.subscriptions[op] = Subscription(filter: filter, expires: strategy.seconds.map { now + $0 }, lostTimeout: lostTimeout)
         case .unsubscribe(let id, let op):
             sessions[id]?.subscriptions[op] = nil
-        case .registerBeacon(let beaconID, let appID, let attachments, let isPublic):
+        case .registerBeacon(let beaconID, let appID, let attachments, let isPublic, let rotation):
             beacons[beaconID] = (appID, attachments, isPublic)
+            rotations[beaconID] = rotation
         case .observe(let observer, let payload, let snr, let level):
             guard sessions[observer] != nil else { break }
             let source: Source
             switch payload {
             case .audioBytes(let bytes): source = .audio(bytes)
-            case .beacon(let beaconID): source = .beacon(beaconID)
+            case .beacon(let heard): source = .beacon(resolveBeacon(heard, now: now))
             case .token(let token):
                 guard let owner = tokenOwners[token], owner.validUntil.map({ now <= $0 }) ?? true,
                       sessions[owner.session] != nil else {
@@ -254,6 +257,51 @@ public struct MatcherCore: Sendable {
         return events
     }
 
+    /// The stable ID of the beacon that broadcast `heard`: itself for fixed beacons, or the rotating beacon
+    /// whose current or previous ID it is (one period of grace for sightings in flight).
+    private func resolveBeacon(_ heard: [UInt8], now: Double) -> [UInt8] {
+        if beacons[heard] != nil && rotations[heard] == nil { return heard }
+        for (stable, rotation) in rotations {
+            let slot = Int64((now / rotation.period).rounded(.down))
+            if rotation.id(at: slot, length: stable.count) == heard || rotation.id(at: slot - 1, length: stable.count) == heard {
+                return stable
+            }
+        }
+        return heard
+    }
+
     /// The token a session currently broadcasts.
     public func token(of id: SessionID) -> [UInt8]? { sessions[id]?.token }
+}
+
+/// How a rotating (EID-like) beacon changes its ID: every `period` seconds it broadcasts a new ID derived
+/// from a secret `key` shared with the matcher, so the beacon cannot be tracked by its ID but the matcher
+/// still knows which beacon it is.
+public struct BeaconRotation: Sendable, Hashable, Codable {
+    public let key: UInt64
+    /// Seconds between ID changes.
+    public let period: Double
+
+    public init(key: UInt64, period: Double) {
+        self.key = key
+        self.period = period
+    }
+
+    /// The ID broadcast during time slot `slot` (time / period), `length` bytes.
+    public func id(at slot: Int64, length: Int) -> [UInt8] {
+        var state = key ^ (UInt64(bitPattern: slot) &* 0x9E37_79B9_7F4A_7C15)
+        var bytes: [UInt8] = []
+        while bytes.count < length {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            z ^= z >> 31
+            for shift in stride(from: 0, to: 64, by: 8) where bytes.count < length { bytes.append(UInt8(truncatingIfNeeded: z >> UInt64(shift))) }
+        }
+        return bytes
+    }
+
+    /// The ID broadcast at time `t` (s).
+    public func id(atTime t: Double, length: Int) -> [UInt8] { id(at: Int64((t / period).rounded(.down)), length: length) }
 }

@@ -36,32 +36,68 @@ struct TransmitTarget: ParsableArguments {
 
     /// Sends `frame` for `duration` seconds: into a file (exactly what would be played) or to the device.
     func send(frame: [UInt8], duration: Double, what: String) throws {
+        try send(frameAt: { _ in frame }, changesEvery: nil, duration: duration, what: what)
+    }
+
+    /// Sends the frame `frameAt(t)` of each moment (it may change every `changesEvery` seconds, as a
+    /// rotating beacon's ID does) for `duration` seconds, into a file or to the device.
+    func send(frameAt: (Double) -> [UInt8], changesEvery period: Double?, duration: Double, what: String) throws {
         if let out {
             let rate = 48_000.0
-            let burst: [Float]
-            do { burst = try Modulator(profile: profile, sampleRate: rate).modulate(frame) } catch { throw CommandError(error.description) }
+            let modulator: Modulator
+            do { modulator = try Modulator(profile: profile, sampleRate: rate) } catch { throw CommandError(error.description) }
+            var bursts: [[UInt8]: [Float]] = [:]
+            func burst(_ frame: [UInt8]) throws -> [Float] {
+                if let cached = bursts[frame] { return cached }
+                do { bursts[frame] = try modulator.modulate(frame) } catch { throw CommandError(error.description) }
+                return bursts[frame]!
+            }
+            let airtime = Double(try burst(frameAt(0)).count) / rate
             var samples = [Float](repeating: 0, count: Int(duration * rate))
-            let times = schedule(duration: duration, airtime: Double(burst.count) / rate)
+            let times = schedule(duration: duration, airtime: airtime)
             for t in times {
                 let start = Int(t * rate)
-                for (i, s) in burst.enumerated() where start + i < samples.count { samples[start + i] += s }
+                for (i, s) in try burst(frameAt(t)).enumerated() where start + i < samples.count { samples[start + i] += s }
             }
             do { try AudioFile.write(samples, sampleRate: rate, to: out, format: AudioFileFormat(path: out)) } catch { throw CommandError("\(error)") }
             printError("wrote \(times.count) frames of \(what) over \(fixed(duration, 1)) s to \(out)")
             return
         }
-        let broadcaster: Broadcaster
-        do { broadcaster = try Broadcaster(configuration: PCMConfiguration(device: device), token: frame, profile: profile) }
-        catch { throw CommandError("\(error)") }
-        let count = max(1, Int(duration / interval))
-        printError("broadcasting \(what) on \(device) (\(broadcaster.negotiated)), \(count) frames")
+        // On a device: one broadcaster per period of an unchanging frame.
+        let stop = StopFlag()
+        let current = CurrentBroadcaster()
         let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
         signal(SIGINT, SIG_IGN)
-        interrupt.setEventHandler { broadcaster.stop() }
+        interrupt.setEventHandler { stop.set(); current.value?.stop() }
         interrupt.resume()
-        broadcaster.start(interval: interval, jitter: jitter, count: count, generator: SystemRandomNumberGenerator())
-        broadcaster.wait()
-        printError("sent \(broadcaster.sent) frames, \(broadcaster.underruns) underruns")
+        let started = Date()
+        var sent = 0, underruns = 0
+        while !stop.isSet {
+            let elapsed = Date().timeIntervalSince(started)
+            let remaining = duration - elapsed
+            guard remaining > 0 else { break }
+            let span = min(remaining, period.map { $0 - elapsed.truncatingRemainder(dividingBy: $0) } ?? remaining)
+            let broadcaster: Broadcaster
+            do { broadcaster = try Broadcaster(configuration: PCMConfiguration(device: device), token: frameAt(elapsed), profile: profile) }
+            catch { throw CommandError("\(error)") }
+            if sent == 0 { printError("broadcasting \(what) on \(device) (\(broadcaster.negotiated))") }
+            current.value = broadcaster
+            broadcaster.start(interval: interval, jitter: jitter, count: max(1, Int(span / interval)), generator: SystemRandomNumberGenerator())
+            broadcaster.wait()
+            sent += broadcaster.sent
+            underruns += broadcaster.underruns
+        }
+        printError("sent \(sent) frames, \(underruns) underruns")
+    }
+}
+
+/// The broadcaster playing now (for Ctrl-C).
+final class CurrentBroadcaster: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Broadcaster?
+    var value: Broadcaster? {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
     }
 }
 
@@ -99,15 +135,24 @@ struct Publish: ParsableCommand {
 /// `sotto beacon`: loop a beacon ID.
 struct Beacon: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Loop a beacon ID (hex, 1-15 bytes) like an audio beacon.")
-    @Argument(help: "Beacon ID as hex.") var id: String
+    @Argument(help: "Beacon ID as hex (the stable ID the matcher registers; 1-15 bytes).") var id: String
     @Option(help: "Seconds to run.") var duration: Double = 60
+    @Option(help: "Rotate the broadcast ID every this many seconds (EID-like), derived from --rotation-key.") var rotateEvery: Double?
+    @Option(help: "Secret key of the rotation (shared with the matcher).") var rotationKey: UInt64 = 0
     @OptionGroup var target: TransmitTarget
 
     func run() throws {
         let bytes = try TokenInput.bytes(hex: id, text: nil)
         guard (1...15).contains(bytes.count) else { throw CommandError(ExchangeError.invalidBeaconID(bytes.count).description) }
         guard duration.isFinite, duration > 0, duration <= 86_400 else { throw ValidationError("--duration must be in (0, 86400] s") }
-        try target.send(frame: Payload.beacon(bytes).frameBytes, duration: duration, what: "beacon \(bytes.hex)")
+        if let rotateEvery {
+            guard rotateEvery.isFinite, rotateEvery >= 1, rotateEvery <= 86_400 else { throw ValidationError("--rotate-every must be 1 to 86400 s") }
+            let rotation = BeaconRotation(key: rotationKey, period: rotateEvery)
+            try target.send(frameAt: { Payload.beacon(rotation.id(atTime: $0, length: bytes.count)).frameBytes },
+                            changesEvery: rotateEvery, duration: duration, what: "rotating beacon \(bytes.hex)")
+        } else {
+            try target.send(frame: Payload.beacon(bytes).frameBytes, duration: duration, what: "beacon \(bytes.hex)")
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import SottoAudio
+import SottoExchange
 import Testing
 
 /// Runs the built `sotto` executable (next to the test bundle) and captures its output.
@@ -226,5 +227,23 @@ func temporaryDirectory() throws -> URL {
         #expect(result.stdout.contains("False found/lost events: 0."), "\(result.stdout)")
         // Two subscribers lose C's message at once when it unpublishes.
         #expect(result.stdout.contains("| unpublish -> lost | 0.00 | 0.00 | 2 |"), "\(result.stdout)")
+    }
+}
+
+@Suite struct BeaconCLITests {
+    @Test func rotatingBeaconChangesItsIDEveryPeriod() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wav = dir.appendingPathComponent("beacon.wav").path
+        let beacon = try Sotto.run(["beacon", "0x0102030405060708", "--duration", "12", "--interval", "2", "--jitter", "0",
+                                    "--rotate-every", "5", "--rotation-key", "77", "--out", wav])
+        #expect(beacon.status == 0, "\(beacon.stderr)")
+        let heard = try Sotto.run(["decode", "--format", "json", wav]).stdout.split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        // Frames at 0, 2, 4 | 6, 8 | 10 s: three IDs, each the rotation's ID for its 5 s slot, kind byte 0x30 first.
+        let rotation = BeaconRotation(key: 77, period: 5)
+        let expected = [0.0, 2, 4, 6, 8, 10].map { t in ([0x30] + rotation.id(atTime: t, length: 8)).map { String(format: "%02x", $0) }.joined() }
+        #expect(heard.compactMap { $0["token"] as? String } == expected)
+        #expect(Set(expected).count == 3)
     }
 }
