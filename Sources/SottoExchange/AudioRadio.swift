@@ -61,21 +61,27 @@ public final class AudioRadio: @unchecked Sendable {
 
     /// Opens the devices and starts. Device errors are thrown and also reported to `onDeviceError`.
     public func start() throws(AudioDeviceError) {
+        let manager = self.manager
         let listener: Listener
         do { listener = try Listener(configuration: capture) } catch {
             let mapped = AudioDeviceError(error)
             onDeviceError?(mapped)
+            Task { await manager.setRadio(.failed) }
             throw mapped
         }
+        Task { await manager.setRadio(.starting) }
         lock.withLock { self.listener = listener }
         pump = Task.detached { [weak self] in
             for await event in listener.events {
                 guard let self else { return }
                 switch event {
+                case .started, .reopened:
+                    await self.manager.setRadio(.running)
                 case .frame(let frame):
                     if let check = self.lock.withLock({ self.selfCheck }) { check.heard(frame) }
                     await self.manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: self.now)
                 case .deviceError(let error, _):
+                    await self.manager.setRadio(.failed)
                     self.onDeviceError?(AudioDeviceError(error))
                 default: break
                 }

@@ -155,7 +155,24 @@ public actor MessageManager {
         }
     }
 
-    func status(of id: OperationID) -> OperationStatus { statuses[id] ?? .inactive }
+    /// An active operation reports the radio's state: starting while the devices open, failed while they
+    /// are in error, active otherwise (and active without a radio, e.g. offline).
+    func status(of id: OperationID) -> OperationStatus {
+        let status = statuses[id] ?? .inactive
+        guard status == .active else { return status }
+        switch radio {
+        case .starting: return .starting
+        case .failed: return .failed
+        case .running, .none: return .active
+        }
+    }
+
+    /// The state of the radio feeding this manager.
+    enum RadioState { case none, starting, running, failed }
+    private var radio = RadioState.none
+
+    /// Set by ``AudioRadio``.
+    func setRadio(_ state: RadioState) { radio = state }
 
     private var lastNow = 0.0
 

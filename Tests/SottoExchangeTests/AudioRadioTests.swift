@@ -44,6 +44,7 @@ import Testing
             if case .found(let message) = event { found = message; break }
         }
         #expect(found == (try AudioBytes.message(Array("hi".utf8))))
+        #expect(await subscription.status() == .active)
         // Our own token is broadcast but never captured (the capture holds only the other device): reported.
         for _ in 0..<50 where misses.value == 0 { try await Task.sleep(for: .milliseconds(100)) }
         #expect(misses.value > 0)
@@ -56,8 +57,11 @@ import Testing
         let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "no_such_capture"), playback: nil)
         let reported = Counter()
         radio.onDeviceError = { error in if error == .noDevice("no_such_capture") { reported.increment() } }
+        let subscription = try await manager.subscribe(now: 0)
         #expect(throws: AudioDeviceError.noDevice("no_such_capture")) { try radio.start() }
         #expect(reported.value == 1)
+        for _ in 0..<20 where await subscription.status() != .failed { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await subscription.status() == .failed)
     }
 }
 
