@@ -161,7 +161,8 @@ public struct ChannelModel: Sendable, Codable, Hashable {
     public init(seed: UInt64 = 1) { self.seed = seed }
 
     /// Applies the channel to `x` at `sampleRate` (Hz). A measured impulse response (at the same rate) is
-    /// normalised to a direct-path peak of 1. Signal power for SNR and SIR is the active power of the
+    /// normalised so that its largest peak is 1 (the direct path, unless a reflection is stronger). The
+    /// interference recording is given at `sampleRate` and follows the signal to `outputRate`. Signal power for SNR and SIR is the active power of the
     /// input (``Channel/activePower(_:sampleRate:)``), so silence around bursts does not count.
     public func apply(_ x: [Float], sampleRate: Double, interference: [Float]? = nil,
                       measuredImpulseResponse: [Float]? = nil) -> (samples: [Float], sampleRate: Double) {
@@ -182,7 +183,8 @@ public struct ChannelModel: Sendable, Codable, Hashable {
             y = Channel.resample(y, from: sampleRate, to: outputRate)
             rate = outputRate
         }
-        if let sirDB, let interference, !interference.isEmpty {
+        if let sirDB, var interference, !interference.isEmpty {
+            if rate != sampleRate { interference = Channel.resample(interference, from: sampleRate, to: rate) }
             let offset = Int(rng.uniform() * Double(max(0, interference.count - y.count)))
             let slice = Array(interference[offset..<min(interference.count, offset + y.count)])
             Channel.mix(&y, interference: slice, sirDB: sirDB, signalPower: signalPower)
