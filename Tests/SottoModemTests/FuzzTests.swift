@@ -1,17 +1,18 @@
 import Foundation
+import SottoChannel
 import Testing
 @testable import SottoModem
 
 /// The decoder must never crash, hang or invent tokens on hostile input.
 @Suite struct FuzzTests {
     @Test func frameDecoderSurvivesArbitraryLikelihoods() {
-        var noise = TestNoise(state: 2024)
+        var noise = SeededRandom(seed: 2024)
         let specials: [Float] = [.nan, .infinity, -.infinity, 0, -0, .greatestFiniteMagnitude, -.greatestFiniteMagnitude, 1e-30]
         for trial in 0..<300 {
             let length = 1 + trial % 16
             let count = 16 * FrameFormat.symbolCount(payloadBytes: length) + Int(noise.next() % 3) - 1
             let values = (0..<max(0, count)).map { _ -> Float in
-                noise.next() % 7 == 0 ? specials[Int(noise.next() % UInt64(specials.count))] : Float(noise.gaussian()) * 50
+                noise.next() % 7 == 0 ? specials[Int(noise.next() % UInt64(specials.count))] : Float(noise.sample()) * 50
             }
             // Garbage must not check (CRC + header), and must not trap.
             #expect(FrameFormat.decode(symbolLogLikelihoods: values, payloadBytes: length, profile: .standard) == nil)
@@ -38,7 +39,7 @@ import Testing
     }
 
     @Test func randomSignalsYieldNothing() throws {
-        var noise = TestNoise(state: 99)
+        var noise = SeededRandom(seed: 99)
         let decoder = try StreamingDecoder(sampleRate: 44_100, profiles: Profile.all)
         var frames: [DecodedFrame] = []
         for _ in 0..<40 {
@@ -46,7 +47,7 @@ import Testing
             let kind = noise.next() % 4
             let chunk: [Float] = (0..<n).map { i in
                 switch kind {
-                case 0: return Float(noise.gaussian())
+                case 0: return Float(noise.sample())
                 case 1: return Float(Int(noise.next() % 3) - 1)                       // clipped noise
                 case 2: return Float(sin(Double(i) * 0.01 * Double(noise.next() % 100)))  // random tones
                 default: return noise.next() % 1000 == 0 ? 1 : 0                       // clicks
@@ -60,7 +61,7 @@ import Testing
 }
 
 @Test func quickselectAgreesWithSorting() {
-    var noise = TestNoise(state: 31)
+    var noise = SeededRandom(seed: 31)
     for n in [1, 2, 3, 10, 97, 1000] {
         let values = (0..<n).map { _ in Float(noise.next() % 50) }  // many ties
         for k in Set([0, n / 4, n / 2, n - 1]) {

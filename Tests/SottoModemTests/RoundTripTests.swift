@@ -1,28 +1,14 @@
 import Foundation
+import SottoChannel
 import Testing
 @testable import SottoModem
 
-/// A tiny deterministic generator for test signals (the channel simulator has the full one).
-struct TestNoise {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func uniform() -> Double { Double(next() >> 11) / Double(1 << 53) }
-    /// Standard normal (Box-Muller).
-    mutating func gaussian() -> Float {
-        let u1 = max(uniform(), 1e-300), u2 = uniform()
-        return Float((-2 * _log(u1)).squareRoot() * _cos(2 * Double.pi * u2))
-    }
+/// Test-signal helpers on the simulator's seeded generator.
+extension SeededRandom {
+    /// N(0, 1) as Float.
+    mutating func sample() -> Float { Float(gaussian()) }
     mutating func bytes(_ n: Int) -> [UInt8] { (0..<n).map { _ in UInt8(truncatingIfNeeded: next()) } }
 }
-
-@inline(__always) func _log(_ x: Double) -> Double { Foundation.log(x) }
-@inline(__always) func _cos(_ x: Double) -> Double { Foundation.cos(x) }
 
 /// Places frames in silence (with optional white noise of the given full-band SNR against the
 /// burst's power) at the given sample offsets.
@@ -37,9 +23,9 @@ func recording(frames: [(token: [UInt8], offset: Int)], profile: Profile, rate: 
         power = Double(modulator.amplitude * modulator.amplitude) / 2
     }
     if let snr {
-        var noise = TestNoise(state: seed)
+        var noise = SeededRandom(seed: seed)
         let sigma = Float((power / pow10Test(snr / 10)).squareRoot())
-        for i in out.indices { out[i] += sigma * noise.gaussian() }
+        for i in out.indices { out[i] += sigma * noise.sample() }
     }
     return out
 }
@@ -49,7 +35,7 @@ func pow10Test(_ x: Double) -> Double { pow(10, x) }
 @Suite struct RoundTripTests {
     @Test(arguments: Profile.all)
     func everyProfileRoundTripsEveryLength(profile: Profile) throws {
-        var noise = TestNoise(state: 7)
+        var noise = SeededRandom(seed: 7)
         for length in [1, 4, 8, 16] {
             let token = noise.bytes(length)
             let rate = 48_000.0
@@ -76,7 +62,7 @@ func pow10Test(_ x: Double) -> Double { pow(10, x) }
     @Test func backToBackFramesAreEachReportedOnce() throws {
         let rate = 48_000.0
         let profile = Profile.standard
-        var noise = TestNoise(state: 3)
+        var noise = SeededRandom(seed: 3)
         let tokens = (0..<5).map { _ in noise.bytes(8) }
         let airtime = Int((profile.airtime(payloadBytes: 8) * rate).rounded(.up))
         let x = try recording(frames: tokens.enumerated().map { ($0.element, 500 + $0.offset * airtime) },
@@ -104,8 +90,8 @@ func pow10Test(_ x: Double) -> Double { pow(10, x) }
 
     @Test func nothingInSilenceOrNoise() throws {
         let rate = 48_000.0
-        var noise = TestNoise(state: 11)
-        let x = (0..<Int(rate * 20)).map { _ in 0.1 * noise.gaussian() }
+        var noise = SeededRandom(seed: 11)
+        let x = (0..<Int(rate * 20)).map { _ in 0.1 * noise.sample() }
         #expect(try StreamingDecoder.decode(x, sampleRate: rate, profiles: Profile.all).isEmpty)
         #expect(try StreamingDecoder.decode([Float](repeating: 0, count: 100_000), sampleRate: rate).isEmpty)
         #expect(try StreamingDecoder.decode([], sampleRate: rate).isEmpty)

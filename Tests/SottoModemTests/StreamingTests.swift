@@ -1,4 +1,5 @@
 import PropertyBased
+import SottoChannel
 import Testing
 @testable import SottoModem
 
@@ -54,8 +55,8 @@ import Testing
         let token: [UInt8] = [9, 8, 7, 6, 5, 4, 3, 2]
         let burst = try Modulator(sampleRate: rate * (1 + ppm * 1e-6)).modulate(token)
         var x = [Float](repeating: 0, count: 6000) + burst + [Float](repeating: 0, count: 6000)
-        var noise = TestNoise(state: 77)
-        for i in x.indices { x[i] += 0.02 * noise.gaussian() }
+        var noise = SeededRandom(seed: 77)
+        for i in x.indices { x[i] += 0.02 * noise.sample() }
         let frames = try StreamingDecoder.decode(x, sampleRate: rate)
         #expect(frames.map(\.token) == [token])
         if let frame = frames.first {
