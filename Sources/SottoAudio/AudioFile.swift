@@ -220,65 +220,63 @@ public enum AudioFile {
 
     /// Writes mono samples (full scale = 1; values beyond are clipped, not wrapped) at `sampleRate` (Hz).
     public static func write(_ samples: [Float], sampleRate: Double, to path: String, format: AudioFileFormat = .wav16) throws(AudioFileError) {
-        guard sampleRate.isFinite, sampleRate >= 1, sampleRate <= 768_000 else { throw .invalidSampleRate(sampleRate) }
-        var sfInfo = SF_INFO()
-        sfInfo.samplerate = Int32(sampleRate.rounded())
-        sfInfo.channels = 1
-        sfInfo.format = format.sndfileFormat
-        guard sf_format_check(&sfInfo) != 0 else { throw .writeFailed(path: path, reason: "libsndfile cannot write \(format.rawValue) at \(Int(sampleRate)) Hz") }
-        guard let file = sf_open(path, Int32(SFM_WRITE), &sfInfo) else {
-            throw .writeFailed(path: path, reason: String(cString: sf_strerror(nil)))
-        }
-        // Clip instead of wrapping around when a float beyond full scale becomes an integer.
-        sf_command(file, Int32(SFC_SET_CLIPPING), nil, Int32(SF_TRUE))
-        let written = samples.withUnsafeBufferPointer { sf_writef_float(file, $0.baseAddress, sf_count_t($0.count)) }
-        let closeStatus = sf_close(file)
-        guard written == samples.count, closeStatus == 0 else {
-            throw .writeFailed(path: path, reason: "wrote \(written) of \(samples.count) samples (disk full?)")
-        }
+        let writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: format)
+        try samples.withUnsafeBufferPointer { (buffer) throws(AudioFileError) in try writer.write(buffer) }
+        try writer.close()
     }
 }
 
 /// Writes interleaved multi-channel samples as 16-bit WAV (tests and tools).
 func writeInterleaved(_ samples: [Float], channels: Int, sampleRate: Double, path: String) throws(AudioFileError) {
-    var sfInfo = SF_INFO()
-    sfInfo.samplerate = Int32(sampleRate)
-    sfInfo.channels = Int32(channels)
-    sfInfo.format = AudioFileFormat.wav16.sndfileFormat
-    guard let file = sf_open(path, Int32(SFM_WRITE), &sfInfo) else {
-        throw .writeFailed(path: path, reason: String(cString: sf_strerror(nil)))
-    }
-    _ = samples.withUnsafeBufferPointer { sf_writef_float(file, $0.baseAddress, sf_count_t($0.count / channels)) }
-    sf_close(file)
+    let writer = try AudioFileWriter(path: path, sampleRate: sampleRate, channels: channels)
+    try samples.withUnsafeBufferPointer { (buffer) throws(AudioFileError) in try writer.write(buffer) }
+    try writer.close()
 }
 
-/// Writes a mono audio file block by block (for recordings of unbounded length).
+/// Writes an audio file block by block (mono unless told otherwise), for recordings of unbounded length
+/// and for whole files alike.
 public final class AudioFileWriter {
-    private let file: OpaquePointer
+    private var file: OpaquePointer?
     public let path: String
+    /// Interleaved channels per frame.
+    public let channels: Int
     /// Frames written so far.
     public private(set) var framesWritten: Int64 = 0
 
-    public init(path: String, sampleRate: Double, format: AudioFileFormat = .wav16) throws(AudioFileError) {
+    public init(path: String, sampleRate: Double, format: AudioFileFormat = .wav16, channels: Int = 1) throws(AudioFileError) {
         guard sampleRate.isFinite, sampleRate >= 1, sampleRate <= 768_000 else { throw .invalidSampleRate(sampleRate) }
         self.path = path
+        self.channels = channels
         var sfInfo = SF_INFO()
         sfInfo.samplerate = Int32(sampleRate.rounded())
-        sfInfo.channels = 1
+        sfInfo.channels = Int32(channels)
         sfInfo.format = format.sndfileFormat
+        guard sf_format_check(&sfInfo) != 0 else {
+            throw .writeFailed(path: path, reason: "libsndfile cannot write \(format.rawValue) at \(Int(sampleRate)) Hz")
+        }
         guard let handle = sf_open(path, Int32(SFM_WRITE), &sfInfo) else {
             throw .writeFailed(path: path, reason: String(cString: sf_strerror(nil)))
         }
         file = handle
+        // Clip instead of wrapping around when a float beyond full scale becomes an integer.
         sf_command(handle, Int32(SFC_SET_CLIPPING), nil, Int32(SF_TRUE))
     }
 
-    /// Appends samples.
+    /// Appends interleaved samples (whole frames).
     public func write(_ samples: UnsafeBufferPointer<Float>) throws(AudioFileError) {
-        let written = sf_writef_float(file, samples.baseAddress, sf_count_t(samples.count))
-        guard written == samples.count else { throw .writeFailed(path: path, reason: "disk full?") }
+        guard let file else { throw .writeFailed(path: path, reason: "the file is closed") }
+        let frames = samples.count / channels
+        let written = sf_writef_float(file, samples.baseAddress, sf_count_t(frames))
+        guard written == frames else { throw .writeFailed(path: path, reason: "wrote \(written) of \(frames) frames (disk full?)") }
         framesWritten += Int64(written)
     }
 
-    deinit { sf_close(file) }
+    /// Finishes the file (header sizes), reporting a failure to do so.
+    public func close() throws(AudioFileError) {
+        guard let file else { return }
+        self.file = nil
+        guard sf_close(file) == 0 else { throw .writeFailed(path: path, reason: "could not finish the file (disk full?)") }
+    }
+
+    deinit { if let file { sf_close(file) } }
 }

@@ -88,8 +88,11 @@ final class Recorder: @unchecked Sendable {
         }
     }
 
-    /// Closes the file (call after the capture thread has ended).
-    func close() { writer = nil }
+    /// Finishes the file (call after the capture thread has ended).
+    func close() {
+        do { try writer?.close() } catch { if self.error == nil { self.error = error } }
+        writer = nil
+    }
 }
 
 /// What the listening task found.
