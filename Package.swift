@@ -23,6 +23,9 @@ let package = Package(
         .library(name: "SottoLive", targets: ["SottoLive"]),
         .library(name: "SottoExchange", targets: ["SottoExchange"]),
         .executable(name: "sotto", targets: ["sotto"]),
+        // Test fixture, not for use: an ALSA I/O plugin that can be unplugged and suspended on demand, so the
+        // live tests drive device failures through real libasound (ALSA dlopens it by this file name).
+        .library(name: "asound_module_pcm_sottofault", type: .dynamic, targets: ["ALSAFaultPlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -38,6 +41,10 @@ let package = Package(
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         // C for what Swift cannot import: ALSA's variadic error handler, *_alloca macros.
         .target(name: "CSottoShims", dependencies: ["CALSA"]),
+        // Test fixture (see the product above); lives with the tests.
+        .target(name: "ALSAFaultPlugin", dependencies: ["CALSA"], path: "Tests/ALSAFaultPlugin", publicHeadersPath: ".",
+                // PIC selects the dlopen form of ALSA's plugin entry symbol.
+                cSettings: [.define("PIC")]),
 
         // Signal processing: FFT, synthesis, filters, resampling. No I/O.
         .target(name: "SottoDSP",

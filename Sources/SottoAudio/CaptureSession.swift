@@ -24,6 +24,8 @@ public final class CaptureSession: @unchecked Sendable {
 
     /// Overruns recovered so far.
     public var overruns: Int { capture.overruns }
+    /// Suspensions the device resumed from so far.
+    public var suspensions: Int { capture.suspensions }
 
     /// Starts the capture thread. `onBlock(samples, firstFrame)` runs on it for every period; it returns
     /// false to stop. `onEnd` runs on it last, with the error that ended the capture, if any.

@@ -40,6 +40,15 @@ public enum ALSAError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// True for failures worth reopening the device after (it went away, was suspended for good, or failed
+    /// unexpectedly); false for ones that reopening cannot cure (missing, busy, permission, rate, format).
+    public var isTransient: Bool {
+        switch self {
+        case .deviceGone, .failed: return true
+        case .noSuchDevice, .deviceBusy, .permissionDenied, .unsupportedRate, .unsupportedFormat: return false
+        }
+    }
+
     static func from(code: Int32, device: String, operation: String) -> ALSAError {
         switch -code {
         case ENOENT, ENXIO: return .noSuchDevice(device)
@@ -127,6 +136,12 @@ final class PCMHandle {
     /// Overruns or underruns recovered; read from other threads while the I/O thread counts.
     private let xrunCount = Atomic<Int>(0)
     var xruns: Int { xrunCount.load(ordering: .relaxed) }
+    /// Suspensions (e.g. system sleep) the device came back from; counted apart from xruns.
+    private let suspendCount = Atomic<Int>(0)
+    var suspensions: Int { suspendCount.load(ordering: .relaxed) }
+    /// Recoveries in a row without a frame moving in between before the device is declared gone: a driver
+    /// whose resume or prepare "succeeds" without effect would otherwise spin the I/O thread forever.
+    static let maximumFruitlessRecoveries = 8
 
     init(configuration: PCMConfiguration, stream: snd_pcm_stream_t) throws(ALSAError) {
         let name = configuration.device
@@ -206,6 +221,7 @@ final class PCMHandle {
         let channels = negotiated.channels
         let frames = min(buffer.count, negotiated.periodFrames)
         guard frames > 0 else { return 0 }
+        var recoveries = 0
         while true {
             let got = snd_pcm_readi(pcm, scratch.baseAddress, snd_pcm_uframes_t(frames))
             if got >= 0 {
@@ -223,11 +239,21 @@ final class PCMHandle {
                 }
                 return n
             }
-            let code = Int32(got)
-            if code == -EAGAIN { continue }
-            xrunCount.add(1, ordering: .relaxed)
-            if snd_pcm_recover(pcm, code, 1) < 0 { throw ALSAError.from(code: code, device: device, operation: "read") }
+            try recover(from: Int32(got), operation: "read", attempts: &recoveries)
         }
+    }
+
+    /// Recovers from a failed read or write: overruns/underruns (-EPIPE) and suspensions (-ESTRPIPE) through
+    /// snd_pcm_recover, which resumes or re-prepares the stream; anything else, or a recovery that keeps
+    /// failing, is thrown as a typed error.
+    private func recover(from code: Int32, operation: String, attempts: inout Int) throws(ALSAError) {
+        if code == -EAGAIN { return }
+        attempts += 1
+        guard attempts <= Self.maximumFruitlessRecoveries else {
+            throw .deviceGone(device)
+        }
+        if snd_pcm_recover(pcm, code, 1) < 0 { throw ALSAError.from(code: code, device: device, operation: operation) }
+        if code == -ESTRPIPE { suspendCount.add(1, ordering: .relaxed) } else { xrunCount.add(1, ordering: .relaxed) }
     }
 
     /// Writes all of `samples` (mono, duplicated to every channel), blocking; recovers underruns.
@@ -254,13 +280,11 @@ final class PCMHandle {
                 }
             }
             var done = 0
+            var recoveries = 0
             while done < frames {
                 let wrote = snd_pcm_writei(pcm, scratch.baseAddress! + done * channels * encoding.bytes, snd_pcm_uframes_t(frames - done))
-                if wrote >= 0 { done += Int(wrote); continue }
-                let code = Int32(wrote)
-                if code == -EAGAIN { continue }
-                xrunCount.add(1, ordering: .relaxed)
-                if snd_pcm_recover(pcm, code, 1) < 0 { throw ALSAError.from(code: code, device: device, operation: "write") }
+                if wrote > 0 { done += Int(wrote); recoveries = 0; continue }
+                try recover(from: Int32(wrote), operation: "write", attempts: &recoveries)
             }
             offset += frames
         }
@@ -277,6 +301,8 @@ public final class PCMCapture: @unchecked Sendable {  // handed to one capture t
     public var negotiated: NegotiatedFormat { handle.negotiated }
     /// Overruns recovered so far (samples were lost each time).
     public var overruns: Int { handle.xruns }
+    /// Suspensions (system sleep) the device resumed from; the audio in between was lost.
+    public var suspensions: Int { handle.suspensions }
 
     public init(configuration: PCMConfiguration) throws(ALSAError) {
         handle = try PCMHandle(configuration: configuration, stream: SND_PCM_STREAM_CAPTURE)
@@ -295,6 +321,8 @@ public final class PCMPlayback: @unchecked Sendable {  // handed to one playback
     public var negotiated: NegotiatedFormat { handle.negotiated }
     /// Underruns recovered so far (a gap was heard each time).
     public var underruns: Int { handle.xruns }
+    /// Suspensions (system sleep) the device resumed from.
+    public var suspensions: Int { handle.suspensions }
 
     public init(configuration: PCMConfiguration) throws(ALSAError) {
         handle = try PCMHandle(configuration: configuration, stream: SND_PCM_STREAM_PLAYBACK)
@@ -303,6 +331,11 @@ public final class PCMPlayback: @unchecked Sendable {  // handed to one playback
     /// Plays `samples` (mono, full scale = 1), blocking until they are queued.
     public func write(_ samples: [Float]) throws(ALSAError) {
         try samples.withUnsafeBufferPointer { (buffer) throws(ALSAError) in try handle.write(buffer) }
+    }
+
+    /// Plays `samples` (mono, full scale = 1) without copying them, blocking until they are queued.
+    public func write(_ samples: UnsafeBufferPointer<Float>) throws(ALSAError) {
+        try handle.write(samples)
     }
 
     /// Waits until everything queued has been played.

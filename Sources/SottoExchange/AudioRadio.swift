@@ -125,8 +125,11 @@ public final class AudioRadio: @unchecked Sendable {
                         let missed = check.judge(sentAt: sentAt)
                         if missed >= 2 { report?(missed) }
                     }
+                }, onStatus: { status in
+                    if case .deviceError(let error, _) = status { reportError?(AudioDeviceError(error)) }
                 }, onEnd: { error in
-                    if let error = error as? ALSAError { reportError?(AudioDeviceError(error)) }
+                    // Device errors were reported as they happened (onStatus); anything else ends here.
+                    if let error, !(error is ALSAError) { reportError?(.other("\(error)")) }
                 })
                 lock.withLock { broadcasters.append(broadcaster) }
             } catch let error as ALSAError {

@@ -2,73 +2,140 @@ import Foundation
 import SottoAudio
 import SottoModem
 
+/// What a broadcaster reports about its device while it runs.
+public enum BroadcastStatus: Sendable {
+    /// The device failed; `willRetry` is true when the broadcaster keeps trying to reopen it.
+    case deviceError(ALSAError, willRetry: Bool)
+    /// The device is back after an error; sending goes on with the next frame.
+    case reopened(NegotiatedFormat)
+}
+
 /// Plays a token on an ALSA device over and over, one frame every `interval` seconds plus a uniform
 /// random delay of up to `jitter` seconds (so that two broadcasters do not collide every time), until
 /// stopped or `count` frames are sent. Gaps are played as silence, so timing follows the device's
-/// sample clock. Runs on its own thread; `stop()` returns within one period.
+/// sample clock. Runs on its own thread; `stop()` returns within one period. When the device disappears
+/// or fails, the broadcaster reports it and reopens it every `retryInterval` seconds until it is back
+/// (a frame cut off by the failure is not counted as sent); a suspension is resumed in place.
 public final class Broadcaster: @unchecked Sendable {
-    /// What the device was opened with.
-    public let negotiated: NegotiatedFormat
-    private let playback: PCMPlayback
-    private let burst: [Float]
+    private let configuration: PCMConfiguration
+    private let token: [UInt8]
+    private let profile: Profile
+    private let level: Double
     private let lock = NSLock()
     private let stopped = StopFlag()
     private let finished = DispatchSemaphore(value: 0)
     private var started = false
+    // The open device and the frame synthesised at its rate; replaced only by the broadcast thread.
+    private var playback: PCMPlayback
+    private var burst: [Float]
+    private var earlierUnderruns = 0
 
     /// Frames sent so far.
     public var sent: Int { lock.withLock { sentCount } }
     private var sentCount = 0
-    /// Underruns recovered so far.
-    public var underruns: Int { playback.underruns }
+    /// Underruns recovered so far (over every reopened device).
+    public var underruns: Int { lock.withLock { earlierUnderruns + playback.underruns } }
+    /// What the device was opened with (the latest device, after a reopen).
+    public var negotiated: NegotiatedFormat { lock.withLock { playback.negotiated } }
 
     public init(configuration: PCMConfiguration, token: [UInt8], profile: Profile = .standard,
                 level: Double = Modulator.defaultLevel) throws {
         var configuration = configuration
         configuration.acceptableRates = max(configuration.acceptableRates.lowerBound, profile.minimumSampleRate)...max(configuration.acceptableRates.upperBound, profile.minimumSampleRate)
+        self.configuration = configuration
+        self.token = token
+        self.profile = profile
+        self.level = level
         playback = try PCMPlayback(configuration: configuration)
-        negotiated = playback.negotiated
-        burst = try Modulator(profile: profile, sampleRate: negotiated.sampleRate, level: level).modulate(token)
+        burst = try Modulator(profile: profile, sampleRate: playback.negotiated.sampleRate, level: level).modulate(token)
     }
 
     /// Airtime of one frame (s).
-    public var airtime: Double { Double(burst.count) / negotiated.sampleRate }
+    public var airtime: Double { lock.withLock { Double(burst.count) / playback.negotiated.sampleRate } }
 
-    /// Starts sending. `onSent(index)` runs after each frame has been queued; `onEnd` once at the end
-    /// with the error that stopped it, if any.
+    /// Starts sending. `onSent(index)` runs after each frame has been queued; `onStatus` when the device
+    /// fails or comes back; `onEnd` once at the end with the error that stopped it, if any (a device error
+    /// that reopening cannot cure, or one while `retryInterval` is nil).
     public func start<G: RandomNumberGenerator & Sendable>(interval: Double, jitter: Double, count: Int? = nil, generator: G,
+                                                            retryInterval: Double? = 1,
                                                             onSent: @escaping @Sendable (Int) -> Void = { _ in },
+                                                            onStatus: @escaping @Sendable (BroadcastStatus) -> Void = { _ in },
                                                             onEnd: @escaping @Sendable ((any Error)?) -> Void = { _ in }) {
         started = true
-        let rate = negotiated.sampleRate, burst = self.burst, playback = self.playback
         let thread = Thread { [self] in
             var generator = generator
             var failure: (any Error)?
-            do {
-                while !isStopped {
-                    try playback.write(burst)
-                    let index = lock.withLock { () -> Int in sentCount += 1; return sentCount }
-                    onSent(index)
-                    if let count, index >= count { break }
-                    let gap = max(0, interval - Double(burst.count) / rate) + Double.random(in: 0...max(0, jitter), using: &generator)
-                    // Silence in period-sized pieces, so that stop() is honoured within one period.
-                    var remaining = Int(gap * rate)
-                    let piece = [Float](repeating: 0, count: playback.negotiated.periodFrames)
-                    while remaining > 0 && !isStopped {
-                        let n = min(remaining, piece.count)
-                        try playback.write(Array(piece[0..<n]))
-                        remaining -= n
+            while !isStopped {
+                do {
+                    try send(interval: interval, jitter: jitter, count: count, generator: &generator, onSent: onSent)
+                    break
+                } catch let error as ALSAError {
+                    let retry = error.isTransient && retryInterval != nil
+                    onStatus(.deviceError(error, willRetry: retry))
+                    guard retry, let retryInterval, let format = reopen(every: retryInterval) else {
+                        if !isStopped { failure = error }
+                        break
                     }
+                    onStatus(.reopened(format))
+                } catch {
+                    failure = error
+                    break
                 }
-                playback.drain()
-            } catch {
-                failure = error
             }
             onEnd(failure)
             finished.signal()
         }
         thread.name = "sotto-broadcast"
         thread.start()
+    }
+
+    /// The sending loop on the current device; returns when `count` frames are sent or on stop.
+    private func send<G: RandomNumberGenerator>(interval: Double, jitter: Double, count: Int?, generator: inout G,
+                                                onSent: (Int) -> Void) throws {
+        let (playback, burst) = lock.withLock { (self.playback, self.burst) }
+        let rate = playback.negotiated.sampleRate
+        // One period of silence, allocated once: gaps are written from it in period-sized pieces, so that
+        // stop() is honoured within one period.
+        let silence = [Float](repeating: 0, count: playback.negotiated.periodFrames)
+        try silence.withUnsafeBufferPointer { (silence) throws in
+            try burst.withUnsafeBufferPointer { (burst) throws in
+                while !isStopped {
+                    if let count, sent >= count { break }
+                    try playback.write(burst)
+                    let index = lock.withLock { () -> Int in sentCount += 1; return sentCount }
+                    onSent(index)
+                    if let count, index >= count { break }
+                    let gap = max(0, interval - Double(burst.count) / rate) + Double.random(in: 0...max(0, jitter), using: &generator)
+                    var remaining = Int(gap * rate)
+                    while remaining > 0 && !isStopped {
+                        let n = min(remaining, silence.count)
+                        try playback.write(UnsafeBufferPointer(rebasing: silence[0..<n]))
+                        remaining -= n
+                    }
+                }
+            }
+        }
+        playback.drain()
+    }
+
+    /// Reopens the device every `interval` seconds until it opens or the broadcaster is stopped; returns
+    /// what it was opened with, or nil when stopped.
+    private func reopen(every interval: Double) -> NegotiatedFormat? {
+        while !isStopped {
+            let deadline = Date(timeIntervalSinceNow: max(0.01, interval))
+            while Date() < deadline, !isStopped { Thread.sleep(forTimeInterval: min(0.05, interval)) }
+            if isStopped { return nil }
+            guard let device = try? PCMPlayback(configuration: configuration),
+                  let frame = try? Modulator(profile: profile, sampleRate: device.negotiated.sampleRate, level: level).modulate(token)
+            else { continue }
+            lock.withLock {
+                earlierUnderruns += playback.underruns
+                playback = device
+                burst = frame
+            }
+            return device.negotiated
+        }
+        return nil
     }
 
     private var isStopped: Bool { stopped.isSet }

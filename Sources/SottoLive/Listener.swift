@@ -7,15 +7,18 @@ import SottoModem
 public enum ListenEvent: Sendable {
     /// The device is open: what was negotiated, and whether ALSA resamples (a quality warning).
     case started(NegotiatedFormat)
-    /// A frame, with times on the capture's sample clock (s from the start of the capture).
+    /// A frame. Its times are on the capture's sample clock: seconds of audio captured since listening
+    /// started, across reopened devices (the time a device was away is not counted).
     case frame(DecodedFrame)
     /// The capture lost samples (overrun); `total` so far.
     case overrun(total: Int)
+    /// The device was suspended (system sleep) and has resumed; the audio in between is lost. `total` so far.
+    case suspended(total: Int)
     /// The near-ultrasonic band looks filtered: `level` is its power relative to 12-16 kHz (dB).
     case bandFiltered(level: Double)
     /// The device failed; `willRetry` is true when the listener keeps trying to reopen it.
     case deviceError(ALSAError, willRetry: Bool)
-    /// The device is back after an error.
+    /// The device is back after an error (it may have come back at another rate).
     case reopened(NegotiatedFormat)
     /// Listening ended (stopped, duration reached, or a fatal error): audio captured (s) and overruns.
     case stopped(capturedSeconds: Double, overruns: Int)
@@ -26,10 +29,11 @@ public enum ListenEvent: Sendable {
 ///
 /// Capture runs on its own thread with blocking reads and feeds the streaming decoder there; events
 /// (decoded frames, overruns, device errors) come out as an `AsyncStream`, so nothing blocks Swift's
-/// cooperative pool. When the device disappears or is suspended, the listener reports it and tries to
-/// reopen it every `retryInterval` seconds until stopped.
+/// cooperative pool. When the device disappears or fails, the listener reports it and tries to reopen it
+/// every `retryInterval` seconds until it is back or the listener is stopped; a suspension (system sleep)
+/// is resumed in place and reported.
 public final class Listener: @unchecked Sendable {
-    /// Events, in order. Finishes after `stop()` or a fatal error.
+    /// Events, in order. Finishes after `stop()`, the duration, or a fatal error, always with `.stopped`.
     public let events: AsyncStream<ListenEvent>
     private let continuation: AsyncStream<ListenEvent>.Continuation
     private let configuration: PCMConfiguration
@@ -41,10 +45,13 @@ public final class Listener: @unchecked Sendable {
     public let retryInterval: Double
     private let duration: Double?
     private let onCapture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)?
+    /// Totals over every session (only the capture or reopen thread of the moment writes them).
+    private let totals = ListenTotals()
 
     /// Opens `configuration.device` and starts listening for `profiles` (those the negotiated rate can carry).
     /// - Parameters:
-    ///   - duration: stop after this much captured audio (s, sample clock).
+    ///   - duration: stop after this much captured audio (s, sample clock, across reopened devices).
+    ///   - retryInterval: seconds between attempts to reopen a failed device.
     ///   - bufferingNewest: events kept when the consumer falls behind (older ones are dropped); nil keeps all.
     ///   - onCapture: called on the capture thread with every block and the device's format, e.g. to record
     ///     it. It must not block.
@@ -53,7 +60,7 @@ public final class Listener: @unchecked Sendable {
                 onCapture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)? = nil) throws(ALSAError) {
         self.configuration = configuration
         self.profiles = profiles
-        self.retryInterval = retryInterval
+        self.retryInterval = max(0.01, retryInterval.isFinite ? retryInterval : 1)
         self.duration = duration
         self.onCapture = onCapture
         (events, continuation) = AsyncStream.makeStream(of: ListenEvent.self,
@@ -71,54 +78,71 @@ public final class Listener: @unchecked Sendable {
         lock.withLock { self.session = session }
         continuation.yield(reopened ? .reopened(negotiated) : .started(negotiated))
         let state = CaptureThreadState(decoder: decoder, monitor: BandMonitor(sampleRate: negotiated.sampleRate))
-        let continuation = self.continuation, onCapture = self.onCapture
-        let limit = duration.map { Int64(($0 * negotiated.sampleRate).rounded()) }
+        let continuation = self.continuation, onCapture = self.onCapture, totals = self.totals
+        // Frames of this session are placed after the audio captured by the earlier ones.
+        let timeOffset = totals.capturedSeconds
+        let remaining = duration.map { max(0, Int64((($0 - timeOffset) * negotiated.sampleRate).rounded())) }
+        @Sendable func shifted(_ frame: DecodedFrame) -> DecodedFrame {
+            var frame = frame
+            frame.startTime += timeOffset
+            frame.endTime += timeOffset
+            return frame
+        }
         session.start(onBlock: { [weak self] block, _ in
             var block = block
-            if let limit, state.captured + Int64(block.count) > limit {
-                block = UnsafeBufferPointer(rebasing: block[0..<Int(max(0, limit - state.captured))])
+            if let remaining, state.captured + Int64(block.count) > remaining {
+                block = UnsafeBufferPointer(rebasing: block[0..<Int(max(0, remaining - state.captured))])
             }
             state.captured += Int64(block.count)
             onCapture?(block, negotiated)
-            for frame in state.decoder.process(block) { continuation.yield(.frame(frame)) }
+            for frame in state.decoder.process(block) { continuation.yield(.frame(shifted(frame))) }
             if let level = state.monitor.add(block) { continuation.yield(.bandFiltered(level: level)) }
             if session.overruns != state.lastOverruns {
                 state.lastOverruns = session.overruns
-                continuation.yield(.overrun(total: state.lastOverruns))
+                continuation.yield(.overrun(total: totals.overruns + state.lastOverruns))
             }
-            if let limit, state.captured >= limit { return false }
+            if session.suspensions != state.lastSuspensions {
+                state.lastSuspensions = session.suspensions
+                continuation.yield(.suspended(total: totals.suspensions + state.lastSuspensions))
+            }
+            if let remaining, state.captured >= remaining { return false }
             return !(self?.isStopped ?? true)
         }, onEnd: { [weak self] error in
-            for frame in state.decoder.finish() { continuation.yield(.frame(frame)) }
-            let stopped = ListenEvent.stopped(capturedSeconds: Double(state.captured) / negotiated.sampleRate, overruns: session.overruns)
-            guard let self else { continuation.yield(stopped); continuation.finish(); return }
-            if let error = error as? ALSAError, !self.isStopped {
-                let retry: Bool
-                switch error {
-                case .deviceGone, .failed: retry = true
-                default: retry = false
-                }
-                continuation.yield(.deviceError(error, willRetry: retry))
-                if retry { self.reopenLater() } else { continuation.yield(stopped); continuation.finish() }
-            } else {
-                continuation.yield(stopped)
-                continuation.finish()
+            for frame in state.decoder.finish() { continuation.yield(.frame(shifted(frame))) }
+            totals.add(seconds: Double(state.captured) / negotiated.sampleRate, overruns: session.overruns,
+                       suspensions: session.suspensions)
+            guard let self, let error = error as? ALSAError, !self.isStopped else {
+                self?.finish() ?? Listener.finish(continuation, totals)
+                return
             }
+            continuation.yield(.deviceError(error, willRetry: error.isTransient))
+            if error.isTransient { self.reopenLater() } else { self.finish() }
         })
     }
 
     private var isStopped: Bool { stopped.isSet }
 
+    private func finish() { Self.finish(continuation, totals) }
+
+    private static func finish(_ continuation: AsyncStream<ListenEvent>.Continuation, _ totals: ListenTotals) {
+        continuation.yield(.stopped(capturedSeconds: totals.capturedSeconds, overruns: totals.overruns))
+        continuation.finish()
+    }
+
+    /// Tries to reopen the device every `retryInterval` seconds on a thread of its own until it is back or
+    /// the listener is stopped.
     private func reopenLater() {
         let thread = Thread { [weak self] in
             while let self, !self.isStopped {
-                Thread.sleep(forTimeInterval: self.retryInterval)
+                // Sleep in short steps so that stop() is honoured quickly.
+                let deadline = Date(timeIntervalSinceNow: self.retryInterval)
+                while Date() < deadline, !self.isStopped { Thread.sleep(forTimeInterval: min(0.05, self.retryInterval)) }
                 if self.isStopped { break }
                 if let session = try? CaptureSession(configuration: self.configuration), (try? self.run(session, reopened: true)) != nil {
                     return
                 }
             }
-            self?.continuation.finish()
+            self?.finish()
         }
         thread.name = "sotto-reopen"
         thread.start()
@@ -132,11 +156,28 @@ public final class Listener: @unchecked Sendable {
     }
 }
 
+/// Counts kept across the sessions of one listener.
+final class ListenTotals: @unchecked Sendable {
+    private let lock = NSLock()
+    private var seconds = 0.0, overrunCount = 0, suspensionCount = 0
+    var capturedSeconds: Double { lock.withLock { seconds } }
+    var overruns: Int { lock.withLock { overrunCount } }
+    var suspensions: Int { lock.withLock { suspensionCount } }
+    func add(seconds: Double, overruns: Int, suspensions: Int) {
+        lock.withLock {
+            self.seconds += seconds
+            overrunCount += overruns
+            suspensionCount += suspensions
+        }
+    }
+}
+
 /// What the capture thread owns while it runs (only that thread touches it).
 final class CaptureThreadState: @unchecked Sendable {
     let decoder: StreamingDecoder
     let monitor: BandMonitor
     var lastOverruns = 0
+    var lastSuspensions = 0
     var captured: Int64 = 0
     init(decoder: StreamingDecoder, monitor: BandMonitor) {
         self.decoder = decoder

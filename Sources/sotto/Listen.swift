@@ -43,6 +43,7 @@ struct Listen: ParsableCommand {
             for await event in listener.events {
                 switch event {
                 case .started(let negotiated), .reopened(let negotiated):
+                    if case .reopened = event { printError("device \(device) is back") }
                     printError("listening on \(device): \(negotiated)")
                     if negotiated.resampledByALSA {
                         printError("warning: ALSA resamples this device (plug/dmix): its linear converter costs about 5 dB at 19 kHz; prefer a hw: device at a native rate")
@@ -52,6 +53,8 @@ struct Listen: ParsableCommand {
                     FileHandle.standardOutput.write(Data((FrameOutput.line(frame, format: format, file: nil) + "\n").utf8))
                 case .overrun(let total):
                     printError("warning: capture overrun (\(total) so far): samples were lost")
+                case .suspended(let total):
+                    printError("warning: the device was suspended and has resumed (\(total) so far): audio in between was lost")
                 case .bandFiltered(let level):
                     printError("warning: the 17.5-20.5 kHz band is \(Int(-level)) dB below 12-16 kHz: the capture path filters it (echo cancellation, noise suppression?); see the live audio guide")
                 case .deviceError(let error, let retry):
@@ -74,13 +77,21 @@ struct Listen: ParsableCommand {
 /// opened with the first block, when the device's rate is known).
 final class Recorder: @unchecked Sendable {
     private var writer: AudioFileWriter?
+    private var sampleRate: Double?
     private var failed = false
     private(set) var error: (any Error)?
 
     func write(_ block: UnsafeBufferPointer<Float>, to path: String, sampleRate: Double) {
         guard !failed else { return }
         do {
-            if writer == nil { writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: AudioFileFormat(path: path)) }
+            if writer == nil {
+                writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: AudioFileFormat(path: path))
+                self.sampleRate = sampleRate
+            }
+            // A reopened device may come back at another rate; one file has one rate.
+            guard sampleRate == self.sampleRate else {
+                throw CommandError("the device came back at \(Int(sampleRate)) Hz instead of \(Int(self.sampleRate ?? 0)) Hz: the recording \(path) stops there")
+            }
             try writer?.write(block)
         } catch {
             self.error = error

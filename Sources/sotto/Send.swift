@@ -101,6 +101,11 @@ struct Send: ParsableCommand {
                                   if missed > 0 { printError("warning: own token not heard (\(missed) transmission\(missed == 1 ? "" : "s") in a row): is the microphone muted, filtered or too far?") }
                                   judged.leave()
                               }
+                          }, onStatus: { [device] status in
+                              switch status {
+                              case .deviceError(let error, let retry): printError("device error: \(error)\(retry ? " (retrying)" : "")")
+                              case .reopened(let negotiated): printError("device \(device) is back: \(negotiated)")
+                              }
                           }, onEnd: { failure.error = $0 })
         broadcaster.wait()
         if checking {

@@ -4,24 +4,49 @@ import SottoLive
 import SottoModem
 import Testing
 
-/// The live paths through real ALSA: PCMs of ALSA's `file` plugin (over a `null` slave) defined in an
-/// asoundrc selected with ALSA_CONFIG_PATH. Capture reads `infile` (raw S16_LE, mono, 48 kHz);
-/// playback writes `file`. No sound card, no mocks.
+/// The live paths through real ALSA: PCMs defined in an asoundrc selected with ALSA_CONFIG_PATH. No sound
+/// card, no mocks:
+/// - `sotto_capture` / `sotto_playback`: ALSA's `file` plugin (over a `null` slave). Capture reads `infile`
+///   (raw S16_LE, mono, 48 kHz, faster than real time); playback writes `file`.
+/// - `sotto_faulty_capture` / `sotto_faulty_playback`: the test I/O plugin (Tests/ALSAFaultPlugin), paced
+///   to the sample clock, which goes away while `gone` exists and is suspended while `suspended` exists.
 struct FilePluginRig {
     let directory: URL
     var input: URL { directory.appendingPathComponent("capture-in.raw") }
     var output: URL { directory.appendingPathComponent("playback-out.raw") }
+    var faultyInput: URL { directory.appendingPathComponent("faulty-in.raw") }
+    var faultyOutput: URL { directory.appendingPathComponent("faulty-out.raw") }
+    var goneMarker: URL { directory.appendingPathComponent("gone") }
+    var suspendedMarker: URL { directory.appendingPathComponent("suspended") }
     var configuration: URL { directory.appendingPathComponent("asoundrc") }
     var environment: [String: String] { ["ALSA_CONFIG_PATH": configuration.path] }
 
+    /// The fault-injection plugin, built next to the `sotto` executable.
+    static let faultPlugin = Sotto.executable.deletingLastPathComponent().appendingPathComponent("libasound_module_pcm_sottofault.so")
+
     init() throws {
         directory = try temporaryDirectory()
+        let markers = "gone \"\(goneMarker.path)\"; suspended \"\(suspendedMarker.path)\""
         let text = """
         pcm.sotto_null { type null }
         pcm.sotto_capture { type file; slave.pcm "sotto_null"; file "/dev/null"; infile "\(input.path)"; format "raw" }
         pcm.sotto_playback { type file; slave.pcm "sotto_null"; file "\(output.path)"; format "raw" }
+        pcm_type.sottofault { lib "\(Self.faultPlugin.path)" }
+        pcm.sotto_faulty_capture { type sottofault; rate 48000; infile "\(faultyInput.path)"; \(markers) }
+        pcm.sotto_faulty_playback { type sottofault; rate 48000; outfile "\(faultyOutput.path)"; \(markers) }
         """
         try Data(text.utf8).write(to: configuration)
+    }
+
+    /// Unplugs the faulty devices (opening fails, running streams fail with ENODEV) or plugs them back.
+    func setUnplugged(_ unplugged: Bool) throws { try setMarker(goneMarker, unplugged) }
+    /// Suspends the faulty devices (running streams fail with ESTRPIPE until resumed) or wakes them.
+    func setSuspended(_ suspended: Bool) throws { try setMarker(suspendedMarker, suspended) }
+
+    private func setMarker(_ marker: URL, _ present: Bool) throws {
+        if present { try Data().write(to: marker) } else if FileManager.default.fileExists(atPath: marker.path) {
+            try FileManager.default.removeItem(at: marker)
+        }
     }
 
     /// Raw S16_LE with the same rounding as the ALSA writer.

@@ -1,0 +1,203 @@
+import Foundation
+import SottoAudio
+import SottoLive
+import SottoModem
+import Synchronization
+import Testing
+
+/// Events collected from a listener on a task of their own, so that a test can wait for one with a
+/// deadline instead of hanging on the stream when something goes wrong.
+final class EventLog: Sendable {
+    private let events = Mutex<[ListenEvent]>([])
+    private let ended = Atomic<Bool>(false)
+
+    init(_ listener: Listener) {
+        Task.detached { [self] in
+            for await event in listener.events { events.withLock { $0.append(event) } }
+            ended.store(true, ordering: .releasing)
+        }
+    }
+
+    var all: [ListenEvent] { events.withLock { $0 } }
+    var hasEnded: Bool { ended.load(ordering: .acquiring) }
+    var frames: [DecodedFrame] { all.compactMap { if case .frame(let frame) = $0 { frame } else { nil } } }
+
+    /// Waits until `condition` holds for the events so far (true) or `timeout` seconds pass (false).
+    func wait(timeout: Double = 20, until condition: ([ListenEvent]) -> Bool) async -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while Date() < deadline {
+            if condition(all) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition(all)
+    }
+}
+
+extension ListenEvent {
+    var isDeviceGoneWithRetry: Bool { if case .deviceError(.deviceGone, true) = self { true } else { false } }
+    var isReopened: Bool { if case .reopened = self { true } else { false } }
+    var isStopped: Bool { if case .stopped = self { true } else { false } }
+    var suspensionTotal: Int? { if case .suspended(let total) = self { total } else { nil } }
+}
+
+/// A frame followed by silence, as raw capture input.
+func burst(_ token: [UInt8], silenceBefore: Double = 0.1, silenceAfter: Double = 0.3) throws -> [Float] {
+    [Float](repeating: 0, count: Int(silenceBefore * 48_000)) + (try Modulator().modulate(token))
+        + [Float](repeating: 0, count: Int(silenceAfter * 48_000))
+}
+
+/// Device failures driven through real libasound with the fault-injection I/O plugin: a device unplugged
+/// and plugged back, a suspension, a device that never returns. The plugin is paced to the sample clock,
+/// so each test takes a few seconds of real time.
+@Suite(.serialized) struct DeviceFailureTests {
+    /// The rig of `LiveLibraryTests`: ALSA reads its configuration once per process.
+    var rig: FilePluginRig { LiveLibraryTests.rig }
+
+    @Test func listenerReportsAnUnpluggedDeviceAndReopensItWhenItReturns() async throws {
+        let rig = self.rig
+        try rig.setUnplugged(false)
+        let first: [UInt8] = [0xAA, 1, 2, 3], second: [UInt8] = [0xBB, 4, 5, 6, 7]
+        try FilePluginRig.raw(try burst(first)).write(to: rig.faultyInput)
+        let listener = try Listener(configuration: PCMConfiguration(device: "sotto_faulty_capture"), profiles: [.standard],
+                                    retryInterval: 0.1)
+        let log = EventLog(listener)
+        defer { listener.stop(); try? rig.setUnplugged(false) }
+        #expect(await log.wait { _ in log.frames.count == 1 })
+
+        // Unplugged: the running capture fails with a typed error, and the listener keeps trying.
+        try rig.setUnplugged(true)
+        #expect(await log.wait { $0.contains { $0.isDeviceGoneWithRetry } })
+        // Attempts while it is away fail (opening an unplugged device fails); nothing ends the stream.
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(!log.all.contains { $0.isReopened } && !log.hasEnded)
+
+        // Plugged back with new audio: reopened, and the new frame is decoded with a time after the first.
+        try FilePluginRig.raw(try burst(second)).write(to: rig.faultyInput)
+        try rig.setUnplugged(false)
+        #expect(await log.wait { _ in log.frames.count == 2 })
+        #expect(log.all.contains { $0.isReopened })
+        #expect(log.frames.map(\.token) == [first, second])
+        if log.frames.count == 2 { #expect(log.frames[1].startTime > log.frames[0].endTime) }
+
+        listener.stop()
+        #expect(await log.wait { _ in log.hasEnded })
+        #expect(log.all.last?.isStopped == true)
+    }
+
+    @Test func listenerResumesASuspendedDeviceInPlace() async throws {
+        let rig = self.rig
+        try rig.setUnplugged(false)
+        let token: [UInt8] = [0x5E, 0x5E, 0x01]
+        // Half a second of silence, then the frame: the suspension falls in the silence.
+        try FilePluginRig.raw(try burst(token, silenceBefore: 1.0)).write(to: rig.faultyInput)
+        let listener = try Listener(configuration: PCMConfiguration(device: "sotto_faulty_capture"), profiles: [.standard],
+                                    retryInterval: 0.1)
+        let log = EventLog(listener)
+        defer { listener.stop(); try? rig.setSuspended(false) }
+        #expect(await log.wait { $0.contains { if case .started = $0 { true } else { false } } })
+        try await Task.sleep(for: .milliseconds(200))
+        try rig.setSuspended(true)
+        try await Task.sleep(for: .milliseconds(300))
+        try rig.setSuspended(false)
+        #expect(await log.wait { $0.contains { $0.suspensionTotal == 1 } })
+        #expect(await log.wait { _ in log.frames.count == 1 })
+        #expect(log.frames.first?.token == token)
+        // Resumed in place: no device error, no reopening, and the suspension is not counted as an overrun.
+        #expect(!log.all.contains { if case .deviceError = $0 { true } else { false } })
+        #expect(!log.all.contains { $0.isReopened })
+        #expect(!log.all.contains { if case .overrun = $0 { true } else { false } })
+    }
+
+    @Test func stoppingWhileTheDeviceIsAwayEndsTheStream() async throws {
+        let rig = self.rig
+        try FilePluginRig.raw([Float](repeating: 0, count: 48_000)).write(to: rig.faultyInput)
+        let listener = try Listener(configuration: PCMConfiguration(device: "sotto_faulty_capture"), profiles: [.standard],
+                                    retryInterval: 0.1)
+        let log = EventLog(listener)
+        defer { try? rig.setUnplugged(false) }
+        try await Task.sleep(for: .milliseconds(200))
+        try rig.setUnplugged(true)
+        #expect(await log.wait { $0.contains { $0.isDeviceGoneWithRetry } })
+        listener.stop()
+        #expect(await log.wait { _ in log.hasEnded })
+        guard case .stopped(let seconds, _) = log.all.last else {
+            Issue.record("the stream did not end with .stopped: \(log.all)")
+            return
+        }
+        // Captured before the unplugging: about 0.2 s (paced), counted once.
+        #expect(seconds > 0.05 && seconds < 2)
+    }
+
+    @Test func broadcasterReopensAnUnpluggedDeviceAndSendsEveryFrame() async throws {
+        let rig = self.rig
+        try rig.setUnplugged(false)
+        try? FileManager.default.removeItem(at: rig.faultyOutput)
+        let token: [UInt8] = [0xB0, 0xAD, 0xCA, 0x57]
+        let broadcaster = try Broadcaster(configuration: PCMConfiguration(device: "sotto_faulty_playback"), token: token)
+        let statuses = Mutex<[String]>([])
+        let ending = Mutex<String?>("not ended")
+        broadcaster.start(interval: 0.6, jitter: 0, count: 3, generator: SystemRandomNumberGenerator(), retryInterval: 0.1,
+                          onSent: { index in
+                              // Unplug while the second frame is being played; plug back 0.3 s later.
+                              if index == 1 {
+                                  DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { try? rig.setUnplugged(true) }
+                                  DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { try? rig.setUnplugged(false) }
+                              }
+                          },
+                          onStatus: { status in
+                              statuses.withLock {
+                                  switch status {
+                                  case .deviceError(let error, let retry): $0.append("error \(error == .deviceGone("sotto_faulty_playback")) \(retry)")
+                                  case .reopened(let format): $0.append("reopened \(Int(format.sampleRate))")
+                                  }
+                              }
+                          },
+                          onEnd: { error in ending.withLock { $0 = error.map { "\($0)" } } })
+        broadcaster.wait()
+        #expect(statuses.withLock { $0 } == ["error true true", "reopened 48000"])
+        #expect(broadcaster.sent == 3)
+        #expect(ending.withLock { $0 } == nil)
+        // Every frame counted as sent is in what the device played, and decodes; the one cut off does not count.
+        let played = FilePluginRig.samples(try Data(contentsOf: rig.faultyOutput)).map { Float($0) / 32_768 }
+        let decoder = try StreamingDecoder(sampleRate: 48_000, profiles: [.standard])
+        let frames = decoder.process(played) + decoder.finish()
+        #expect(frames.map(\.token) == [[UInt8]](repeating: token, count: 3))
+    }
+
+    @Test func broadcasterGivesUpOnErrorsReopeningCannotCure() throws {
+        // With reopening off, an unplugged device ends the broadcast with the typed error.
+        let rig = self.rig
+        try rig.setUnplugged(false)
+        let broadcaster = try Broadcaster(configuration: PCMConfiguration(device: "sotto_faulty_playback"), token: [1])
+        let ended = Mutex<(any Error)?>(nil)
+        broadcaster.start(interval: 0.3, jitter: 0, count: 100, generator: SystemRandomNumberGenerator(), retryInterval: nil,
+                          onSent: { index in if index == 1 { try? rig.setUnplugged(true) } },
+                          onEnd: { error in ended.withLock { $0 = error } })
+        broadcaster.wait()
+        try rig.setUnplugged(false)
+        #expect(ended.withLock { $0 as? ALSAError } == .deviceGone("sotto_faulty_playback"))
+        #expect(broadcaster.sent < 100)
+    }
+
+    @Test func listenCommandSaysWhenTheDeviceGoesAndComesBack() throws {
+        // The command line on a rig of its own (a separate process reads its own configuration).
+        let rig = try FilePluginRig()
+        defer { try? FileManager.default.removeItem(at: rig.directory) }
+        try FilePluginRig.raw(try burst([0xC1, 0x1C], silenceAfter: 0.5)).write(to: rig.faultyInput)
+        // Unplugged after the frame; while it is away its input becomes silence (the plugin reads its input
+        // from the start at each open), so the frame must be reported exactly once.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1.0) {
+            try? rig.setUnplugged(true)
+            try? FilePluginRig.raw([Float](repeating: 0, count: 4_800)).write(to: rig.faultyInput)
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 2.0) { try? rig.setUnplugged(false) }
+        let listen = try Sotto.run(["listen", "--device", "sotto_faulty_capture", "--profile", "default", "--format", "hex", "--duration", "2.5"],
+                                   environment: rig.environment)
+        #expect(listen.status == 0, "\(listen.stderr)")
+        #expect(listen.stdout == "c11c\n")
+        #expect(listen.stderr.contains("device error: audio device 'sotto_faulty_capture' is gone") && listen.stderr.contains("(retrying)"),
+                "\(listen.stderr)")
+        #expect(listen.stderr.contains("device sotto_faulty_capture is back"), "\(listen.stderr)")
+        #expect(listen.stderr.contains("stopped: 1 frame in 2.5 s of audio"), "\(listen.stderr)")
+    }
+}
