@@ -14,6 +14,10 @@
 //                                  # a running stream goes DISCONNECTED (I/O returns -ENODEV)
 //       suspended "/path/susp"     # while this file exists a running stream is SUSPENDED (-ESTRPIPE);
 //                                  # snd_pcm_resume waits until it is removed, as hardware wakes up
+//       refuse "/path/refuse"      # while this file exists, opening fails with the errno written in it
+//                                  # (e.g. 16 for EBUSY: another program has the device; 13 for EACCES)
+//       format "S16_LE"            # the only sample format offered (default S16_LE; I/O works in S16_LE only,
+//                                  # other formats are for testing how a program refuses them)
 //       realtime 1                 # pace I/O to the sample clock (default 1); 0 runs as fast as it is read
 //   }
 //
@@ -31,7 +35,8 @@
 
 typedef struct {
     snd_pcm_ioplug_t io;
-    char *infile, *outfile, *gone, *suspended;
+    char *infile, *outfile, *gone, *suspended, *refuse;
+    snd_pcm_format_t format;
     FILE *in, *out;
     unsigned int rate;
     int realtime;
@@ -116,7 +121,7 @@ static int fault_close(snd_pcm_ioplug_t *io) {
     if (pcm->out) fclose(pcm->out);
     close(pcm->wake[0]);
     close(pcm->wake[1]);
-    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended);
+    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended); free(pcm->refuse);
     free(pcm);
     return 0;
 }
@@ -145,6 +150,7 @@ SND_PCM_PLUGIN_DEFINE_FUNC(sottofault) {
     if (!pcm) return -ENOMEM;
     pcm->rate = 48000;
     pcm->realtime = 1;
+    pcm->format = SND_PCM_FORMAT_S16_LE;
     pcm->wake[0] = pcm->wake[1] = -1;
     int error = 0;
     snd_config_for_each(i, next, conf) {
@@ -157,13 +163,26 @@ SND_PCM_PLUGIN_DEFINE_FUNC(sottofault) {
         else if (!strcmp(id, "outfile")) error = string_value(node, &pcm->outfile);
         else if (!strcmp(id, "gone")) error = string_value(node, &pcm->gone);
         else if (!strcmp(id, "suspended")) error = string_value(node, &pcm->suspended);
+        else if (!strcmp(id, "refuse")) error = string_value(node, &pcm->refuse);
+        else if (!strcmp(id, "format")) {
+            const char *value;
+            if ((error = snd_config_get_string(node, &value)) >= 0 &&
+                (pcm->format = snd_pcm_format_value(value)) == SND_PCM_FORMAT_UNKNOWN) error = -EINVAL;
+        }
         else if (!strcmp(id, "rate")) { error = snd_config_get_integer(node, &number); pcm->rate = (unsigned int)number; }
         else if (!strcmp(id, "realtime")) { error = snd_config_get_integer(node, &number); pcm->realtime = number != 0; }
         else { SNDERR("sottofault: unknown field %s", id); error = -EINVAL; }
         if (error < 0) goto fail;
     }
-    // An unplugged device cannot be opened.
+    // An unplugged device cannot be opened; a refused one fails with the errno its marker holds.
     if (exists(pcm->gone)) { error = -ENODEV; goto fail; }
+    if (exists(pcm->refuse)) {
+        FILE *marker = fopen(pcm->refuse, "r");
+        int code = 0;
+        if (marker) { if (fscanf(marker, "%d", &code) != 1) code = 0; fclose(marker); }
+        error = code > 0 ? -code : -EIO;
+        goto fail;
+    }
     if (stream == SND_PCM_STREAM_CAPTURE && pcm->infile && !(pcm->in = fopen(pcm->infile, "rb"))) { error = -errno; goto fail; }
     if (stream == SND_PCM_STREAM_PLAYBACK && pcm->outfile && !(pcm->out = fopen(pcm->outfile, "ab"))) { error = -errno; goto fail; }
     if (pipe(pcm->wake) < 0 || write(pcm->wake[1], "x", 1) != 1) { error = -errno; goto fail; }
@@ -177,7 +196,7 @@ SND_PCM_PLUGIN_DEFINE_FUNC(sottofault) {
     if ((error = snd_pcm_ioplug_create(&pcm->io, name, stream, mode)) < 0) goto fail;
 
     static const unsigned int access_list[] = { SND_PCM_ACCESS_RW_INTERLEAVED };
-    static const unsigned int format_list[] = { SND_PCM_FORMAT_S16_LE };
+    const unsigned int format_list[] = { (unsigned int)pcm->format };
     if ((error = snd_pcm_ioplug_set_param_list(&pcm->io, SND_PCM_IOPLUG_HW_ACCESS, 1, access_list)) < 0 ||
         (error = snd_pcm_ioplug_set_param_list(&pcm->io, SND_PCM_IOPLUG_HW_FORMAT, 1, format_list)) < 0 ||
         (error = snd_pcm_ioplug_set_param_minmax(&pcm->io, SND_PCM_IOPLUG_HW_CHANNELS, 1, 1)) < 0 ||
@@ -195,7 +214,7 @@ fail:
     if (pcm->out) fclose(pcm->out);
     if (pcm->wake[0] >= 0) close(pcm->wake[0]);
     if (pcm->wake[1] >= 0) close(pcm->wake[1]);
-    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended);
+    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended); free(pcm->refuse);
     free(pcm);
     return error;
 }

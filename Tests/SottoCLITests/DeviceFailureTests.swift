@@ -200,4 +200,30 @@ func burst(_ token: [UInt8], silenceBefore: Double = 0.1, silenceAfter: Double =
         #expect(listen.stderr.contains("device sotto_faulty_capture is back"), "\(listen.stderr)")
         #expect(listen.stderr.contains("stopped: 1 frame in 2.5 s of audio"), "\(listen.stderr)")
     }
+
+    @Test func openingErrorsAreTypedAndSayWhatToDo() throws {
+        let rig = try FilePluginRig()
+        defer { try? FileManager.default.removeItem(at: rig.directory) }
+        let cases: [(Int32, String)] = [
+            (EBUSY, "audio device 'sotto_faulty_capture' is busy: another program is using it"),
+            (EACCES, "no permission to open audio device 'sotto_faulty_capture': add your user to the 'audio' group"),
+            (ENODEV, "audio device 'sotto_faulty_capture' is gone"),
+        ]
+        for (code, message) in cases {
+            try rig.setRefusal(code)
+            let listen = try Sotto.run(["listen", "--device", "sotto_faulty_capture", "--duration", "1"], environment: rig.environment)
+            #expect(listen.status != 0 && listen.stderr.contains(message), "\(code): \(listen.stderr)")
+            let send = try Sotto.run(["send", "0x01", "--device", "sotto_faulty_playback"], environment: rig.environment)
+            #expect(send.status != 0 && send.stderr.contains(message.replacingOccurrences(of: "capture", with: "playback")),
+                    "\(code): \(send.stderr)")
+        }
+        try rig.setRefusal(nil)
+        // A device that offers only packed 24-bit samples is refused with the remedy.
+        let format = try Sotto.run(["listen", "--device", "sotto_24bit_only", "--duration", "1"], environment: rig.environment)
+        #expect(format.status != 0 && format.stderr.contains("supports neither float nor 16-bit samples: use its plughw: variant"),
+                "\(format.stderr)")
+        // And once the refusal is gone, the same device opens and plays.
+        let send = try Sotto.run(["send", "0x01", "--device", "sotto_faulty_playback"], environment: rig.environment)
+        #expect(send.status == 0, "\(send.stderr)")
+    }
 }

@@ -18,6 +18,7 @@ struct FilePluginRig {
     var faultyOutput: URL { directory.appendingPathComponent("faulty-out.raw") }
     var goneMarker: URL { directory.appendingPathComponent("gone") }
     var suspendedMarker: URL { directory.appendingPathComponent("suspended") }
+    var refuseMarker: URL { directory.appendingPathComponent("refuse") }
     var configuration: URL { directory.appendingPathComponent("asoundrc") }
     var environment: [String: String] { ["ALSA_CONFIG_PATH": configuration.path] }
 
@@ -26,7 +27,7 @@ struct FilePluginRig {
 
     init() throws {
         directory = try temporaryDirectory()
-        let markers = "gone \"\(goneMarker.path)\"; suspended \"\(suspendedMarker.path)\""
+        let markers = "gone \"\(goneMarker.path)\"; suspended \"\(suspendedMarker.path)\"; refuse \"\(refuseMarker.path)\""
         let text = """
         pcm.sotto_null { type null }
         pcm.sotto_capture { type file; slave.pcm "sotto_null"; file "/dev/null"; infile "\(input.path)"; format "raw" }
@@ -34,12 +35,17 @@ struct FilePluginRig {
         pcm_type.sottofault { lib "\(Self.faultPlugin.path)" }
         pcm.sotto_faulty_capture { type sottofault; rate 48000; infile "\(faultyInput.path)"; \(markers) }
         pcm.sotto_faulty_playback { type sottofault; rate 48000; outfile "\(faultyOutput.path)"; \(markers) }
+        pcm.sotto_24bit_only { type sottofault; rate 48000; format "S24_3LE" }
         """
         try Data(text.utf8).write(to: configuration)
     }
 
     /// Unplugs the faulty devices (opening fails, running streams fail with ENODEV) or plugs them back.
     func setUnplugged(_ unplugged: Bool) throws { try setMarker(goneMarker, unplugged) }
+    /// Makes opening the faulty devices fail with `errno` (e.g. EBUSY), or lets them open again (nil).
+    func setRefusal(_ errno: Int32?) throws {
+        if let errno { try Data("\(errno)".utf8).write(to: refuseMarker) } else { try setMarker(refuseMarker, false) }
+    }
     /// Suspends the faulty devices (running streams fail with ESTRPIPE until resumed) or wakes them.
     func setSuspended(_ suspended: Bool) throws { try setMarker(suspendedMarker, suspended) }
 
