@@ -82,8 +82,16 @@ struct TransmitTarget: ParsableArguments {
             catch { throw CommandError("\(error)") }
             if sent == 0 { printError("broadcasting \(what) on \(device) (\(broadcaster.negotiated))") }
             current.value = broadcaster
-            broadcaster.start(interval: interval, jitter: jitter, count: max(1, Int(span / interval)), generator: SystemRandomNumberGenerator())
+            let failure = ErrorBox()
+            broadcaster.start(interval: interval, jitter: jitter, count: max(1, Int(span / interval)), generator: SystemRandomNumberGenerator(),
+                              onStatus: { [device] status in
+                                  switch status {
+                                  case .deviceError(let error, let retry): printError("device error: \(error)\(retry ? " (retrying)" : "")")
+                                  case .reopened(let negotiated): printError("device \(device) is back: \(negotiated)")
+                                  }
+                              }, onEnd: { failure.error = $0 })
             broadcaster.wait()
+            if let error = failure.error { throw CommandError("\(error)") }
             sent += broadcaster.sent
             underruns += broadcaster.underruns
         }

@@ -1,5 +1,6 @@
 import Foundation
 import SottoAudio
+import SottoExchange
 import SottoLive
 import SottoModem
 import Synchronization
@@ -225,5 +226,23 @@ func burst(_ token: [UInt8], silenceBefore: Double = 0.1, silenceAfter: Double =
         // And once the refusal is gone, the same device opens and plays.
         let send = try Sotto.run(["send", "0x01", "--device", "sotto_faulty_playback"], environment: rig.environment)
         #expect(send.status == 0, "\(send.stderr)")
+    }
+
+    @Test func publishKeepsGoingThroughAnUnpluggedDevice() throws {
+        let rig = try FilePluginRig()
+        defer { try? FileManager.default.removeItem(at: rig.directory) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.6) { try? rig.setUnplugged(true) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1.2) { try? rig.setUnplugged(false) }
+        let publish = try Sotto.run(["publish", "--text", "hi", "--ttl", "3", "--device", "sotto_faulty_playback"], environment: rig.environment)
+        #expect(publish.status == 0, "\(publish.stderr)")
+        #expect(publish.stderr.contains("device error: audio device 'sotto_faulty_playback' is gone") && publish.stderr.contains("(retrying)"),
+                "\(publish.stderr)")
+        #expect(publish.stderr.contains("device sotto_faulty_playback is back"), "\(publish.stderr)")
+        // What was played after the device came back still carries the message.
+        let played = FilePluginRig.samples(try Data(contentsOf: rig.faultyOutput)).map { Float($0) / 32_768 }
+        let decoder = try StreamingDecoder(sampleRate: 48_000, profiles: [.standard])
+        let frames = decoder.process(played) + decoder.finish()
+        let message = Payload.audioBytes(try AudioBytes.message(Array("hi".utf8)).content).frameBytes
+        #expect(frames.count >= 2 && frames.allSatisfy { $0.token == message }, "\(frames.map(\.token))")
     }
 }
