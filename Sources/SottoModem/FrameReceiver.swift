@@ -60,6 +60,8 @@ final class FrameReceiver {
     /// Largest offset of the down-chirp peak from its nominal place (baseband samples), from the
     /// largest supported time-scale offset.
     let maxPeakShift: Int
+    /// Half-width of the correlation profiles compared to measure the down-chirp's delay (baseband samples).
+    let profileSpan: Int
     /// Thresholds scaled to this template: rho^2 noise mean = 1 / (chirp time x noise bandwidth).
     let singleThreshold: Float
     let pairThreshold: Float
@@ -141,6 +143,7 @@ final class FrameReceiver {
         let slope = band / profile.chirpDuration  // Hz/s
         let maxShift = dopplerMargin / slope * basebandRate
         maxPeakShift = Int((2 * maxShift).rounded(.up)) + 2
+        profileSpan = Int((0.008 * basebandRate).rounded())
         let noiseBandwidth = min(basebandRate, 2 * halfWidth + 300)
         let mean = Float(1 / (profile.chirpDuration * noiseBandwidth))
         singleThreshold = DetectionThreshold.single * mean
@@ -215,7 +218,7 @@ final class FrameReceiver {
         var kept = 0
         for index in awaitingDown.indices {
             let up = awaitingDown[index]
-            let last = up.position + chirpLength + maxPeakShift + 1
+            let last = up.position + chirpLength + maxPeakShift + profileSpan + 1
             guard last < positionCount else { awaitingDown[kept] = up; kept += 1; continue }
             var best = Peak(position: -1, value: 0)
             for m in (up.position + chirpLength - maxPeakShift)...(up.position + chirpLength + maxPeakShift) {
@@ -224,7 +227,10 @@ final class FrameReceiver {
             }
             guard best.position >= 0, best.value > singleThreshold, up.value + best.value > pairThreshold else { continue }
             let tu = Double(up.position) + parabolicOffset(rhoUp, at: up.position)
-            let td = Double(best.position) + parabolicOffset(rhoDown, at: best.position)
+            // The down-chirp's delay relative to the up-chirp's, from the whole correlation profiles
+            // rather than their two maxima: in a reverberant room the strongest peak of each may be a
+            // different arrival, and every sample between them is 1000 ppm or so of time scale.
+            let td = tu + Double(chirpLength) + profileLag(upPosition: up.position)
             // A frame stretched by s = 1 + e (every frequency divided by s, every duration multiplied)
             // moves the up-chirp peak by e (f_mid / k + T/2) and the down-chirp peak by
             // e (-f_mid / k + 3T/2), k being the chirp rate (Hz/s) and T its duration: their distance
@@ -242,6 +248,33 @@ final class FrameReceiver {
             pending.append(Pending(start: start, scale: scale))
         }
         awaitingDown.removeLast(awaitingDown.count - kept)
+    }
+
+    /// Delay of the down-chirp correlation profile relative to the up-chirp one (baseband samples, beyond
+    /// the chirp length), by cross-correlating the two around the up-chirp peak: the lag at which the
+    /// arrivals (direct sound, reflections) seen by both chirps line up, refined by a parabola.
+    /// Correlation values under twice the noise mean are ignored.
+    private func profileLag(upPosition: Int) -> Double {
+        let floor = 2 * singleThreshold / DetectionThreshold.single
+        let rhoUp = rhoUp, rhoDown = rhoDown, mask = mask, span = profileSpan, chirpLength = chirpLength
+        func match(_ lag: Int) -> Float {
+            var c: Float = 0
+            for n in (upPosition - span)...(upPosition + span) {
+                let a = rhoUp[n & mask] - floor
+                guard a > 0 else { continue }
+                c += a * max(0, rhoDown[(n + chirpLength + lag) & mask] - floor)
+            }
+            return c
+        }
+        var bestLag = 0, bestMatch: Float = -1
+        for lag in -maxPeakShift...maxPeakShift {
+            let c = match(lag)
+            if c > bestMatch { bestMatch = c; bestLag = lag }
+        }
+        let a = Double(match(bestLag - 1)), b = Double(bestMatch), c = Double(match(bestLag + 1))
+        let denominator = a - 2 * b + c
+        let offset = denominator < 0 ? max(-0.5, min(0.5, 0.5 * (a - c) / denominator)) : 0
+        return Double(bestLag) + offset
     }
 
     /// Sub-sample offset of a peak by a parabola through it and its neighbours, in -0.5...0.5.
