@@ -96,6 +96,12 @@ final class FrameReceiver {
         var energies: [Float] = []  // 16 per symbol, computed so far
         var signalEnergy: Double = 0
         var symbolsDone = 0
+        /// The noncoherent decode of length `nextLength` failed; the coherent one is waiting for samples.
+        var noncoherentFailed = false
+        /// Noise variance per baseband sample measured by the noncoherent metric (for the coherent one).
+        var noiseVariance = 0.0
+        /// The coherent detector's state, from the first time it is needed.
+        var coherent: CoherentDetector.Frame?
     }
     private var pending: [Pending] = []
     /// Preambles detected (whether or not a frame followed).
@@ -108,6 +114,9 @@ final class FrameReceiver {
     static let windowSkip = 0.05
     /// Weight (in symbols) of the frame-wide signal level in each tone's level estimate.
     static let toneGainPrior = 2.0
+    /// The second opinion for reverberant rooms, built the first time a frame needs it.
+    private lazy var coherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
+                                                 centerFrequency: decimator.centerFrequency)
 
     init(profile: Profile, sampleRate: Double) {
         self.profile = profile
@@ -301,14 +310,31 @@ final class FrameReceiver {
                 let symbols = FrameFormat.symbolCount(payloadBytes: frame.nextLength)
                 let end = symbolStart(frame, symbols) + 2
                 guard end < Double(basebandCount) else { break }
-                if frame.start + 2 < Double(basebandCount - mask) { done = true; break }  // overwritten: too late
-                computeEnergies(&frame, upTo: symbols)
-                if let result = decode(frame, payloadBytes: frame.nextLength) {
+                if frame.start - Double(coherent.precursorTaps + 16) < Double(basebandCount - mask) { done = true; break }  // overwritten: too late
+                var decoded: (frame: DecodedFrame, end: Double)?
+                if !frame.noncoherentFailed {
+                    computeEnergies(&frame, upTo: symbols)
+                    decoded = decode(&frame, payloadBytes: frame.nextLength)
+                    frame.noncoherentFailed = decoded == nil
+                }
+                // Second opinion: the room-aware coherent detector, once its look-ahead has arrived.
+                if decoded == nil {
+                    let detector = coherent
+                    let state = frame.coherent ?? detector.makeFrame(start: frame.start, scale: frame.scale,
+                                                                     noiseVariance: frame.noiseVariance)
+                    frame.coherent = state
+                    guard detector.isAvailable(state, symbols: symbols, available: basebandCount) else { break }
+                    if let likelihoods = detector.likelihoods(state, symbols: symbols, real: real, imaginary: imaginary, mask: mask) {
+                        decoded = decode(&frame, payloadBytes: frame.nextLength, coherentLikelihoods: likelihoods)
+                    }
+                }
+                if let result = decoded {
                     frames.append(result.frame)
                     suppressUntil = max(suppressUntil, result.end - Double(chirpLength) / 2)
                     done = true
                     break
                 }
+                frame.noncoherentFailed = false
                 frame.nextLength += 1
             }
             if frame.nextLength > FrameFormat.payloadBytes.upperBound { done = true }
@@ -438,11 +464,16 @@ final class FrameReceiver {
         return (likelihoods, signal, noise)
     }
 
-    private func decode(_ frame: Pending, payloadBytes: Int) -> (frame: DecodedFrame, end: Double)? {
+    /// Decodes `payloadBytes` from the noncoherent metric, or from `coherentLikelihoods` when given; the
+    /// noncoherent statistics give the reported SNR and level either way.
+    private func decode(_ frame: inout Pending, payloadBytes: Int, coherentLikelihoods: [Float]? = nil) -> (frame: DecodedFrame, end: Double)? {
         let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
         let (likelihoods, signal, noise) = Self.symbolLikelihoods(
             energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile)
-        guard let decoded = FrameFormat.decode(symbolLogLikelihoods: likelihoods, payloadBytes: payloadBytes, profile: profile) else {
+        let metricWindow = Double(max(1, Int(((1 - Self.windowSkip) * profile.symbolTime * basebandRate * frame.scale).rounded(.down))))
+        frame.noiseVariance = noise / metricWindow
+        guard let decoded = FrameFormat.decode(symbolLogLikelihoods: coherentLikelihoods ?? likelihoods,
+                                               payloadBytes: payloadBytes, profile: profile) else {
             return nil
         }
         let length = profile.symbolTime * basebandRate * frame.scale
