@@ -1,4 +1,7 @@
 import RealModule
+#if canImport(Glibc)
+import Glibc
+#endif
 import SottoDSP
 
 /// Channel-aware (coherent) symbol detection for reverberant rooms: the receiver's second opinion when
@@ -17,6 +20,8 @@ import SottoDSP
 /// so clock and Doppler offsets are taken out before anything else; a decision-directed phase loop
 /// follows what remains. Cost per frame: one channel fit (~0.1 M complex multiplies at the default
 /// profile's 3.7 kHz grid... see `channelTaps`) and about 40 000 complex multiplies per symbol.
+let debugCoherent = getenv("SOTTO_DEBUG_COHERENT") != nil
+
 final class CoherentDetector {
     let profile: Profile
     /// Grid samples per symbol.
@@ -74,8 +79,8 @@ final class CoherentDetector {
         guardSamples = Int((0.25 * Double(samplesPerSymbol)).rounded(.up))
         precursorTaps = Int((Self.precursorDuration * gridRate).rounded())
         channelTaps = precursorTaps + Int((Self.channelDuration * gridRate).rounded())
-        maximumWindowOffset = samplesPerSymbol
-        segmentLength = guardSamples + 3 * samplesPerSymbol
+        maximumWindowOffset = 3 * samplesPerSymbol
+        segmentLength = guardSamples + 2 * samplesPerSymbol + maximumWindowOffset
         segmentSplit = guardSamples + samplesPerSymbol / 2
         knownPreamble = preambleLength - guardSamples
         let sigma = FrequencyTrajectory.gaussianSigma(bandwidthTime: profile.bandwidthTime, symbolTime: symbolTime)
@@ -130,6 +135,7 @@ final class CoherentDetector {
         func ramp(_ t: Double) -> Double { (psi(t) - psi(t - symbolTime)) / symbolTime }
         func pulse(_ t: Double) -> Double { cdf(t) - cdf(t - symbolTime) }  // symbolTime x ramp'
         let summation = -Double.pi / Self.synthesisRate
+        let laterSymbols = (segmentLength - guardSamples) / samplesPerSymbol + 1
         let offset = { (value: Int, parity: Int) -> Double in
             profile.toneFrequency(symbolIndex: parity, value: value) - centerFrequency
         }
@@ -172,10 +178,14 @@ final class CoherentDetector {
                     var shape = [Float](repeating: 0, count: 2 * (segmentLength - segmentSplit))
                     for i in segmentSplit..<segmentLength {
                         let tau = Double(i - guardSamples) / gridRate
-                        let f = dCurrent * pulse(tau) + dNext * (pulse(tau - symbolTime) + pulse(tau - 2 * symbolTime))
-                        let phase = 2 * Double.pi * symbolTime
-                            * (dCurrent * ramp(tau) + dNext * (ramp(tau - symbolTime) + ramp(tau - 2 * symbolTime)))
-                            + summation * (f - lowOffset)
+                        // The next tone stands for every later symbol too (a late window sees them through
+                        // the early arrivals, which are then the weaker ones).
+                        var f = dCurrent * pulse(tau), ramps = 0.0
+                        for m in 1...laterSymbols {
+                            f += dNext * pulse(tau - Double(m) * symbolTime)
+                            ramps += ramp(tau - Double(m) * symbolTime)
+                        }
+                        let phase = 2 * Double.pi * symbolTime * (dCurrent * ramp(tau) + dNext * ramps) + summation * (f - lowOffset)
                         shape[2 * (i - segmentSplit)] = Float(Double.cos(phase))
                         shape[2 * (i - segmentSplit) + 1] = Float(Double.sin(phase))
                     }
@@ -377,6 +387,10 @@ final class CoherentDetector {
             addConvolved(frame, re: Float(a), im: Float(b), at: m)
         }
         frame.phase = dataStartPhase
+        if debugCoherent {
+            let energy = (0..<taps).map { hr[$0] * hr[$0] + hi[$0] * hi[$0] }
+            print("coherent: start \(frame.start) scale \(frame.scale) nvar \(nvar) gain \(gain) first \(first) peak \(energy.firstIndex(of: strongest) ?? -1) offset \(frame.windowOffset) energy-early \(energy[0..<min(taps, first + 8)].reduce(0, +) / energy.reduce(0, +))")
+        }
         return true
     }
 

@@ -114,6 +114,8 @@ final class FrameReceiver {
     static let windowSkip = 0.05
     /// Weight (in symbols) of the frame-wide signal level in each tone's level estimate.
     static let toneGainPrior = 2.0
+    /// Length of audio before a frame whose power stands for the noise in the coherent detector's room fit (s).
+    static let noiseProbe = 0.040
     /// The second opinion for reverberant rooms, built the first time a frame needs it.
     private lazy var coherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
                                                  centerFrequency: decimator.centerFrequency)
@@ -320,8 +322,10 @@ final class FrameReceiver {
                 // Second opinion: the room-aware coherent detector, once its look-ahead has arrived.
                 if decoded == nil {
                     let detector = coherent
+                    // The noise the room model must not fit: what arrived just before the frame, when that
+                    // was quieter than the tone metric's noise (which counts the room's tails as noise).
                     let state = frame.coherent ?? detector.makeFrame(start: frame.start, scale: frame.scale,
-                                                                     noiseVariance: frame.noiseVariance)
+                                                                     noiseVariance: min(frame.noiseVariance, powerBefore(frame)))
                     frame.coherent = state
                     guard detector.isAvailable(state, symbols: symbols, available: basebandCount) else { break }
                     if let likelihoods = detector.likelihoods(state, symbols: symbols, real: real, imaginary: imaginary, mask: mask) {
@@ -348,6 +352,18 @@ final class FrameReceiver {
             pending[index] = frame
             index += 1
         }
+    }
+
+    /// Mean power per baseband sample over the `Self.noiseProbe` seconds that end shortly before the frame.
+    private func powerBefore(_ frame: Pending) -> Double {
+        let end = Int(frame.start.rounded(.down)) - Int(0.005 * basebandRate)
+        let count = Int(Self.noiseProbe * basebandRate)
+        guard end - count > basebandCount - mask, end <= basebandCount else { return .infinity }
+        var sum = 0.0
+        for n in (end - count)..<end {
+            sum += Double(real[n & mask] * real[n & mask] + imaginary[n & mask] * imaginary[n & mask])
+        }
+        return sum / Double(count)
     }
 
     /// Energies of every tone of the profile (all sub-bands) over each symbol up to `symbols`, by
