@@ -100,6 +100,8 @@ final class FrameReceiver {
         var noncoherentFailed = false
         /// Noise variance per baseband sample measured by the noncoherent metric (for the coherent one).
         var noiseVariance = 0.0
+        /// Energy a tone keeps one symbol after it was sent, as the tone metric measured it: reverberation.
+        var tailDecay: Float = 0
         /// The coherent detector's state, from the first time it is needed.
         var coherent: CoherentDetector.Frame?
     }
@@ -256,6 +258,7 @@ final class FrameReceiver {
             let scale = 1 + stretch
             detections += 1
             if pending.count >= Self.maxPending { pending.removeFirst() }
+            if debugCoherent { print("detect: start \(start) scale \(scale) suppress \(suppressUntil) count \(basebandCount)") }
             pending.append(Pending(start: start, scale: scale))
         }
         awaitingDown.removeLast(awaitingDown.count - kept)
@@ -319,8 +322,11 @@ final class FrameReceiver {
                     decoded = decode(&frame, payloadBytes: frame.nextLength)
                     frame.noncoherentFailed = decoded == nil
                 }
-                // Second opinion: the room-aware coherent detector, once its look-ahead has arrived.
+                // Second opinion: the room-aware coherent detector, once its look-ahead has arrived. It costs
+                // milliseconds per frame, so only the oldest detection gets it: the others are usually echoes
+                // or chirp-like stretches inside that frame, dropped when it decodes; they wait their turn.
                 if decoded == nil {
+                    guard index == 0 else { break }
                     let detector = coherent
                     // The noise the room model must not fit: what arrived just before the frame, when that
                     // was quieter than the tone metric's noise (which counts the room's tails as noise).
@@ -408,7 +414,7 @@ final class FrameReceiver {
     /// then weighed as noisier, instead of as a likely symbol. In a dry room alpha is about 0 and the
     /// metric is the plain noncoherent one, log I0(2 A sqrt(E) / N0).
     static func symbolLikelihoods(energies: ArraySlice<Float>, symbols: Int, profile: Profile)
-        -> (likelihoods: [Float], signal: Double, noise: Double) {
+        -> (likelihoods: [Float], signal: Double, noise: Double, tailDecay: Float) {
         let tones = profile.toneCount
         let base = energies.startIndex
         @inline(__always) func energy(_ k: Int, _ t: Int) -> Float { energies[base + k * tones + t] }
@@ -477,15 +483,17 @@ final class FrameReceiver {
                 likelihoods[16 * k + m] = -amplitude * amplitude / sigma2 + logBesselI0(2 * amplitude * e.squareRoot() / sigma2)
             }
         }
-        return (likelihoods, signal, noise)
+        return (likelihoods, signal, noise, alpha)
     }
 
     /// Decodes `payloadBytes` from the noncoherent metric, or from `coherentLikelihoods` when given; the
     /// noncoherent statistics give the reported SNR and level either way.
     private func decode(_ frame: inout Pending, payloadBytes: Int, coherentLikelihoods: [Float]? = nil) -> (frame: DecodedFrame, end: Double)? {
         let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
-        let (likelihoods, signal, noise) = Self.symbolLikelihoods(
+        let (likelihoods, signal, noise, tailDecay) = Self.symbolLikelihoods(
             energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile)
+        frame.tailDecay = tailDecay
+        if debugCoherent { print("noncoherent: start \(frame.start) bytes \(payloadBytes) tail \(tailDecay) noise \(noise)") }
         let metricWindow = Double(max(1, Int(((1 - Self.windowSkip) * profile.symbolTime * basebandRate * frame.scale).rounded(.down))))
         frame.noiseVariance = noise / metricWindow
         guard let decoded = FrameFormat.decode(symbolLogLikelihoods: coherentLikelihoods ?? likelihoods,
