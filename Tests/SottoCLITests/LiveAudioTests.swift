@@ -139,10 +139,14 @@ struct FilePluginRig {
 }
 
 @Suite(.serialized) struct LiveLibraryTests {
-    /// One rig for the whole process: ALSA reads its configuration once per process.
+    /// One rig for the whole process: ALSA keeps one configuration per process, and another test target's
+    /// live suite (the exchange's AudioRadioTests) runs in this process at the same time. Every in-process
+    /// suite sets the same list of files, each writing its own, with PCM names of its own.
     static let rig: FilePluginRig = {
         let rig = try! FilePluginRig()
-        setenv("ALSA_CONFIG_PATH", rig.configuration.path, 1)
+        let base = FileManager.default.temporaryDirectory.path + "/sotto-alsa-\(getpid())"
+        try! FileManager.default.copyItem(atPath: rig.configuration.path, toPath: base + "-live.conf")
+        setenv("ALSA_CONFIG_PATH", base + "-radio.conf:" + base + "-live.conf", 1)
         return rig
     }()
 

@@ -10,13 +10,22 @@ import Testing
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("sotto-radio-\(getpid())")
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         let text = """
-        pcm.sotto_null { type null }
-        pcm.sotto_capture { type file; slave.pcm "sotto_null"; file "/dev/null"; infile "\(url.path)/in.raw"; format "raw" }
-        pcm.sotto_playback { type file; slave.pcm "sotto_null"; file "/dev/null"; format "raw" }
+        pcm.sotto_radio_null { type null }
+        pcm.sotto_radio_capture { type file; slave.pcm "sotto_radio_null"; file "/dev/null"; infile "\(url.path)/in.raw"; format "raw" }
+        pcm.sotto_radio_playback { type file; slave.pcm "sotto_radio_null"; file "/dev/null"; format "raw" }
         """
-        try! Data(text.utf8).write(to: url.appendingPathComponent("asoundrc"))
-        setenv("ALSA_CONFIG_PATH", url.appendingPathComponent("asoundrc").path, 1)
+        // ALSA keeps one configuration per process, and the live-audio suites of another test target run in
+        // this process at the same time: every in-process suite sets the same list of files (see
+        // `sharedALSAConfiguration`), each writing its own, with PCM names of its own.
+        try! Data(text.utf8).write(to: URL(fileURLWithPath: sharedALSAConfiguration.radio))
+        setenv("ALSA_CONFIG_PATH", sharedALSAConfiguration.path, 1)
         return url
+    }()
+
+    /// The per-process ALSA configuration files of the in-process live-audio suites (missing ones are skipped).
+    static let sharedALSAConfiguration: (radio: String, live: String, path: String) = {
+        let base = FileManager.default.temporaryDirectory.path + "/sotto-alsa-\(getpid())"
+        return (base + "-radio.conf", base + "-live.conf", base + "-radio.conf:" + base + "-live.conf")
     }()
 
     static func writeCapture(_ samples: [Float]) throws {
@@ -34,8 +43,8 @@ import Testing
         try Self.writeCapture(Array([[Float]](repeating: frame + [Float](repeating: 0, count: 24_000), count: 400).joined()))
         let manager = MessageManager(appID: "app")
         let subscription = try await manager.subscribe(filter: MessageFilter([.audioBytes(2)]), now: 0)
-        let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_capture"),
-                               playback: PCMConfiguration(device: "sotto_playback"), interval: 0.6, jitter: 0)
+        let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_radio_capture"),
+                               playback: PCMConfiguration(device: "sotto_radio_playback"), interval: 0.6, jitter: 0)
         let misses = Counter()
         radio.onOwnTokenNotHeard = { _ in misses.increment() }
         try radio.start()

@@ -1,0 +1,109 @@
+import SottoChannel
+import Testing
+@testable import SottoModem
+
+/// Reverberant rooms, where the tone-energy metric alone fails and the coherent detector (room estimated
+/// from the chirps, decision feedback) has to carry the frame.
+@Suite struct ReverberationTests {
+    /// Frames of `profile` through a synthetic room (20 dB SNR), one per seed, each decoded on its own.
+    func decodedThroughRoom(profile: Profile, rt60: Double, distance: Double, directivity: Double,
+                            seeds: ClosedRange<UInt64>) throws -> (decoded: Int, sent: Int) {
+        var decoded = 0
+        for seed in seeds {
+            var random = SeededRandom(seed: seed)
+            let token = random.bytes(8)
+            let x = try recording(frames: [(token, 4_800)], profile: profile, rate: 48_000, length: 4_800 + 96_000)
+            var channel = ChannelModel(seed: seed)
+            channel.rt60 = rt60
+            channel.distance = distance
+            channel.directivity = directivity
+            channel.snrDB = 20
+            let (y, rate) = channel.apply(x, sampleRate: 48_000)
+            let frames = try StreamingDecoder.decode(y, sampleRate: rate, profiles: [profile])
+            #expect(frames.allSatisfy { $0.token == token }, "seed \(seed): a wrong token")
+            if frames.map(\.token) == [token] { decoded += 1 }
+        }
+        return (decoded, seeds.count)
+    }
+
+    /// A small speaker (Q = 4) 3 m away in a 0.5 s room: the diffuse field at 19 kHz is about 4 dB stronger
+    /// than the direct sound. The tone metric alone decoded about 80 % of such frames.
+    @Test func defaultProfileThreeMetresInAnOrdinaryRoom() throws {
+        let result = try decodedThroughRoom(profile: .standard, rt60: 0.5, distance: 3, directivity: 4, seeds: 1...12)
+        #expect(result.decoded == result.sent, "\(result.decoded) of \(result.sent)")
+    }
+
+    /// The same with an omnidirectional source (diffuse field about 8 dB over the direct sound): the tone
+    /// metric alone decoded about 30 %.
+    @Test func defaultProfileThreeMetresFromAnOmnidirectionalSource() throws {
+        let result = try decodedThroughRoom(profile: .standard, rt60: 0.5, distance: 3, directivity: 1, seeds: 1...12)
+        #expect(result.decoded >= 9, "\(result.decoded) of \(result.sent)")
+    }
+
+    /// The robust profile 5 m away in a 1.0 s room (diffuse field about 10 dB over the direct sound).
+    @Test func robustProfileFiveMetresInALiveRoom() throws {
+        let result = try decodedThroughRoom(profile: .robust, rt60: 1.0, distance: 5, directivity: 4, seeds: 1...8)
+        #expect(result.decoded == result.sent, "\(result.decoded) of \(result.sent)")
+    }
+
+    /// The coherent path reads the stream's ring buffer at fixed positions: chunking must not matter.
+    @Test func reverberantDecodeDoesNotDependOnChunking() throws {
+        var random = SeededRandom(seed: 99)
+        let tokens = [random.bytes(8), random.bytes(3)]
+        let x = try recording(frames: [(tokens[0], 2_000), (tokens[1], 40_000)], profile: .standard, rate: 48_000, length: 120_000)
+        var channel = ChannelModel(seed: 5)
+        channel.rt60 = 0.5
+        channel.distance = 3
+        channel.snrDB = 20
+        let (y, rate) = channel.apply(x, sampleRate: 48_000)
+        let whole = try StreamingDecoder.decode(y, sampleRate: rate)
+        #expect(whole.map(\.token) == tokens)
+        for trial in 0..<3 {
+            let decoder = try StreamingDecoder(sampleRate: rate)
+            var frames: [DecodedFrame] = []
+            var position = 0
+            while position < y.count {
+                let size = min(y.count - position, Int(random.next() % 6_000) + 1)
+                frames += decoder.process(Array(y[position..<(position + size)]))
+                position += size
+            }
+            frames += decoder.finish()
+            #expect(frames == whole, "chunking \(trial)")
+        }
+    }
+
+    @Test func hermitianSolverSolvesWhatItIsGiven() throws {
+        var random = SeededRandom(seed: 3)
+        let n = 24
+        // A = B^H B + I (Hermitian positive definite), x random, b = A x.
+        var bRe = [Double](repeating: 0, count: n * n), bIm = bRe
+        for i in 0..<(n * n) { bRe[i] = random.gaussian(); bIm[i] = random.gaussian() }
+        var aRe = [Double](repeating: 0, count: n * n), aIm = aRe
+        for i in 0..<n {
+            for j in 0..<n {
+                var sr = i == j ? 1.0 : 0, si = 0.0
+                for k in 0..<n {  // conj(B[k][i]) B[k][j]
+                    sr += bRe[k * n + i] * bRe[k * n + j] + bIm[k * n + i] * bIm[k * n + j]
+                    si += bRe[k * n + i] * bIm[k * n + j] - bIm[k * n + i] * bRe[k * n + j]
+                }
+                aRe[i * n + j] = sr; aIm[i * n + j] = si
+            }
+        }
+        let xRe = (0..<n).map { _ in random.gaussian() }, xIm = (0..<n).map { _ in random.gaussian() }
+        var rhsRe = [Double](repeating: 0, count: n), rhsIm = rhsRe
+        for i in 0..<n {
+            for j in 0..<n {
+                rhsRe[i] += aRe[i * n + j] * xRe[j] - aIm[i * n + j] * xIm[j]
+                rhsIm[i] += aRe[i * n + j] * xIm[j] + aIm[i * n + j] * xRe[j]
+            }
+        }
+        let solution = try #require(CoherentDetector.solveHermitian(re: &aRe, im: &aIm, size: n, rhsRe: rhsRe, rhsIm: rhsIm))
+        for i in 0..<n {
+            #expect(abs(solution.0[i] - xRe[i]) < 1e-8 && abs(solution.1[i] - xIm[i]) < 1e-8)
+        }
+        // Not positive definite: refused, not a wrong answer.
+        var badRe = [Double](repeating: 0, count: 4), badIm = badRe
+        badRe[0] = -1; badRe[3] = 1
+        #expect(CoherentDetector.solveHermitian(re: &badRe, im: &badIm, size: 2, rhsRe: [1, 1], rhsIm: [0, 0]) == nil)
+    }
+}
