@@ -323,17 +323,18 @@ final class FrameReceiver {
                     frame.noncoherentFailed = decoded == nil
                 }
                 // Second opinion: the room-aware coherent detector, once its look-ahead has arrived. It costs
-                // milliseconds per frame, so only the oldest detection gets it: the others are usually echoes
-                // or chirp-like stretches inside that frame, dropped when it decodes; they wait their turn.
+                // milliseconds per frame, so a detection gets it only when no earlier one may still be a frame:
+                // later ones are usually echoes or chirp-like stretches inside that frame, dropped when it
+                // decodes; they wait their turn. An earlier detection the detector refused does not block.
                 if decoded == nil {
-                    guard index == 0 else { break }
+                    guard !pending[0..<index].contains(where: { !($0.coherent?.failed ?? false) }) else { break }
                     let detector = coherent
                     // The noise the room model must not fit: what arrived just before the frame, when that
                     // was quieter than the tone metric's noise (which counts the room's tails as noise).
                     let state = frame.coherent ?? detector.makeFrame(start: frame.start, scale: frame.scale,
                                                                      noiseVariance: min(frame.noiseVariance, powerBefore(frame)))
                     frame.coherent = state
-                    guard detector.isAvailable(state, symbols: symbols, available: basebandCount) else { break }
+                    guard state.failed || detector.isAvailable(state, symbols: symbols, available: basebandCount) else { break }
                     if let likelihoods = detector.likelihoods(state, symbols: symbols, real: real, imaginary: imaginary, mask: mask) {
                         decoded = decode(&frame, payloadBytes: frame.nextLength, coherentLikelihoods: likelihoods)
                     }
