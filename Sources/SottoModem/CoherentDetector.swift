@@ -1,7 +1,4 @@
 import RealModule
-#if canImport(Glibc)
-import Glibc
-#endif
 import SottoDSP
 
 /// Channel-aware (coherent) symbol detection for reverberant rooms: the receiver's second opinion when
@@ -18,10 +15,10 @@ import SottoDSP
 /// Work happens on a grid of `samplesPerSymbol` samples per symbol in the transmitter's own time base:
 /// the receiver's baseband is interpolated at the frame's estimated start and time scale and de-rotated,
 /// so clock and Doppler offsets are taken out before anything else; a decision-directed phase loop
-/// follows what remains. Cost per frame: one channel fit (~0.1 M complex multiplies at the default
-/// profile's 3.7 kHz grid... see `channelTaps`) and about 40 000 complex multiplies per symbol.
-let debugCoherent = getenv("SOTTO_DEBUG_COHERENT") != nil
-
+/// follows what remains. Cost per frame (default profile, 275 taps): building the room fit's normal
+/// equations and solving them by Cholesky, about 3.5 million complex multiply-adds; filtering the
+/// candidate parts through the room, about 1.5 million; then about 45 000 per symbol. Built lazily, the
+/// first time a receiver needs it (its tables take a few milliseconds).
 final class CoherentDetector {
     let profile: Profile
     /// Grid samples per symbol.
@@ -417,10 +414,6 @@ final class CoherentDetector {
             unexplained += er * er + ei * ei
         }
         frame.unexplained = unexplained / max(received, 1e-30)
-        if debugCoherent {
-            let energy = (0..<taps).map { hr[$0] * hr[$0] + hi[$0] * hi[$0] }
-            print("coherent: start \(frame.start) scale \(frame.scale) nvar \(nvar) gain \(gain) first \(first) peak \(energy.firstIndex(of: strongest) ?? -1) offset \(frame.windowOffset) unexplained \(frame.unexplained)")
-        }
         return frame.unexplained <= Self.maximumUnexplained
     }
 

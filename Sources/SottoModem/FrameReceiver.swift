@@ -100,8 +100,6 @@ final class FrameReceiver {
         var noncoherentFailed = false
         /// Noise variance per baseband sample measured by the noncoherent metric (for the coherent one).
         var noiseVariance = 0.0
-        /// Energy a tone keeps one symbol after it was sent, as the tone metric measured it: reverberation.
-        var tailDecay: Float = 0
         /// The coherent detector's state, from the first time it is needed.
         var coherent: CoherentDetector.Frame?
     }
@@ -258,7 +256,6 @@ final class FrameReceiver {
             let scale = 1 + stretch
             detections += 1
             if pending.count >= Self.maxPending { pending.removeFirst() }
-            if debugCoherent { print("detect: start \(start) scale \(scale) suppress \(suppressUntil) count \(basebandCount)") }
             pending.append(Pending(start: start, scale: scale))
         }
         awaitingDown.removeLast(awaitingDown.count - kept)
@@ -415,7 +412,7 @@ final class FrameReceiver {
     /// then weighed as noisier, instead of as a likely symbol. In a dry room alpha is about 0 and the
     /// metric is the plain noncoherent one, log I0(2 A sqrt(E) / N0).
     static func symbolLikelihoods(energies: ArraySlice<Float>, symbols: Int, profile: Profile)
-        -> (likelihoods: [Float], signal: Double, noise: Double, tailDecay: Float) {
+        -> (likelihoods: [Float], signal: Double, noise: Double) {
         let tones = profile.toneCount
         let base = energies.startIndex
         @inline(__always) func energy(_ k: Int, _ t: Int) -> Float { energies[base + k * tones + t] }
@@ -484,17 +481,15 @@ final class FrameReceiver {
                 likelihoods[16 * k + m] = -amplitude * amplitude / sigma2 + logBesselI0(2 * amplitude * e.squareRoot() / sigma2)
             }
         }
-        return (likelihoods, signal, noise, alpha)
+        return (likelihoods, signal, noise)
     }
 
     /// Decodes `payloadBytes` from the noncoherent metric, or from `coherentLikelihoods` when given; the
     /// noncoherent statistics give the reported SNR and level either way.
     private func decode(_ frame: inout Pending, payloadBytes: Int, coherentLikelihoods: [Float]? = nil) -> (frame: DecodedFrame, end: Double)? {
         let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
-        let (likelihoods, signal, noise, tailDecay) = Self.symbolLikelihoods(
+        let (likelihoods, signal, noise) = Self.symbolLikelihoods(
             energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile)
-        frame.tailDecay = tailDecay
-        if debugCoherent { print("noncoherent: start \(frame.start) bytes \(payloadBytes) tail \(tailDecay) noise \(noise)") }
         let metricWindow = Double(max(1, Int(((1 - Self.windowSkip) * profile.symbolTime * basebandRate * frame.scale).rounded(.down))))
         frame.noiseVariance = noise / metricWindow
         guard let decoded = FrameFormat.decode(symbolLogLikelihoods: coherentLikelihoods ?? likelihoods,
