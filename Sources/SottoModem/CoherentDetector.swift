@@ -601,25 +601,34 @@ final class CoherentDetector {
     /// factorisation; nil when A is not positive definite.
     static func solveHermitian(re: inout [Double], im: inout [Double], size n: Int, rhsRe: [Double], rhsIm: [Double])
         -> ([Double], [Double])? {
-        // A = L L^H, L lower triangular, stored in place (lower part).
-        for j in 0..<n {
-            var d = re[j * n + j]
-            for k in 0..<j { d -= re[j * n + k] * re[j * n + k] + im[j * n + k] * im[j * n + k] }
-            guard d > 0, d.isFinite else { return nil }
-            let ljj = d.squareRoot()
-            re[j * n + j] = ljj; im[j * n + j] = 0
-            for i in (j + 1)..<max(j + 1, n) {
-                // A[i][j] = conj(A[j][i]); the upper part holds A, so read A[i][j] as conj of row j, column i.
-                var sr = re[j * n + i], si = -im[j * n + i]
-                for k in 0..<j {
-                    // L[i][k] * conj(L[j][k])
-                    let ar = re[i * n + k], ai = im[i * n + k], br = re[j * n + k], bi = im[j * n + k]
-                    sr -= ar * br + ai * bi
-                    si -= ai * br - ar * bi
+        guard re.count >= n * n, im.count >= n * n, rhsRe.count >= n, rhsIm.count >= n else { return nil }
+        // A = L L^H, L lower triangular, stored in place (lower part); rows are contiguous, so every inner
+        // loop runs along two rows.
+        let factored = re.withUnsafeMutableBufferPointer { re in
+            im.withUnsafeMutableBufferPointer { im -> Bool in
+                for j in 0..<n {
+                    let rowJ = j * n
+                    var d = re[rowJ + j]
+                    for k in 0..<j { d -= re[rowJ + k] * re[rowJ + k] + im[rowJ + k] * im[rowJ + k] }
+                    guard d > 0, d.isFinite else { return false }
+                    let ljj = d.squareRoot()
+                    re[rowJ + j] = ljj; im[rowJ + j] = 0
+                    for i in (j + 1)..<max(j + 1, n) {
+                        let rowI = i * n
+                        // A[i][j] = conj(A[j][i]) (the upper part still holds A), minus L[i][k] conj(L[j][k]).
+                        var sr = re[rowJ + i], si = -im[rowJ + i]
+                        for k in 0..<j {
+                            let ar = re[rowI + k], ai = im[rowI + k], br = re[rowJ + k], bi = im[rowJ + k]
+                            sr -= ar * br + ai * bi
+                            si -= ai * br - ar * bi
+                        }
+                        re[rowI + j] = sr / ljj; im[rowI + j] = si / ljj
+                    }
                 }
-                re[i * n + j] = sr / ljj; im[i * n + j] = si / ljj
+                return true
             }
         }
+        guard factored else { return nil }
         // Forward: L z = b; backward: L^H x = z.
         var zr = rhsRe, zi = rhsIm
         for i in 0..<n {
