@@ -245,6 +245,8 @@ final class CoherentDetector {
         var tables: [FilteredParts] = []
         var residual: [Float] = []
         var failed = false
+        /// What was transmitted, as far as decided (interleaved complex, by grid index from the frame start).
+        var sent: [Float] = []
         /// Share of the preamble's power the room model does not explain.
         var unexplained = 1.0
         init(start: Double, scale: Double, noiseVariance: Double, origin: Int) {
@@ -290,6 +292,18 @@ final class CoherentDetector {
         return frame.costs[0..<(16 * symbols)].map { -$0 / variance }
     }
 
+    /// A second pass for a frame whose first one failed: the room fitted again over everything decided so far
+    /// (`symbols` symbols, not just the preamble: many more equations, so a much better model), and the
+    /// symbols decided again from the start with it. Nil when the fit fails.
+    func refined(_ frame: Frame, symbols: Int) -> Frame? {
+        guard !frame.failed, frame.decided.count >= symbols else { return nil }
+        let second = Frame(start: frame.start, scale: frame.scale, noiseVariance: frame.noiseVariance, origin: frame.origin)
+        second.grid = frame.grid
+        let support = preambleLength - guardSamples + symbols * samplesPerSymbol
+        guard estimateChannel(second, source: frame.sent, support: support) else { return nil }
+        return second
+    }
+
     /// Interpolates the baseband at the frame's grid up to grid index `end` (exclusive), de-rotating the
     /// carrier shift a time scale leaves: windowed-sinc interpolation (Blackman window).
     private func interpolate(_ frame: Frame, upTo end: Int, real: UnsafeMutableBufferPointer<Float>,
@@ -331,14 +345,19 @@ final class CoherentDetector {
     /// Estimates the room from the known part of the preamble: minimises |y - X h|^2 + sum nvar / p_l |h_l|^2,
     /// with a prior tap power p_l decaying after the direct sound (the preamble is shorter than the room, so
     /// plain least squares is ill-conditioned). Then places the symbol window at the first strong arrival.
-    private func estimateChannel(_ frame: Frame) -> Bool {
+    /// With `source` (interleaved complex transmitted samples, `support` of them: a decided frame), the fit
+    /// uses all of it instead of the preamble alone.
+    private func estimateChannel(_ frame: Frame, source: [Float]? = nil, support: Int? = nil) -> Bool {
         let taps = channelTaps, pre = precursorTaps
-        let known = knownPreamble
-        // Rows: every received sample whose contributions all come from known preamble samples.
+        let known = support ?? knownPreamble
+        // Rows: every received sample whose contributions all come from known transmitted samples.
         let firstRow = -pre, endRow = known - pre
         guard endRow - firstRow > taps / 2 else { return false }
+        let preambleReal = self.preambleReal, preambleImaginary = self.preambleImaginary
         @inline(__always) func x(_ m: Int) -> (Double, Double) {
-            m >= 0 && m < known ? (Double(preambleReal[m]), Double(preambleImaginary[m])) : (0, 0)
+            guard m >= 0 && m < known else { return (0, 0) }
+            if let source { return (Double(source[2 * m]), Double(source[2 * m + 1])) }
+            return (Double(preambleReal[m]), Double(preambleImaginary[m]))
         }
         // y[n] = sum_l h_l x[n - l + pre]. Normal matrix R[i][j] = sum_n conj(x[n-i+pre]) x[n-j+pre] over the
         // rows, filled along its diagonals: R[i+1][j+1] = R[i][j] + (term of row firstRow-1) - (term of row endRow-1).
@@ -399,11 +418,13 @@ final class CoherentDetector {
         // What the preamble predicts from here on.
         let length = windowEnd(FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound)) + taps
         frame.predicted = [Float](repeating: 0, count: 2 * (length + frame.origin))
-        for m in 0..<known {
-            let (a, b) = x(m)
-            addConvolved(frame, re: Float(a), im: Float(b), at: m)
+        frame.sent = [Float](repeating: 0, count: 2 * length)
+        for m in 0..<knownPreamble {
+            addConvolved(frame, re: preambleReal[m], im: preambleImaginary[m], at: m)
+            frame.sent[2 * m] = preambleReal[m]; frame.sent[2 * m + 1] = preambleImaginary[m]
         }
         frame.phase = dataStartPhase
+        guard source == nil else { frame.unexplained = 0; return true }
         // A detection that is not a frame of this profile (another profile's chirps, a chirp-like stretch
         // inside a frame) leaves most of the preamble unexplained: stop here instead of decoding it.
         var unexplained = 0.0
@@ -509,7 +530,9 @@ final class CoherentDetector {
             let (xr, xi): (Float, Float) = i < segmentSplit
                 ? (shape1[2 * i], shape1[2 * i + 1])
                 : (shape2[2 * (i - segmentSplit)], shape2[2 * (i - segmentSplit) + 1])
-            addConvolved(frame, re: br * xr - bi * xi, im: br * xi + bi * xr, at: segmentStart + i)
+            let (sr, si) = (br * xr - bi * xi, br * xi + bi * xr)
+            addConvolved(frame, re: sr, im: si, at: segmentStart + i)
+            frame.sent[2 * (segmentStart + i)] = sr; frame.sent[2 * (segmentStart + i) + 1] = si
         }
         frame.decided.append(best.a)
         frame.phase += 2 * Double.pi * toneOffset(k, best.a) * profile.symbolTime

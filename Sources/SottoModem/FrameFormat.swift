@@ -93,8 +93,15 @@ public enum FrameFormat {
     /// rows of 16 values, row-major (log p(observation | value) up to a constant per row).
     /// Returns nil unless a candidate passes the CRC and carries the expected header.
     public static func decode(symbolLogLikelihoods: [Float], payloadBytes: Int, profile: Profile) -> Decoded? {
+        decodeReportingHeader(symbolLogLikelihoods: symbolLogLikelihoods, payloadBytes: payloadBytes, profile: profile).decoded
+    }
+
+    /// `decode`, also returning how many header bits the plain Viterbi path got wrong (8 when not decoded
+    /// at all): a frame whose header is nearly right is worth a second, more expensive attempt.
+    static func decodeReportingHeader(symbolLogLikelihoods: [Float], payloadBytes: Int, profile: Profile)
+        -> (decoded: Decoded?, headerDistance: Int) {
         let symbolTotal = symbolCount(payloadBytes: payloadBytes)
-        guard FrameFormat.payloadBytes.contains(payloadBytes), symbolLogLikelihoods.count >= 16 * symbolTotal else { return nil }
+        guard FrameFormat.payloadBytes.contains(payloadBytes), symbolLogLikelihoods.count >= 16 * symbolTotal else { return (nil, 8) }
         var llrs = [Float](repeating: 0, count: 4 * symbolTotal)
         symbolLogLikelihoods.withUnsafeBufferPointer { all in
             for s in 0..<symbolTotal {
@@ -124,8 +131,8 @@ public enum FrameFormat {
             let recoded = code.encode(candidate)
             var corrected = 0
             for i in recoded.indices where (coded[i] < 0 ? 1 : 0) != recoded[i] && coded[i] != 0 { corrected += 1 }
-            return Decoded(payload: Array(bytes[1..<(1 + payloadBytes)]), correctedBits: corrected)
+            return (Decoded(payload: Array(bytes[1..<(1 + payloadBytes)]), correctedBits: corrected), headerDistance)
         }
-        return nil
+        return (nil, headerDistance)
     }
 }

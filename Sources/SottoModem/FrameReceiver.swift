@@ -114,6 +114,9 @@ final class FrameReceiver {
     static let windowSkip = 0.05
     /// Weight (in symbols) of the frame-wide signal level in each tone's level estimate.
     static let toneGainPrior = 2.0
+    /// Header bits the coherent decode may get wrong for the room to be fitted again over the whole frame
+    /// (wrong lengths seldom come this close: 37 of 256 random headers).
+    static let refinementHeaderDistance = 2
     /// Length of audio before a frame whose power stands for the noise in the coherent detector's room fit (s).
     static let noiseProbe = 0.040
     /// The second opinion for reverberant rooms, built the first time a frame needs it.
@@ -316,7 +319,7 @@ final class FrameReceiver {
                 var decoded: (frame: DecodedFrame, end: Double)?
                 if !frame.noncoherentFailed {
                     computeEnergies(&frame, upTo: symbols)
-                    decoded = decode(&frame, payloadBytes: frame.nextLength)
+                    decoded = decode(&frame, payloadBytes: frame.nextLength).result
                     frame.noncoherentFailed = decoded == nil
                 }
                 // Second opinion: the room-aware coherent detector, once its look-ahead has arrived. It costs
@@ -333,7 +336,14 @@ final class FrameReceiver {
                     frame.coherent = state
                     guard state.failed || detector.isAvailable(state, symbols: symbols, available: basebandCount) else { break }
                     if let likelihoods = detector.likelihoods(state, symbols: symbols, real: real, imaginary: imaginary, mask: mask) {
-                        decoded = decode(&frame, payloadBytes: frame.nextLength, coherentLikelihoods: likelihoods)
+                        let headerDistance: Int
+                        (decoded, headerDistance) = decode(&frame, payloadBytes: frame.nextLength, coherentLikelihoods: likelihoods)
+                        // Nearly right: fit the room again over the whole decided frame and decide again.
+                        if decoded == nil, headerDistance <= Self.refinementHeaderDistance,
+                           let second = detector.refined(state, symbols: symbols),
+                           let again = detector.likelihoods(second, symbols: symbols, real: real, imaginary: imaginary, mask: mask) {
+                            decoded = decode(&frame, payloadBytes: frame.nextLength, coherentLikelihoods: again).result
+                        }
                     }
                 }
                 if let result = decoded {
@@ -486,16 +496,16 @@ final class FrameReceiver {
 
     /// Decodes `payloadBytes` from the noncoherent metric, or from `coherentLikelihoods` when given; the
     /// noncoherent statistics give the reported SNR and level either way.
-    private func decode(_ frame: inout Pending, payloadBytes: Int, coherentLikelihoods: [Float]? = nil) -> (frame: DecodedFrame, end: Double)? {
+    private func decode(_ frame: inout Pending, payloadBytes: Int, coherentLikelihoods: [Float]? = nil)
+        -> (result: (frame: DecodedFrame, end: Double)?, headerDistance: Int) {
         let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
         let (likelihoods, signal, noise) = Self.symbolLikelihoods(
             energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile)
         let metricWindow = Double(max(1, Int(((1 - Self.windowSkip) * profile.symbolTime * basebandRate * frame.scale).rounded(.down))))
         frame.noiseVariance = noise / metricWindow
-        guard let decoded = FrameFormat.decode(symbolLogLikelihoods: coherentLikelihoods ?? likelihoods,
-                                               payloadBytes: payloadBytes, profile: profile) else {
-            return nil
-        }
+        let attempt = FrameFormat.decodeReportingHeader(symbolLogLikelihoods: coherentLikelihoods ?? likelihoods,
+                                                        payloadBytes: payloadBytes, profile: profile)
+        guard let decoded = attempt.decoded else { return (nil, attempt.headerDistance) }
         let length = profile.symbolTime * basebandRate * frame.scale
         let window = Double(max(1, Int(((1 - Self.windowSkip) * length).rounded(.down)))) / basebandRate
         let esn0 = 10 * Double.log10(signal / noise)
@@ -513,7 +523,7 @@ final class FrameReceiver {
             level: (level * 10).rounded() / 10,
             clockOffsetPPM: ((frame.scale - 1) * 1e6).rounded(),
             correctedBits: decoded.correctedBits)
-        return (result, end)
+        return ((result, end), attempt.headerDistance)
     }
 }
 
