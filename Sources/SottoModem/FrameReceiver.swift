@@ -100,6 +100,8 @@ final class FrameReceiver {
         var noncoherentFailed = false
         /// Noise variance per baseband sample measured by the noncoherent metric (for the coherent one).
         var noiseVariance = 0.0
+        /// Second passes of the coherent detector so far.
+        var refinements = 0
         /// The coherent detector's state, from the first time it is needed.
         var coherent: CoherentDetector.Frame?
     }
@@ -115,8 +117,10 @@ final class FrameReceiver {
     /// Weight (in symbols) of the frame-wide signal level in each tone's level estimate.
     static let toneGainPrior = 2.0
     /// Header bits the coherent decode may get wrong for the room to be fitted again over the whole frame
-    /// (wrong lengths seldom come this close: 37 of 256 random headers).
-    static let refinementHeaderDistance = 2
+    /// (wrong lengths and other profiles' frames seldom come this close: 9 of 256 random headers), and how
+    /// many such second passes one detection may have (each costs about as much as the first).
+    static let refinementHeaderDistance = 1
+    static let maximumRefinements = 2
     /// Length of audio before a frame whose power stands for the noise in the coherent detector's room fit (s).
     static let noiseProbe = 0.040
     /// The second opinion for reverberant rooms, built the first time a frame needs it.
@@ -340,9 +344,11 @@ final class FrameReceiver {
                         (decoded, headerDistance) = decode(&frame, payloadBytes: frame.nextLength, coherentLikelihoods: likelihoods)
                         // Nearly right: fit the room again over the whole decided frame and decide again.
                         if decoded == nil, headerDistance <= Self.refinementHeaderDistance,
+                           frame.refinements < Self.maximumRefinements,
                            let second = detector.refined(state, symbols: symbols),
                            let again = detector.likelihoods(second, symbols: symbols, real: real, imaginary: imaginary, mask: mask) {
                             decoded = decode(&frame, payloadBytes: frame.nextLength, coherentLikelihoods: again).result
+                            frame.refinements += 1
                         }
                     }
                 }
