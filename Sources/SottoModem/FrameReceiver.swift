@@ -319,7 +319,9 @@ final class FrameReceiver {
                 let symbols = FrameFormat.symbolCount(payloadBytes: frame.nextLength)
                 let end = symbolStart(frame, symbols) + 2
                 guard end < Double(basebandCount) else { break }
-                if frame.start - Double(coherent.precursorTaps + 16) < Double(basebandCount - mask) { done = true; break }  // overwritten: too late
+                // Overwritten (too late), counting what the coherent detector reads before the start. Not through
+                // `coherent`, which would build the detector for every detection.
+                if frame.start - (CoherentDetector.precursorDuration * basebandRate + 16) < Double(basebandCount - mask) { done = true; break }
                 var decoded: (frame: DecodedFrame, end: Double)?
                 if !frame.noncoherentFailed {
                     computeEnergies(&frame, upTo: symbols)
