@@ -91,9 +91,9 @@ final class CoherentDetector {
         // Known waveforms are synthesised as the transmitter does (phase summed sample by sample at a
         // typical device rate, which a coarse grid would get wrong by up to a radian) and read at the grid
         // times by interpolating amplitude and unwrapped phase.
-        func transmitted(firstTone: Double, at times: [Double]) -> [(amplitude: Double, phase: Double)] {
+        func transmitted(at times: [Double]) -> [(amplitude: Double, phase: Double)] {
             var segments = Modulator.preambleSegments(profile)
-            segments.append(.tone(firstTone, duration: 3 * symbolTime))
+            segments.append(.tone(profile.lowFrequency, duration: 3 * symbolTime))  // a dummy first symbol
             let rate = Self.synthesisRate
             let wave = FrequencyTrajectory(segments: segments, smoothingSigma: sigma, fadeDuration: profile.fadeDuration)
                 .synthesizeBaseband(sampleRate: rate, centerFrequency: centerFrequency)
@@ -118,7 +118,7 @@ final class CoherentDetector {
         let probeTime = preambleTime + 2 * symbolTime
         let firstTimes = (0..<segmentSplit).map { preambleTime + Double($0 - guardSamples) / gridRate }
         let preambleTimes = (0..<knownPreamble).map { Double($0) / gridRate } + [probeTime] + firstTimes
-        let known = transmitted(firstTone: profile.lowFrequency, at: preambleTimes)
+        let known = transmitted(at: preambleTimes)
         let dummyFirst = Array(known.suffix(segmentSplit))
         preambleReal = known.prefix(knownPreamble).map { Float($0.amplitude * Double.cos($0.phase)) }
         preambleImaginary = known.prefix(knownPreamble).map { Float($0.amplitude * Double.sin($0.phase)) }
@@ -314,7 +314,6 @@ final class CoherentDetector {
         frame.grid.reserveCapacity(2 * total)
         let half = Self.interpolationHalfWidth
         let rotationRate = -2 * Double.pi * centerFrequency * (1 - frame.scale) / gridRate
-        // The decimator's bandwidth relative to its rate: the kernel's cut-off.
         for index in have..<total {
             let n = index - frame.origin
             let position = basebandPosition(frame, n)
