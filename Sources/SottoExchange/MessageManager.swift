@@ -168,11 +168,11 @@ public actor MessageManager {
     }
 
     /// The state of the radio feeding this manager.
-    enum RadioState { case none, starting, running, failed }
+    package enum RadioState { case none, starting, running, failed }
     private var radio = RadioState.none
 
     /// Set by ``AudioRadio``.
-    func setRadio(_ state: RadioState) { radio = state }
+    package func setRadio(_ state: RadioState) { radio = state }
 
     private var lastNow = 0.0
 

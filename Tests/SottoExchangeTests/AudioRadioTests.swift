@@ -3,6 +3,7 @@ import SottoAudio
 import SottoModem
 import Testing
 @testable import SottoExchange
+import SottoExchangeRadio
 
 /// The exchange on real ALSA PCMs: the file plugin over a null slave (no sound card, no mocks).
 @Suite(.serialized) struct AudioRadioTests {

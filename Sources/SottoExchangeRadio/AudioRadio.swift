@@ -2,6 +2,7 @@ import Foundation
 import SottoAudio
 import SottoLive
 import SottoModem
+import SottoExchange
 
 /// An audio device problem, as the exchange reports it to the app.
 public enum AudioDeviceError: Error, Sendable, Equatable {

@@ -1,0 +1,1 @@
+// Generated code lands here (scripts/generate-protos).
