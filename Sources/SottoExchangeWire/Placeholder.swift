@@ -1,1 +1,0 @@
-// Generated code lands here (scripts/generate-protos).
