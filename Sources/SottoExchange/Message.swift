@@ -22,10 +22,14 @@ public enum ExchangeLimits {
     public static let audioBytesType = "__audio_bytes"
     /// Type of raw beacon-ID messages.
     public static let beaconIDType = "__sotto_beacon_id"
+    /// Time without a sighting before `lost` that a subscription may ask a matcher service for (s).
+    public static let lostTimeoutRange: ClosedRange<Double> = 1...60
+    /// Sightings in one report to a matcher service.
+    public static let maxSightingsPerReport = 64
 }
 
 /// Every way an exchange request can be wrong; each says what is allowed.
-public enum ExchangeError: Error, Sendable, Equatable, CustomStringConvertible {
+public enum ExchangeError: Error, Sendable, Hashable, CustomStringConvertible {
     case contentTooLarge(Int)
     case typeTooLong(Int)
     case reservedNamespace(String)
@@ -39,6 +43,20 @@ public enum ExchangeError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidBeaconID(Int)
     case consentNotGranted
     case unknownOperation
+    /// A lost timeout outside ``ExchangeLimits/lostTimeoutRange`` (s).
+    case invalidLostTimeout(Double)
+    /// An operation id already in use by another live operation of the session.
+    case duplicateOperation
+    /// The API key's rate (requests per second) was exceeded.
+    case rateLimited(Double)
+    /// The project already has this many sessions, its quota.
+    case sessionQuotaExceeded(Int)
+    /// The API key is unknown or revoked.
+    case unauthenticated
+    /// The matcher service could not take the request (unreachable, shutting down, its store failing).
+    case unavailable(String)
+    /// A request the matcher service does not understand (a client bug or an incompatible version).
+    case protocolViolation(String)
 
     public var description: String {
         switch self {
@@ -55,6 +73,13 @@ public enum ExchangeError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidBeaconID(let n): return "a beacon ID must be 1 to 15 bytes, got \(n)"
         case .consentNotGranted: return "the user has not granted consent for nearby exchange (see Consent)"
         case .unknownOperation: return "no such publication or subscription"
+        case .invalidLostTimeout(let t): return "lost timeout \(t) s is invalid: \(ExchangeLimits.lostTimeoutRange.lowerBound) to \(ExchangeLimits.lostTimeoutRange.upperBound) s"
+        case .duplicateOperation: return "an operation with this id is already active in the session"
+        case .rateLimited(let rate): return "too many requests: this API key allows \(rate) per second"
+        case .sessionQuotaExceeded(let n): return "the project already has \(n) sessions, its quota"
+        case .unauthenticated: return "the API key is unknown or revoked"
+        case .unavailable(let reason): return "the matcher service is unavailable: \(reason)"
+        case .protocolViolation(let what): return "protocol violation: \(what)"
         }
     }
 }
@@ -84,6 +109,14 @@ public struct Message: Sendable, Hashable, Codable, CustomStringConvertible {
         self.namespace = namespace
         self.type = type
         content = validatedContent
+    }
+
+    /// A message as a matcher delivered it (already checked by the matcher: attachments may have longer
+    /// types, audio bytes and beacon IDs live in the reserved namespace).
+    package init(delivered namespace: String, type: String, content: [UInt8]) {
+        self.namespace = namespace
+        self.type = type
+        self.content = content
     }
 
     /// Messages of the reserved namespace, made only by the library.

@@ -67,26 +67,61 @@ public final class SubscriptionHandle: Sendable {
     deinit { events.cancelled.set(); let manager = self.manager, id = self.id; Task { await manager.end(id) } }
 }
 
-/// The embedded exchange for one app: publish, subscribe, and feed it what the radio heard.
+/// The exchange for one app: publish, subscribe, and feed it what the radio heard.
 ///
-/// Owns a ``MatcherCore`` (the same state machine a network service could host) with this process's
-/// session. Time comes from `clock` (seconds): the monotonic clock live, the sample clock of a
-/// recording offline, so a recording yields exactly the timeline it would have produced live.
+/// Backed either by an embedded ``MatcherCore`` owned by this manager (one process; time comes from the
+/// caller's `now` (s): the monotonic clock live, the sample clock of a recording offline, so a recording
+/// yields exactly the timeline it would have produced live), or by a ``MatcherLink``: a ``LocalMatcher``
+/// shared by several managers in one process, or a connection to `sotto serve`. The API, the handles, the
+/// event sequence and the statuses are the same; with a link, found and lost strictly alternate per
+/// subscription and message across reconnections too (this manager keeps what it reported).
 public actor MessageManager {
     public let appID: String
+    /// This session's id (with a link: assigned by the matcher; local until it is known).
     public let session: SessionID
-    private var core: MatcherCore
+    private enum Backend {
+        case embedded(MatcherCore)
+        case linked(any MatcherLink)
+    }
+    private var backend: Backend
     private let lostTimeout: Double
     private var nextID = 0
     private var subscriptions: [OperationID: (continuation: AsyncStream<SubscriptionEvent>.Continuation, handler: (@Sendable (SubscriptionEvent) -> Void)?, cancelled: CancelFlag)] = [:]
     private var statuses: [OperationID: OperationStatus] = [:]
+    /// Discovery mode of each live operation: the radio plays the token if any wants to broadcast and reports
+    /// what it hears if any wants to scan (Nearby's fold of the operations' strategies).
+    private var modes: [OperationID: Strategy.DiscoveryMode] = [:]
     private var audioPublications: [OperationID: Message] = [:]
     private var invalidTokens: [[UInt8]: Double] = [:]
     private var logger: Logger
     private let consent: Consent?
     /// Seconds an unknown token is ignored after the matcher called it invalid.
     public static let invalidTokenCache = 600.0
+    /// With a link: a payload still being heard is reported at most this often (s); the first sighting at once.
+    public static let reportInterval = 2.0
+    /// With a link: how long `publish` and `subscribe` wait for the matcher's answer before returning a
+    /// handle whose status is `starting` (s).
+    public static let acceptTimeout = 10.0
 
+    // Linked backend state.
+    private var linkToken: [UInt8]?
+    private var connected = false
+    private var lastReported: [Payload: Double] = [:]
+    private var pendingAccepts: [OperationID: CheckedContinuation<ExchangeError?, Never>] = [:]
+    private var lostTimeouts: [OperationID: Double] = [:]
+    /// What each subscription has reported found (found and lost alternate against this).
+    private var reported: [OperationID: Set<Message>] = [:]
+    /// After a reconnection to a new session: messages reported found that the matcher has not confirmed
+    /// yet, with the time (s) at which they are reported lost unless found again.
+    private var unconfirmed: [OperationID: [Message: Double]] = [:]
+    private var resumedConnection = false
+    private var pump: Task<Void, Never>?
+    private var linkTicker: Task<Void, Never>?
+    private let started = ContinuousClock.now
+    /// Called when the link to a matcher service goes down, comes back or fails for good (with a link only).
+    private var connectionHandler: (@Sendable (MatcherNotice) -> Void)?
+
+    /// An embedded manager with its own matcher core.
     /// - Parameters:
     ///   - lostTimeout: default time without a sighting before `lost` (s).
     ///   - broadcasts: whether this device plays a token (scan-only devices do not).
@@ -97,68 +132,203 @@ public actor MessageManager {
         self.appID = appID
         self.session = session
         self.lostTimeout = lostTimeout
-        self.core = core
+        var core = core
+        let opened = core.handle(.openSession(session, appID: appID, broadcasts: broadcasts), now: now)
+        self.backend = .embedded(core)
         var logger = Logger(label: "sotto.exchange")
         logger.logLevel = ProcessInfo.processInfo.environment["SOTTO_DEBUG"] == "1" ? .debug : .info
         self.logger = logger
-        _ = self.core.handle(.openSession(session, appID: appID, broadcasts: broadcasts), now: now)
+        _ = opened
+    }
+
+    /// A manager whose matcher is at the other end of `link` (a ``LocalMatcher`` session or a connection to
+    /// `sotto serve`). Time is this manager's monotonic clock; the `now` arguments are ignored.
+    /// - Parameters:
+    ///   - appID: for logs only (the matcher knows the project from the link).
+    ///   - lostTimeout: default time without a sighting before `lost` (s).
+    ///   - onConnection: called with `connected`, `disconnected` and `failed` notices.
+    public init(link: any MatcherLink, appID: String = "", lostTimeout: Double = 10, consent: Consent? = nil,
+                onConnection: (@Sendable (MatcherNotice) -> Void)? = nil) {
+        self.consent = consent
+        self.appID = appID
+        self.session = SessionID("linked-\(UUID().uuidString)")
+        self.lostTimeout = lostTimeout
+        self.backend = .linked(link)
+        self.connectionHandler = onConnection
+        var logger = Logger(label: "sotto.exchange")
+        logger.logLevel = ProcessInfo.processInfo.environment["SOTTO_DEBUG"] == "1" ? .debug : .info
+        self.logger = logger
+    }
+
+    /// Starts reading the link's notices (once).
+    private func startLink() {
+        guard pump == nil, case .linked(let link) = backend else { return }
+        let notices = link.notices
+        pump = Task { [weak self] in
+            for await notice in notices { await self?.receive(notice) }
+            await self?.receive(.disconnected(reason: "link closed"))
+        }
+        linkTicker = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+                await self?.expireUnconfirmed()
+            }
+        }
+    }
+
+    private var connectionWaiters: [CheckedContinuation<ExchangeError?, Never>] = []
+    private var linkFailure: ExchangeError?
+
+    /// With a link: waits until it is connected, for at most `timeout` (s). Embedded managers return at once.
+    /// - Throws: the link's failure (a wrong API key, a session quota) or `unavailable` after the timeout.
+    public func connect(timeout: Double = 10) async throws(ExchangeError) {
+        guard isLinked else { return }
+        startLink()
+        if let linkFailure { throw linkFailure }
+        if connected { return }
+        let outcome: ExchangeError? = await withCheckedContinuation { continuation in
+            connectionWaiters.append(continuation)
+            Task { [weak self] in
+                try? await Task.sleep(for: .seconds(timeout))
+                await self?.wakeConnectionWaiters(.unavailable("not connected after \(timeout) s"))
+            }
+        }
+        if let outcome { throw outcome }
+    }
+
+    private func wakeConnectionWaiters(_ outcome: ExchangeError?) {
+        let waiters = connectionWaiters
+        connectionWaiters = []
+        for waiter in waiters { waiter.resume(returning: outcome) }
+    }
+
+    private var clock: Double {
+        let elapsed = ContinuousClock.now - started
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
     }
 
     /// Switches debug logging at run time (also on with SOTTO_DEBUG=1).
     public func setDebugLogging(_ on: Bool) { logger.logLevel = on ? .debug : .info }
 
+    private var liveCount: Int { statuses.values.filter { $0 == .active || $0 == .starting }.count }
+
     private func newID() throws(ExchangeError) -> OperationID {
         if let consent, !consent.isGranted { throw .consentNotGranted }
-        guard statuses.values.filter({ $0 == .active }).count < ExchangeLimits.maxOperationsPerApp else {
+        guard liveCount < ExchangeLimits.maxOperationsPerApp else {
             throw .quotaExceeded(ExchangeLimits.maxOperationsPerApp)
         }
         nextID += 1
         return OperationID(nextID)
     }
 
-    /// Publishes `message` (audio-bytes messages are carried in the frame itself).
-    public func publish(_ message: Message, strategy: Strategy = .default, now: Double) throws(ExchangeError) -> PublicationHandle {
+    /// Publishes `message` (audio-bytes messages are carried in the frame itself). With a link, returns once
+    /// the matcher accepted it (or after ``acceptTimeout`` with the status `starting`).
+    /// - Throws: the matcher's refusal as an `ExchangeError` (limits, quota, rate).
+    public func publish(_ message: Message, strategy: Strategy = .default, now: Double) async throws(ExchangeError) -> PublicationHandle {
         if case .infinite = strategy.ttl { throw .invalidTTL(Int.max) }
         let id = try newID()
-        statuses[id] = .active
+        modes[id] = strategy.discoveryMode
         if message.isAudioBytes { audioPublications[id] = message }
-        apply(core.handle(.publish(session, id, message, strategy), now: now))
         logger.debug("publish \(message)")
+        switch backend {
+        case .embedded(var core):
+            statuses[id] = .active
+            let events = core.handle(.publish(session, id, message, strategy), now: now)
+            backend = .embedded(core)
+            apply(events)
+        case .linked(let link):
+            statuses[id] = .starting
+            try await request(.publish(id, message, strategy), id: id, over: link)
+        }
         return PublicationHandle(id: id, message: message, manager: self)
     }
 
-    /// Subscribes with `filter`; events come through the handle's `events` and `handler`.
+    /// Subscribes with `filter`; events come through the handle's `events` and `handler`. With a link,
+    /// returns once the matcher accepted it (or after ``acceptTimeout`` with the status `starting`).
+    /// - Parameter lostTimeout: time without a sighting before `lost` (s); the manager's default if nil.
     public func subscribe(filter: MessageFilter = .allMyTypes, strategy: Strategy = .default, lostTimeout: Double? = nil,
-                          now: Double, handler: (@Sendable (SubscriptionEvent) -> Void)? = nil) throws(ExchangeError) -> SubscriptionHandle {
+                          now: Double, handler: (@Sendable (SubscriptionEvent) -> Void)? = nil) async throws(ExchangeError) -> SubscriptionHandle {
         let id = try newID()
+        let timeout = lostTimeout ?? self.lostTimeout
         let (stream, continuation) = AsyncStream.makeStream(of: SubscriptionEvent.self)
         let flag = CancelFlag()
         subscriptions[id] = (continuation, handler, flag)
-        statuses[id] = .active
-        apply(core.handle(.subscribe(session, id, filter, strategy, lostTimeout: lostTimeout ?? self.lostTimeout), now: now))
+        modes[id] = strategy.discoveryMode
+        lostTimeouts[id] = timeout
+        reported[id] = []
+        switch backend {
+        case .embedded(var core):
+            statuses[id] = .active
+            let events = core.handle(.subscribe(session, id, filter, strategy, lostTimeout: timeout), now: now)
+            backend = .embedded(core)
+            apply(events)
+        case .linked(let link):
+            statuses[id] = .starting
+            do throws(ExchangeError) {
+                try await request(.subscribe(id, filter, strategy, lostTimeout: timeout), id: id, over: link)
+            } catch {
+                subscriptions.removeValue(forKey: id)?.continuation.finish()
+                throw error
+            }
+        }
         return SubscriptionHandle(id: id, manager: self, events: SubscriptionEvents(stream: stream, cancelled: flag))
     }
 
-    /// Ends an operation (unpublish / unsubscribe).
-    /// Ends an operation; `cancelled` (the user's cancel, not the session's end) also drops events not
-    /// yet read.
-    func end(_ id: OperationID, now: Double? = nil, cancelled: Bool = true) {
-        guard statuses[id] == .active else { return }
-        statuses[id] = .inactive
-        if let subscription = subscriptions.removeValue(forKey: id) {
-            if cancelled { subscription.cancelled.set() }
-            subscription.continuation.finish()
-            _ = core.handle(.unsubscribe(session, id), now: now ?? lastNow)
-        } else {
+    /// Sends an operation over the link and waits for the matcher's answer while connected.
+    private func request(_ request: MatcherRequest, id: OperationID, over link: any MatcherLink) async throws(ExchangeError) {
+        startLink()
+        await link.send(request)
+        guard connected else { return }  // re-established with the others when the link is back
+        let refusal: ExchangeError? = await withCheckedContinuation { continuation in
+            pendingAccepts[id] = continuation
+            Task { [weak self] in
+                try? await Task.sleep(for: .seconds(Self.acceptTimeout))
+                await self?.resolveAccept(id, with: nil)
+            }
+        }
+        if let refusal {
+            statuses[id] = .failed
+            modes[id] = nil
             audioPublications[id] = nil
-            apply(core.handle(.unpublish(session, id), now: now ?? lastNow))
+            throw refusal
         }
     }
 
-    /// An active operation reports the radio's state: starting while the devices open, failed while they
-    /// are in error, active otherwise (and active without a radio, e.g. offline).
+    private func resolveAccept(_ id: OperationID, with refusal: ExchangeError?) {
+        pendingAccepts.removeValue(forKey: id)?.resume(returning: refusal)
+    }
+
+    /// Ends an operation; `cancelled` (the user's cancel, not the session's end) also drops events not
+    /// yet read.
+    func end(_ id: OperationID, now: Double? = nil, cancelled: Bool = true) async {
+        guard let status = statuses[id], status == .active || status == .starting else { return }
+        statuses[id] = .inactive
+        modes[id] = nil
+        let isSubscription = subscriptions[id] != nil
+        if let subscription = subscriptions.removeValue(forKey: id) {
+            if cancelled { subscription.cancelled.set() }
+            subscription.continuation.finish()
+        } else {
+            audioPublications[id] = nil
+        }
+        reported[id] = nil
+        unconfirmed[id] = nil
+        switch backend {
+        case .embedded(var core):
+            let events = core.handle(isSubscription ? .unsubscribe(session, id) : .unpublish(session, id), now: now ?? lastNow)
+            backend = .embedded(core)
+            if !isSubscription { apply(events) }
+        case .linked(let link):
+            await link.send(isSubscription ? .unsubscribe(id) : .unpublish(id))
+        }
+    }
+
+    /// An active operation reports the radio's state (starting while the devices open, failed while they
+    /// are in error) and, with a link, the matcher's (starting until it accepted the operation and while
+    /// the link is reconnecting); active otherwise.
     func status(of id: OperationID) -> OperationStatus {
         let status = statuses[id] ?? .inactive
+        if case .linked = backend, status == .active, !connected { return .starting }
         guard status == .active else { return status }
         switch radio {
         case .starting: return .starting
@@ -171,56 +341,199 @@ public actor MessageManager {
     package enum RadioState { case none, starting, running, failed }
     private var radio = RadioState.none
 
-    /// Set by ``AudioRadio``.
+    /// Set by the audio radio.
     package func setRadio(_ state: RadioState) { radio = state }
 
     private var lastNow = 0.0
 
+    /// Whether some live operation listens (scan or both).
+    private var scans: Bool { modes.values.contains { $0 != .broadcast } }
+    /// Whether some live operation plays the token (broadcast or both).
+    private var broadcastsToken: Bool { modes.values.contains { $0 != .scan } }
+
     /// Feeds one decoded frame (the modem's token bytes) heard at `now` with this SNR (dB) and level (dBFS).
-    public func heard(frame: [UInt8], snr: Double, level: Double, now: Double) {
-        lastNow = now
+    /// Ignored while no live operation scans.
+    public func heard(frame: [UInt8], snr: Double, level: Double, now: Double) async {
         guard let payload = Payload(frame: frame) else { return }
-        if case .token(let token) = payload, let until = invalidTokens[token], now < until { return }
-        apply(core.handle(.observe(session, payload, snr: snr, level: level), now: now))
+        switch backend {
+        case .embedded(var core):
+            lastNow = now
+            guard scans else { return }
+            if case .token(let token) = payload, let until = invalidTokens[token], now < until { return }
+            let events = core.handle(.observe(session, payload, snr: snr, level: level), now: now)
+            backend = .embedded(core)
+            apply(events)
+        case .linked(let link):
+            let now = clock
+            guard scans, connected else { return }
+            if case .token(let token) = payload {
+                if let until = invalidTokens[token], now < until { return }
+                if token == linkToken { return }  // our own token: the self-check's business
+            }
+            if let last = lastReported[payload], now - last < Self.reportInterval { return }
+            lastReported[payload] = now
+            if lastReported.count > 10_000 { lastReported = lastReported.filter { now - $0.value < Self.reportInterval } }
+            await link.send(.observe([Sighting(payload: payload, snr: snr, level: level)]))
+        }
     }
 
-    /// Lets time pass to `now`: TTL expiry, lost timeouts, token rotation.
+    /// Lets time pass to `now`: TTL expiry, lost timeouts, token rotation (embedded; a linked matcher keeps
+    /// its own time).
     public func tick(now: Double) {
         lastNow = now
         invalidTokens = invalidTokens.filter { $0.value > now }
-        apply(core.handle(.tick, now: now))
+        guard case .embedded(var core) = backend else { return }
+        let events = core.handle(.tick, now: now)
+        backend = .embedded(core)
+        apply(events)
     }
 
     /// Ends the session: every found message is lost, every operation ends.
-    public func close(now: Double) {
-        apply(core.handle(.closeSession(session), now: now))
-        for id in statuses.keys where statuses[id] == .active { end(id, now: now, cancelled: false) }
+    public func close(now: Double) async {
+        switch backend {
+        case .embedded(var core):
+            let events = core.handle(.closeSession(session), now: now)
+            backend = .embedded(core)
+            apply(events)
+        case .linked(let link):
+            // Found messages are lost locally: the matcher forgets this session.
+            for (op, messages) in reported {
+                for message in messages.sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
+            }
+            reported = [:]
+            await link.close()
+            pump?.cancel()
+            linkTicker?.cancel()
+        }
+        for id in statuses.keys where statuses[id] == .active || statuses[id] == .starting { await end(id, now: now, cancelled: false) }
     }
 
-    /// What the radio should loop now: the session's token and the audio-bytes publications.
+    /// What the radio should loop now: the session's token (while some operation broadcasts) and the
+    /// audio-bytes publications.
     public var transmitPlan: [Payload] {
         var plan: [Payload] = []
-        if let token = core.token(of: session), !statuses.values.filter({ $0 == .active }).isEmpty { plan.append(.token(token)) }
+        let token: [UInt8]?
+        switch backend {
+        case .embedded(let core): token = core.token(of: session)
+        case .linked: token = linkToken
+        }
+        if let token, liveCount > 0, broadcastsToken { plan.append(.token(token)) }
         plan += audioPublications.values.sorted { $0.content.lexicographicallyPrecedes($1.content) }.map { .audioBytes($0.content) }
         return plan
     }
 
+    /// The token this session broadcasts (nil until the matcher issued one).
+    public var token: [UInt8]? {
+        switch backend {
+        case .embedded(let core): return core.token(of: session)
+        case .linked: return linkToken
+        }
+    }
+
+    // MARK: Events
+
     private func apply(_ events: [MatcherEvent]) {
         for event in events {
-            switch event {
-            case .found(let s, let op, let message) where s == session: deliver(op, .found(message))
-            case .lost(let s, let op, let message) where s == session: deliver(op, .lost(message))
-            case .signalChanged(let s, let op, let message, let snr, let level) where s == session:
-                deliver(op, .signalChanged(message, snr: snr, level: level))
-            case .expired(let s, let op) where s == session:
-                if subscriptions[op] != nil { deliver(op, .expired) }
-                statuses[op] = .expired
-                if let subscription = subscriptions.removeValue(forKey: op) { subscription.continuation.finish() }
+            let (target, notice) = event.notice
+            guard target == session else { continue }
+            receive(notice)
+        }
+    }
+
+    /// One notice from the matcher (embedded events are turned into notices too).
+    private func receive(_ notice: MatcherNotice) {
+        switch notice {
+        case .token(let token):
+            linkToken = token
+        case .accepted(let op, let visible):
+            if statuses[op] == .starting { statuses[op] = .active }
+            if subscriptions[op] != nil { reconcile(op, visible: visible) }
+            resolveAccept(op, with: nil)
+        case .rejected(let op, let error):
+            logger.debug("operation \(op.value) refused: \(error)")
+            if let waiting = pendingAccepts.removeValue(forKey: op) {
+                waiting.resume(returning: error)
+            } else if statuses[op] == .active || statuses[op] == .starting {
+                statuses[op] = .failed
+                modes[op] = nil
                 audioPublications[op] = nil
-            case .invalidToken(let s, let token) where s == session:
-                invalidTokens[token] = lastNow + Self.invalidTokenCache
-                logger.debug("invalid token \(token)")
-            default: break
+                subscriptions.removeValue(forKey: op)?.continuation.finish()
+            }
+        case .found(let op, let message):
+            unconfirmed[op]?[message] = nil
+            guard reported[op]?.contains(message) == false else { return }
+            reported[op]?.insert(message)
+            deliver(op, .found(message))
+        case .lost(let op, let message):
+            unconfirmed[op]?[message] = nil
+            guard reported[op]?.remove(message) != nil else { return }
+            deliver(op, .lost(message))
+        case .signalChanged(let op, let message, let snr, let level):
+            guard reported[op]?.contains(message) == true else { return }
+            deliver(op, .signalChanged(message, snr: snr, level: level))
+        case .expired(let op):
+            if subscriptions[op] != nil {
+                for message in (reported[op] ?? []).sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
+                deliver(op, .expired)
+            }
+            reported[op] = nil
+            unconfirmed[op] = nil
+            statuses[op] = .expired
+            modes[op] = nil
+            if let subscription = subscriptions.removeValue(forKey: op) { subscription.continuation.finish() }
+            audioPublications[op] = nil
+        case .invalidToken(let token):
+            invalidTokens[token] = (isLinked ? clock : lastNow) + Self.invalidTokenCache
+            logger.debug("invalid token \(token)")
+        case .connected(let resumed):
+            connected = true
+            resumedConnection = resumed
+            if !resumed {
+                // A new session: what was found must be found again within the lost timeout, or it is lost.
+                let now = clock
+                for (op, messages) in reported where !messages.isEmpty {
+                    let deadline = now + (lostTimeouts[op] ?? lostTimeout)
+                    unconfirmed[op] = Dictionary(uniqueKeysWithValues: messages.map { ($0, deadline) })
+                }
+            }
+            wakeConnectionWaiters(nil)
+            connectionHandler?(notice)
+        case .disconnected:
+            connected = false
+            for op in Array(pendingAccepts.keys) { resolveAccept(op, with: nil) }
+            connectionHandler?(notice)
+        case .failed(let error):
+            connected = false
+            linkFailure = error
+            wakeConnectionWaiters(error)
+            for op in Array(pendingAccepts.keys) { resolveAccept(op, with: error) }
+            for id in statuses.keys where statuses[id] == .active || statuses[id] == .starting { statuses[id] = .failed }
+            connectionHandler?(notice)
+        }
+    }
+
+    private var isLinked: Bool { if case .linked = backend { return true } else { return false } }
+
+    /// A subscription the matcher (re)accepted with what it has found now: after a resumed session, what was
+    /// reported and is gone is lost now; after a new session it has until its lost timeout to come back.
+    private func reconcile(_ op: OperationID, visible: [Message]) {
+        let now = Set(visible)
+        if resumedConnection {
+            for message in (reported[op] ?? []).subtracting(now).sorted(by: { $0.description < $1.description }) {
+                reported[op]?.remove(message)
+                deliver(op, .lost(message))
+            }
+        }
+        for message in visible { receive(.found(op, message)) }
+    }
+
+    /// Reports lost what a new session did not confirm in time.
+    private func expireUnconfirmed() {
+        let now = clock
+        for (op, pending) in unconfirmed {
+            for (message, deadline) in pending.sorted(by: { $0.key.description < $1.key.description }) where deadline <= now {
+                unconfirmed[op]?[message] = nil
+                if reported[op]?.remove(message) != nil { deliver(op, .lost(message)) }
             }
         }
     }

@@ -649,6 +649,9 @@ public nonisolated struct Sotto_Exchange_V1_OperationStatus: Sendable {
   /// what it reported against this: found for the new, lost for the gone).
   public var visible: [Sotto_Exchange_V1_ExchangeMessage] = []
 
+  /// The offending text, where the error is about one (a namespace, a type).
+  public var detail: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum State: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -806,6 +809,10 @@ public nonisolated struct Sotto_Exchange_V1_Error: Sendable {
   public var code: Sotto_Exchange_V1_ErrorCode = .unspecified
 
   public var message: String = String()
+
+  public var limit: Int64 = 0
+
+  public var value: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1670,7 +1677,7 @@ nonisolated extension Sotto_Exchange_V1_TokenDirective: SwiftProtobuf.Message, S
 
 nonisolated extension Sotto_Exchange_V1_OperationStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".OperationStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}op_id\0\u{1}state\0\u{1}error\0\u{1}message\0\u{1}limit\0\u{1}value\0\u{1}visible\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}op_id\0\u{1}state\0\u{1}error\0\u{1}message\0\u{1}limit\0\u{1}value\0\u{1}visible\0\u{1}detail\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1685,6 +1692,7 @@ nonisolated extension Sotto_Exchange_V1_OperationStatus: SwiftProtobuf.Message, 
       case 5: try { try decoder.decodeSingularInt64Field(value: &self.limit) }()
       case 6: try { try decoder.decodeSingularInt64Field(value: &self.value) }()
       case 7: try { try decoder.decodeRepeatedMessageField(value: &self.visible) }()
+      case 8: try { try decoder.decodeSingularStringField(value: &self.detail) }()
       default: break
       }
     }
@@ -1712,6 +1720,9 @@ nonisolated extension Sotto_Exchange_V1_OperationStatus: SwiftProtobuf.Message, 
     if !self.visible.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.visible, fieldNumber: 7)
     }
+    if !self.detail.isEmpty {
+      try visitor.visitSingularStringField(value: self.detail, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1723,6 +1734,7 @@ nonisolated extension Sotto_Exchange_V1_OperationStatus: SwiftProtobuf.Message, 
     if lhs.limit != rhs.limit {return false}
     if lhs.value != rhs.value {return false}
     if lhs.visible != rhs.visible {return false}
+    if lhs.detail != rhs.detail {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1936,7 +1948,7 @@ nonisolated extension Sotto_Exchange_V1_TokenStatus: SwiftProtobuf.Message, Swif
 
 nonisolated extension Sotto_Exchange_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Error"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}limit\0\u{1}value\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1946,6 +1958,8 @@ nonisolated extension Sotto_Exchange_V1_Error: SwiftProtobuf.Message, SwiftProto
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularEnumField(value: &self.code) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.limit) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.value) }()
       default: break
       }
     }
@@ -1958,12 +1972,20 @@ nonisolated extension Sotto_Exchange_V1_Error: SwiftProtobuf.Message, SwiftProto
     if !self.message.isEmpty {
       try visitor.visitSingularStringField(value: self.message, fieldNumber: 2)
     }
+    if self.limit != 0 {
+      try visitor.visitSingularInt64Field(value: self.limit, fieldNumber: 3)
+    }
+    if self.value != 0 {
+      try visitor.visitSingularInt64Field(value: self.value, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Sotto_Exchange_V1_Error, rhs: Sotto_Exchange_V1_Error) -> Bool {
     if lhs.code != rhs.code {return false}
     if lhs.message != rhs.message {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.value != rhs.value {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

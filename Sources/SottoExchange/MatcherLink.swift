@@ -1,0 +1,151 @@
+/// What a client session asks of a matcher (embedded or remote).
+public enum MatcherRequest: Sendable, Hashable {
+    case publish(OperationID, Message, Strategy)
+    case unpublish(OperationID)
+    case subscribe(OperationID, MessageFilter, Strategy, lostTimeout: Double)
+    case unsubscribe(OperationID)
+    /// Frames the session's modem decoded.
+    case observe([Sighting])
+}
+
+/// One decoded frame as reported to a matcher: the payload, its in-band SNR (dB) and received level (dBFS).
+public struct Sighting: Sendable, Hashable {
+    public let payload: Payload
+    public let snr: Double
+    public let level: Double
+    public init(payload: Payload, snr: Double, level: Double) {
+        self.payload = payload
+        self.snr = snr
+        self.level = level
+    }
+}
+
+/// What a matcher tells one client session, in order.
+public enum MatcherNotice: Sendable, Hashable {
+    /// The session must broadcast this token (issued or rotated).
+    case token([UInt8])
+    /// The matcher took the operation. For a subscription: what it has found right now (a resumed
+    /// session's client reconciles what it reported against this).
+    case accepted(OperationID, visible: [Message])
+    /// The matcher refused the operation; it is not active.
+    case rejected(OperationID, ExchangeError)
+    case found(OperationID, Message)
+    case lost(OperationID, Message)
+    case signalChanged(OperationID, Message, snr: Double, level: Double)
+    case expired(OperationID)
+    /// The token heard resolves to nothing: stop reporting it for a while.
+    case invalidToken([UInt8])
+    /// The link is up. `resumed`: the matcher still held this session (nothing was lost); otherwise a new
+    /// session began and every operation was sent again.
+    case connected(resumed: Bool)
+    /// The link is down and reconnecting; operations are re-established when it is back.
+    case disconnected(reason: String)
+    /// The link gave up for good (a wrong API key, a session quota): nothing more will come.
+    case failed(ExchangeError)
+}
+
+/// A connection from one client session to a matcher. The embedded ``LocalMatcher`` and the remote client
+/// of `sotto serve` both provide it, so ``MessageManager`` has one API for both.
+public protocol MatcherLink: Sendable {
+    /// The notices for this session, in order; one sequence per link.
+    var notices: AsyncStream<MatcherNotice> { get }
+    /// Sends a request; its outcome arrives as notices.
+    func send(_ request: MatcherRequest) async
+    /// Ends the session: its publications are withdrawn and its subscriptions end.
+    func close() async
+}
+
+/// One matcher core shared by several managers in one process (a kiosk, a test with many virtual devices):
+/// each ``link(appID:broadcasts:)`` is a session of the same core. Time is this object's monotonic clock (s).
+public actor LocalMatcher {
+    private var core: MatcherCore
+    private var continuations: [SessionID: AsyncStream<MatcherNotice>.Continuation] = [:]
+    private let started = ContinuousClock.now
+    private var ticker: Task<Void, Never>?
+    private var nextSession = 0
+
+    public init(core: MatcherCore = MatcherCore()) {
+        self.core = core
+    }
+
+    private var now: Double {
+        let elapsed = ContinuousClock.now - started
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+    }
+
+    /// A new session of app `appID`.
+    public func link(appID: String, broadcasts: Bool = true) -> Link {
+        nextSession += 1
+        let id = SessionID("local-\(nextSession)")
+        let (stream, continuation) = AsyncStream.makeStream(of: MatcherNotice.self)
+        continuations[id] = continuation
+        continuation.yield(.connected(resumed: false))
+        route(core.handle(.openSession(id, appID: appID, broadcasts: broadcasts), now: now))
+        if ticker == nil {
+            ticker = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    await self?.tick()
+                }
+            }
+        }
+        return Link(matcher: self, session: id, notices: stream)
+    }
+
+    private func tick() { route(core.handle(.tick, now: now)) }
+
+    fileprivate func handle(_ request: MatcherRequest, from session: SessionID) {
+        let now = self.now
+        switch request {
+        case .publish(let op, let message, let strategy):
+            continuations[session]?.yield(.accepted(op, visible: []))
+            route(core.handle(.publish(session, op, message, strategy), now: now))
+        case .unpublish(let op):
+            route(core.handle(.unpublish(session, op), now: now))
+        case .subscribe(let op, let filter, let strategy, let lostTimeout):
+            continuations[session]?.yield(.accepted(op, visible: []))
+            route(core.handle(.subscribe(session, op, filter, strategy, lostTimeout: lostTimeout), now: now))
+        case .unsubscribe(let op):
+            route(core.handle(.unsubscribe(session, op), now: now))
+        case .observe(let sightings):
+            for sighting in sightings {
+                route(core.handle(.observe(session, sighting.payload, snr: sighting.snr, level: sighting.level), now: now))
+            }
+        }
+    }
+
+    fileprivate func close(_ session: SessionID) {
+        route(core.handle(.closeSession(session), now: now))
+        continuations.removeValue(forKey: session)?.finish()
+    }
+
+    private func route(_ events: [MatcherEvent]) {
+        for event in events {
+            let (session, notice) = event.notice
+            continuations[session]?.yield(notice)
+        }
+    }
+
+    /// A session of a ``LocalMatcher``.
+    public struct Link: MatcherLink {
+        let matcher: LocalMatcher
+        let session: SessionID
+        public let notices: AsyncStream<MatcherNotice>
+        public func send(_ request: MatcherRequest) async { await matcher.handle(request, from: session) }
+        public func close() async { await matcher.close(session) }
+    }
+}
+
+extension MatcherEvent {
+    /// The session an event is for, and what that session is told.
+    public var notice: (SessionID, MatcherNotice) {
+        switch self {
+        case .broadcastToken(let s, let token): return (s, .token(token))
+        case .found(let s, let op, let message): return (s, .found(op, message))
+        case .lost(let s, let op, let message): return (s, .lost(op, message))
+        case .signalChanged(let s, let op, let message, let snr, let level): return (s, .signalChanged(op, message, snr: snr, level: level))
+        case .expired(let s, let op): return (s, .expired(op))
+        case .invalidToken(let s, let token): return (s, .invalidToken(token))
+        }
+    }
+}

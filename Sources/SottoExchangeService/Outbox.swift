@@ -1,0 +1,117 @@
+import DequeModule
+import SottoExchangeWire
+import Synchronization
+
+/// Why a session's stream was ended by the service.
+public enum CutOff: Sendable, Hashable {
+    /// The client did not read its stream: more than the outbox holds was waiting.
+    case slowReader
+    /// No frame (not even a heartbeat) for three heartbeat intervals.
+    case silent
+    /// Another connection resumed the session.
+    case replaced
+    /// The service is shutting down.
+    case shutdown
+}
+
+/// The frames waiting to be written to one session's stream, bounded in count and bytes: the matcher never
+/// waits for a client, and a client that does not read is cut off (its memory bounded) instead of slowing
+/// the others down.
+public final class Outbox: Sendable {
+    /// Most frames and bytes (approximate: message contents plus a fixed overhead each) held for one stream.
+    public struct Limits: Sendable {
+        public var frames: Int
+        public var bytes: Int
+        public init(frames: Int = 4_096, bytes: Int = 4 << 20) {
+            self.frames = frames
+            self.bytes = bytes
+        }
+    }
+
+    private struct State {
+        var frames = Deque<ServerFrame>()
+        var bytes = 0
+        var waiter: CheckedContinuation<ServerFrame?, Never>?
+        var finished = false
+        var cutOff: CutOff?
+    }
+    private let state = Mutex(State())
+    private let limits: Limits
+    /// Bytes counted per frame beyond its message content.
+    static let frameOverhead = 64
+
+    public init(limits: Limits = Limits()) { self.limits = limits }
+
+    static func size(of frame: ServerFrame) -> Int {
+        switch frame.kind {
+        case .found(let body): return frameOverhead + body.message.content.count
+        case .lost(let body): return frameOverhead + body.message.content.count
+        case .signalChanged(let body): return frameOverhead + body.message.content.count
+        case .opStatus(let body): return frameOverhead + body.visible.reduce(0) { $0 + $1.content.count + frameOverhead }
+        default: return frameOverhead
+        }
+    }
+
+    /// Queues a frame. Returns false (and queues nothing) when the stream is over its limits: the caller cuts
+    /// the session off.
+    public func push(_ frame: ServerFrame) -> Bool {
+        enum Outcome { case handOver(CheckedContinuation<ServerFrame?, Never>), queued, overflow }
+        let size = Self.size(of: frame)
+        let outcome: Outcome = state.withLock { state in
+            if state.finished { return .queued }  // nobody will read it; not the client's fault
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return .handOver(waiter)
+            }
+            guard state.frames.count < limits.frames, state.bytes + size <= limits.bytes else { return .overflow }
+            state.frames.append(frame)
+            state.bytes += size
+            return .queued
+        }
+        switch outcome {
+        case .handOver(let waiter):
+            waiter.resume(returning: frame)
+            return true
+        case .queued: return true
+        case .overflow: return false
+        }
+    }
+
+    /// The next frame to write; nil once finished and drained.
+    public func next() async -> ServerFrame? {
+        await withCheckedContinuation { continuation in
+            let ready: ServerFrame?? = state.withLock { state in
+                if let frame = state.frames.popFirst() {
+                    state.bytes -= Self.size(of: frame)
+                    return .some(frame)
+                }
+                if state.finished { return .some(nil) }
+                state.waiter = continuation
+                return .none
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Ends the stream after the frames already queued (or at once, dropping them, when cut off).
+    public func finish(cutOff: CutOff? = nil) {
+        let waiter: CheckedContinuation<ServerFrame?, Never>? = state.withLock { state in
+            guard !state.finished else { return nil }
+            state.finished = true
+            state.cutOff = cutOff
+            if cutOff != nil {
+                state.frames.removeAll()
+                state.bytes = 0
+            }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    /// Why the service ended this stream, if it did.
+    public var cutOff: CutOff? { state.withLock { $0.cutOff } }
+
+    /// Frames waiting.
+    public var count: Int { state.withLock { $0.frames.count } }
+}

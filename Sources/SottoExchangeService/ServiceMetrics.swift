@@ -1,0 +1,49 @@
+import CoreMetrics
+import Metrics
+import Prometheus
+
+/// The service's counters, through swift-metrics. Each service gets its own Prometheus registry, so several
+/// services in one process (tests) do not mix their figures and no global bootstrap is needed.
+public struct ServiceMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    /// Sessions held (attached or in their grace period).
+    public let sessions: Gauge
+    public let sessionsResumed: Counter
+    /// Observe frames, and the sightings in them.
+    public let reports: Counter
+    public let sightings: Counter
+    public let found: Counter
+    public let lost: Counter
+    /// Sightings of tokens that resolve to nothing.
+    public let invalidTokens: Counter
+    /// Requests refused by a key's rate limit.
+    public let rateLimited: Counter
+    /// Requests refused for breaking a limit or the protocol, and failed authentications.
+    public let rejected: Counter
+    public let authenticationFailures: Counter
+    /// Streams ended by the service (slow readers, silent clients).
+    public let cutOff: Counter
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        let factory = PrometheusMetricsFactory(registry: registry)
+        sessions = Gauge(label: "sotto_sessions", dimensions: [], factory: factory)
+        sessionsResumed = Counter(label: "sotto_sessions_resumed_total", dimensions: [], factory: factory)
+        reports = Counter(label: "sotto_reports_total", dimensions: [], factory: factory)
+        sightings = Counter(label: "sotto_sightings_total", dimensions: [], factory: factory)
+        found = Counter(label: "sotto_found_total", dimensions: [], factory: factory)
+        lost = Counter(label: "sotto_lost_total", dimensions: [], factory: factory)
+        invalidTokens = Counter(label: "sotto_invalid_tokens_total", dimensions: [], factory: factory)
+        rateLimited = Counter(label: "sotto_rate_limited_total", dimensions: [], factory: factory)
+        rejected = Counter(label: "sotto_rejected_total", dimensions: [], factory: factory)
+        authenticationFailures = Counter(label: "sotto_authentication_failures_total", dimensions: [], factory: factory)
+        cutOff = Counter(label: "sotto_cut_off_total", dimensions: [], factory: factory)
+    }
+
+    /// The Prometheus text exposition of every counter.
+    public func exposition() -> String {
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return String(decoding: buffer, as: UTF8.self)
+    }
+}

@@ -1,0 +1,148 @@
+import Crypto
+import Foundation
+import SottoExchange
+
+/// A project: the unit of isolation (Nearby's console project). Sessions of one project never see another
+/// project's messages, tokens or sightings; public beacon attachments are the one exception.
+public struct Project: Sendable, Hashable, Codable {
+    public let id: String
+    public let name: String
+    /// Most sessions the project may hold at once.
+    public let maxSessions: Int
+}
+
+/// An API key as stored: never the secret, only its SHA-256.
+public struct APIKeyRecord: Sendable, Hashable {
+    /// The public part of the key (`sotto_<id>_<secret>`), used to find the record.
+    public let id: String
+    public let projectID: String
+    public let label: String
+    /// SHA-256 of the secret part.
+    public let secretHash: [UInt8]
+    public let revoked: Bool
+    /// Requests per second the key may make, summed over its sessions, and the burst above it.
+    public let ratePerSecond: Double
+    public let burst: Double
+}
+
+/// A key that authenticated: its project and limits.
+public struct AuthenticatedKey: Sendable, Hashable {
+    public let keyID: String
+    public let project: Project
+    public let ratePerSecond: Double
+    public let burst: Double
+}
+
+/// A registered beacon (an ID a speaker loops, fixed or rotating) with its attachments.
+public struct BeaconRecord: Sendable, Hashable {
+    /// The stable ID (1 to 15 bytes).
+    public let id: [UInt8]
+    public let projectID: String
+    /// Public attachments are delivered to subscribers of every project.
+    public let isPublic: Bool
+    public let rotation: BeaconRotation?
+    public var attachments: [Message]
+
+    public init(id: [UInt8], projectID: String, isPublic: Bool, rotation: BeaconRotation?, attachments: [Message] = []) {
+        self.id = id
+        self.projectID = projectID
+        self.isPublic = isPublic
+        self.rotation = rotation
+        self.attachments = attachments
+    }
+}
+
+/// Every way the store can fail; each says what to do.
+public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownProject(String)
+    case duplicateProject(String)
+    case unknownKey(String)
+    case unknownBeacon(String)
+    case invalid(String)
+    /// The database refused a write (full disk, read-only file) or could not be reached.
+    case unavailable(String)
+
+    public var description: String {
+        switch self {
+        case .unknownProject(let p): return "no project '\(p)' (sotto admin project list)"
+        case .duplicateProject(let p): return "a project named '\(p)' exists already"
+        case .unknownKey(let k): return "no API key '\(k)'"
+        case .unknownBeacon(let b): return "no beacon \(b) (sotto admin beacon register)"
+        case .invalid(let what): return what
+        case .unavailable(let why): return "the store is unavailable: \(why)"
+        }
+    }
+}
+
+/// Where the matcher service keeps what outlives a session: projects, API keys (hashed), beacons and their
+/// attachments. Sessions, tokens and sightings live in the matcher core. The SQLite store serves one node;
+/// a PostgreSQL store can implement the same protocol for several.
+public protocol ExchangeStore: Sendable {
+    func createProject(name: String, maxSessions: Int) async throws(StoreError) -> Project
+    func projects() async throws(StoreError) -> [Project]
+    /// Creates a key and returns its full text, which is shown once and never stored.
+    func createKey(project: String, label: String, ratePerSecond: Double, burst: Double) async throws(StoreError) -> (APIKeyRecord, key: String)
+    func keys(project: String?) async throws(StoreError) -> [APIKeyRecord]
+    func revokeKey(id: String) async throws(StoreError)
+    /// The key record with this public id, if any (revoked ones included).
+    func key(id: String) async throws(StoreError) -> APIKeyRecord?
+    func project(id: String) async throws(StoreError) -> Project?
+    func registerBeacon(_ beacon: BeaconRecord) async throws(StoreError)
+    func addAttachment(beacon: [UInt8], _ attachment: Message) async throws(StoreError)
+    func beacons() async throws(StoreError) -> [BeaconRecord]
+    /// Changes whenever beacons or attachments change (so a running service reloads them).
+    func registryVersion() async throws(StoreError) -> Int64
+}
+
+/// API keys: `sotto_<id>_<secret>`, 8 bytes of id and 32 bytes of secret from the system CSPRNG, hex; only
+/// the secret's SHA-256 is stored and it is compared in constant time.
+public enum APIKeys {
+    static let prefix = "sotto_"
+
+    /// A new key: its public id and full text.
+    public static func generate() -> (id: String, key: String, secretHash: [UInt8]) {
+        var generator = SystemRandomNumberGenerator()
+        let id = hex((0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let secret = hex((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        return (id, prefix + id + "_" + secret, hash(secret))
+    }
+
+    /// The id and secret of a key's text, or nil when it is not shaped like a key.
+    public static func parse(_ key: String) -> (id: String, secret: String)? {
+        guard key.hasPrefix(prefix), key.utf8.count < 200 else { return nil }
+        let parts = key.dropFirst(prefix.count).split(separator: "_", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
+        return (String(parts[0]), String(parts[1]))
+    }
+
+    public static func hash(_ secret: String) -> [UInt8] { Array(SHA256.hash(data: Array(secret.utf8))) }
+
+    /// Equal contents, in a time that depends only on the lengths.
+    public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for i in a.indices { difference |= a[i] ^ b[i] }
+        return difference == 0
+    }
+
+    /// The project and limits of `key`, or nil for an unknown, malformed or revoked key. The work done is
+    /// the same whether the id exists or not (a hash and a constant-time comparison).
+    public static func authenticate(_ key: String, in store: any ExchangeStore) async throws(StoreError) -> AuthenticatedKey? {
+        let parsed = parse(key)
+        var record: APIKeyRecord?
+        if let parsed { record = try await store.key(id: parsed.id) }
+        let presented = hash(parsed?.secret ?? key)
+        let expected = record?.secretHash ?? [UInt8](repeating: 0, count: presented.count)
+        let matches = constantTimeEqual(presented, expected)
+        guard matches, let record, !record.revoked, let project = try await store.project(id: record.projectID) else { return nil }
+        return AuthenticatedKey(keyID: record.id, project: project, ratePerSecond: record.ratePerSecond, burst: record.burst)
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes { out.append(digits[Int(byte >> 4)]); out.append(digits[Int(byte & 15)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

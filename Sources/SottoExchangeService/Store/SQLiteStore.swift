@@ -1,0 +1,206 @@
+import Foundation
+import GRDB
+import SottoExchange
+
+/// The embedded store of a single `sotto serve` node: one SQLite file (WAL), through GRDB. The default
+/// location is `$XDG_DATA_HOME/sotto/exchange.sqlite` (else `~/.local/share/sotto/exchange.sqlite`).
+public final class SQLiteStore: ExchangeStore {
+    private let database: DatabasePool
+
+    /// The default database file for the current user.
+    public static var defaultPath: String {
+        let environment = ProcessInfo.processInfo.environment
+        let base = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share").path
+        return base + "/sotto/exchange.sqlite"
+    }
+
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// - Parameter maxPages: test hook: a page limit that makes writes fail as on a full disk.
+    public init(path: String, maxPages: Int? = nil) throws(StoreError) {
+        do {
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(5)
+            if let maxPages {
+                configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA max_page_count = \(maxPages)") }
+            }
+            database = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(database)
+        } catch {
+            throw .unavailable("\(path): \(error)")
+        }
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE project (
+                    id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, max_sessions INTEGER NOT NULL, created REAL NOT NULL);
+                CREATE TABLE api_key (
+                    id TEXT PRIMARY KEY, project_id TEXT NOT NULL REFERENCES project(id), label TEXT NOT NULL,
+                    secret_hash BLOB NOT NULL, revoked INTEGER NOT NULL DEFAULT 0,
+                    rate_per_second REAL NOT NULL, burst REAL NOT NULL, created REAL NOT NULL);
+                CREATE TABLE beacon (
+                    id BLOB PRIMARY KEY, project_id TEXT NOT NULL REFERENCES project(id), public INTEGER NOT NULL,
+                    rotation_key INTEGER, rotation_period REAL);
+                CREATE TABLE attachment (
+                    beacon_id BLOB NOT NULL REFERENCES beacon(id) ON DELETE CASCADE, position INTEGER NOT NULL,
+                    namespace TEXT NOT NULL, type TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (beacon_id, position));
+                CREATE TABLE registry_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
+                INSERT INTO registry_version VALUES (1, 0);
+                """)
+        }
+        return migrator
+    }
+
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StoreError) -> T {
+        do { return try await database.write(body) } catch let error as StoreError { throw error } catch {
+            throw .unavailable("\(error)")
+        }
+    }
+
+    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StoreError) -> T {
+        do { return try await database.read(body) } catch let error as StoreError { throw error } catch {
+            throw .unavailable("\(error)")
+        }
+    }
+
+    public func createProject(name: String, maxSessions: Int) async throws(StoreError) -> Project {
+        guard !name.isEmpty, name.count <= 100, !name.contains("/") else { throw .invalid("a project name is 1 to 100 characters, no '/'") }
+        guard maxSessions > 0 else { throw .invalid("the session quota must be positive") }
+        let project = Project(id: "p_" + APIKeys.hex((0..<6).map { _ in UInt8.random(in: 0...255) }), name: name, maxSessions: maxSessions)
+        return try await write { db in
+            if try Row.fetchOne(db, sql: "SELECT 1 FROM project WHERE name = ?", arguments: [name]) != nil {
+                throw StoreError.duplicateProject(name)
+            }
+            try db.execute(sql: "INSERT INTO project VALUES (?, ?, ?, ?)",
+                           arguments: [project.id, name, maxSessions, Date().timeIntervalSince1970])
+            return project
+        }
+    }
+
+    public func projects() async throws(StoreError) -> [Project] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT id, name, max_sessions FROM project ORDER BY name").map(Self.project)
+        }
+    }
+
+    public func project(id: String) async throws(StoreError) -> Project? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT id, name, max_sessions FROM project WHERE id = ? OR name = ?", arguments: [id, id]).map(Self.project)
+        }
+    }
+
+    private static func project(_ row: Row) -> Project { Project(id: row[0], name: row[1], maxSessions: row[2]) }
+
+    public func createKey(project: String, label: String, ratePerSecond: Double, burst: Double) async throws(StoreError) -> (APIKeyRecord, key: String) {
+        guard ratePerSecond.isFinite, ratePerSecond > 0, burst.isFinite, burst >= 1 else {
+            throw .invalid("a key's rate must be positive and its burst at least 1")
+        }
+        guard let owner = try await self.project(id: project) else { throw .unknownProject(project) }
+        let (id, key, hash) = APIKeys.generate()
+        let record = APIKeyRecord(id: id, projectID: owner.id, label: label, secretHash: hash, revoked: false,
+                                  ratePerSecond: ratePerSecond, burst: burst)
+        try await write { db in
+            try db.execute(sql: "INSERT INTO api_key VALUES (?, ?, ?, ?, 0, ?, ?, ?)",
+                           arguments: [id, owner.id, label, Data(hash), ratePerSecond, burst, Date().timeIntervalSince1970])
+        }
+        return (record, key)
+    }
+
+    public func keys(project: String?) async throws(StoreError) -> [APIKeyRecord] {
+        var owner: Project?
+        if let project {
+            owner = try await self.project(id: project)
+            if owner == nil { throw .unknownProject(project) }
+        }
+        let ownerID = owner?.id
+        return try await read { db in
+            let sql = "SELECT id, project_id, label, secret_hash, revoked, rate_per_second, burst FROM api_key"
+            let rows = try ownerID.map { try Row.fetchAll(db, sql: sql + " WHERE project_id = ? ORDER BY created", arguments: [$0]) }
+                ?? Row.fetchAll(db, sql: sql + " ORDER BY created")
+            return rows.map(Self.key)
+        }
+    }
+
+    public func key(id: String) async throws(StoreError) -> APIKeyRecord? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT id, project_id, label, secret_hash, revoked, rate_per_second, burst FROM api_key WHERE id = ?",
+                             arguments: [id]).map(Self.key)
+        }
+    }
+
+    private static func key(_ row: Row) -> APIKeyRecord {
+        let hash: Data = row[3]
+        return APIKeyRecord(id: row[0], projectID: row[1], label: row[2], secretHash: Array(hash), revoked: row[4] as Bool,
+                            ratePerSecond: row[5], burst: row[6])
+    }
+
+    public func revokeKey(id: String) async throws(StoreError) {
+        try await write { db in
+            try db.execute(sql: "UPDATE api_key SET revoked = 1 WHERE id = ?", arguments: [id])
+            if db.changesCount == 0 { throw StoreError.unknownKey(id) }
+        }
+    }
+
+    public func registerBeacon(_ beacon: BeaconRecord) async throws(StoreError) {
+        guard (1...15).contains(beacon.id.count) else { throw .invalid(ExchangeError.invalidBeaconID(beacon.id.count).description) }
+        if let rotation = beacon.rotation, !(rotation.period.isFinite && rotation.period >= 1) {
+            throw .invalid("a rotating beacon's period must be at least 1 s")
+        }
+        guard let owner = try await project(id: beacon.projectID) else { throw .unknownProject(beacon.projectID) }
+        try await write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO beacon VALUES (?, ?, ?, ?, ?)",
+                           arguments: [Data(beacon.id), owner.id, beacon.isPublic,
+                                       beacon.rotation.map { Int64(bitPattern: $0.key) }, beacon.rotation?.period])
+            try db.execute(sql: "DELETE FROM attachment WHERE beacon_id = ?", arguments: [Data(beacon.id)])
+            for (position, attachment) in beacon.attachments.enumerated() {
+                try Self.insert(attachment, beacon: beacon.id, position: position, db)
+            }
+            try db.execute(sql: "UPDATE registry_version SET version = version + 1")
+        }
+    }
+
+    private static func insert(_ attachment: Message, beacon: [UInt8], position: Int, _ db: Database) throws {
+        try db.execute(sql: "INSERT INTO attachment VALUES (?, ?, ?, ?, ?)",
+                       arguments: [Data(beacon), position, attachment.namespace, attachment.type, Data(attachment.content)])
+    }
+
+    public func addAttachment(beacon: [UInt8], _ attachment: Message) async throws(StoreError) {
+        try await write { db in
+            guard try Row.fetchOne(db, sql: "SELECT 1 FROM beacon WHERE id = ?", arguments: [Data(beacon)]) != nil else {
+                throw StoreError.unknownBeacon(APIKeys.hex(beacon))
+            }
+            let position = try Int.fetchOne(db, sql: "SELECT COALESCE(MAX(position) + 1, 0) FROM attachment WHERE beacon_id = ?",
+                                            arguments: [Data(beacon)]) ?? 0
+            try Self.insert(attachment, beacon: beacon, position: position, db)
+            try db.execute(sql: "UPDATE registry_version SET version = version + 1")
+        }
+    }
+
+    public func beacons() async throws(StoreError) -> [BeaconRecord] {
+        try await read { db in
+            var attachments: [Data: [Message]] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT beacon_id, namespace, type, data FROM attachment ORDER BY beacon_id, position") {
+                let data: Data = row[3]
+                if let message = try? BeaconAttachment.message(namespace: row[1], type: row[2], data: Array(data)) {
+                    attachments[row[0], default: []].append(message)
+                }
+            }
+            return try Row.fetchAll(db, sql: "SELECT id, project_id, public, rotation_key, rotation_period FROM beacon ORDER BY id").map { row in
+                let id: Data = row[0]
+                let key: Int64? = row[3]
+                let period: Double? = row[4]
+                let rotation = key.flatMap { key in period.map { BeaconRotation(key: UInt64(bitPattern: key), period: $0) } }
+                return BeaconRecord(id: Array(id), projectID: row[1], isPublic: row[2], rotation: rotation, attachments: attachments[id] ?? [])
+            }
+        }
+    }
+
+    public func registryVersion() async throws(StoreError) -> Int64 {
+        try await read { db in try Int64.fetchOne(db, sql: "SELECT version FROM registry_version") ?? 0 }
+    }
+}
