@@ -71,6 +71,7 @@ let package = Package(
         .target(name: "SottoExchange",
                 dependencies: ["SottoModem", "SottoLive", "SottoAudio",
                                .product(name: "DequeModule", package: "swift-collections"),
+                               .product(name: "HeapModule", package: "swift-collections"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "sotto",
