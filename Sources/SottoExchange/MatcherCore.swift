@@ -2,24 +2,39 @@ import HeapModule
 
 /// Identifies a client session (one process using one sound card).
 public struct SessionID: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The ID as chosen by whoever opens the session.
     public let value: String
+    /// A session ID from its text.
     public init(_ value: String) { self.value = value }
+    /// The ID's text.
     public var description: String { value }
 }
 
 /// Identifies a publication or subscription within a session.
 public struct OperationID: Sendable, Hashable, Codable {
+    /// The ID, unique within its session.
     public let value: Int
+    /// An operation ID from its number.
     public init(_ value: Int) { self.value = value }
 }
 
 /// What the matcher core is told: commands, observations and clock ticks.
 public enum MatcherInput: Sendable {
+    /// A session of app `appID` starts; a broadcasting one is issued a token. Reopening an open ID replaces
+    /// the session (its operations end without events; others lose its messages).
     case openSession(SessionID, appID: String, broadcasts: Bool)
+    /// The session ends: its subscriptions lose everything at once, others lose its messages at once.
     case closeSession(SessionID)
+    /// Publishes a message until unpublished or its TTL ends. Re-sent with identical parameters: no-op;
+    /// with others: replaces the publication (the old message is lost where nothing else supports it).
     case publish(SessionID, OperationID, Message, Strategy)
+    /// Ends a publication: subscriptions left without a supporter of its message lose it at once.
     case unpublish(SessionID, OperationID)
+    /// Subscribes until unsubscribed or its TTL ends; an edge not heard for `lostTimeout` (s) stops
+    /// supporting. Re-sent with identical parameters: no-op; with others: replaces the subscription (what
+    /// it found and the new parameters reject is lost at once, the rest stays found).
     case subscribe(SessionID, OperationID, MessageFilter, Strategy, lostTimeout: Double)
+    /// Ends a subscription, without events.
     case unsubscribe(SessionID, OperationID)
     /// A beacon and its attachments; `publicVisibility` lets every app receive them. A rotating beacon
     /// (EID-like) is registered under its stable `id` and broadcasts `rotation.id(at:)` instead.
@@ -34,10 +49,13 @@ public enum MatcherInput: Sendable {
 public enum MatcherEvent: Sendable, Hashable {
     /// The session must broadcast this token (new or rotated).
     case broadcastToken(SessionID, [UInt8])
+    /// The subscription sees the message (first supporter in earshot).
     case found(SessionID, OperationID, Message)
+    /// The subscription no longer sees the message (its last supporter left); only after `found`.
     case lost(SessionID, OperationID, Message)
     /// Received SNR (dB) of a found message changed by 6 dB or more; with its received level (dBFS).
     case signalChanged(SessionID, OperationID, Message, snr: Double, level: Double)
+    /// The operation's TTL ended (a subscription's losts come first).
     case expired(SessionID, OperationID)
     /// The observer heard a token that resolves to nothing: it should stop reporting it for a while.
     case invalidToken(SessionID, [UInt8])
@@ -267,10 +285,12 @@ public struct MatcherCore: Sendable {
 /// from a secret `key` shared with the matcher, so the beacon cannot be tracked by its ID but the matcher
 /// still knows which beacon it is.
 public struct BeaconRotation: Sendable, Hashable, Codable {
+    /// The secret the IDs derive from.
     public let key: UInt64
     /// Seconds between ID changes.
     public let period: Double
 
+    /// A rotation with this secret and period (s).
     public init(key: UInt64, period: Double) {
         self.key = key
         self.period = period
