@@ -1,23 +1,40 @@
+import HeapModule
+
 /// Identifies a client session (one process using one sound card).
 public struct SessionID: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The ID as chosen by whoever opens the session.
     public let value: String
+    /// A session ID from its text.
     public init(_ value: String) { self.value = value }
+    /// The ID's text.
     public var description: String { value }
 }
 
 /// Identifies a publication or subscription within a session.
 public struct OperationID: Sendable, Hashable, Codable {
+    /// The ID, unique within its session.
     public let value: Int
+    /// An operation ID from its number.
     public init(_ value: Int) { self.value = value }
 }
 
 /// What the matcher core is told: commands, observations and clock ticks.
 public enum MatcherInput: Sendable {
+    /// A session of app `appID` starts; a broadcasting one is issued a token. Reopening an open ID replaces
+    /// the session (its operations end without events; others lose its messages).
     case openSession(SessionID, appID: String, broadcasts: Bool)
+    /// The session ends: its subscriptions lose everything at once, others lose its messages at once.
     case closeSession(SessionID)
+    /// Publishes a message until unpublished or its TTL ends. Re-sent with identical parameters: no-op;
+    /// with others: replaces the publication (the old message is lost where nothing else supports it).
     case publish(SessionID, OperationID, Message, Strategy)
+    /// Ends a publication: subscriptions left without a supporter of its message lose it at once.
     case unpublish(SessionID, OperationID)
+    /// Subscribes until unsubscribed or its TTL ends; an edge not heard for `lostTimeout` (s) stops
+    /// supporting. Re-sent with identical parameters: no-op; with others: replaces the subscription (what
+    /// it found and the new parameters reject is lost at once, the rest stays found).
     case subscribe(SessionID, OperationID, MessageFilter, Strategy, lostTimeout: Double)
+    /// Ends a subscription, without events.
     case unsubscribe(SessionID, OperationID)
     /// A beacon and its attachments; `publicVisibility` lets every app receive them. A rotating beacon
     /// (EID-like) is registered under its stable `id` and broadcasts `rotation.id(at:)` instead.
@@ -32,10 +49,13 @@ public enum MatcherInput: Sendable {
 public enum MatcherEvent: Sendable, Hashable {
     /// The session must broadcast this token (new or rotated).
     case broadcastToken(SessionID, [UInt8])
+    /// The subscription sees the message (first supporter in earshot).
     case found(SessionID, OperationID, Message)
+    /// The subscription no longer sees the message (its last supporter left); only after `found`.
     case lost(SessionID, OperationID, Message)
     /// Received SNR (dB) of a found message changed by 6 dB or more; with its received level (dBFS).
     case signalChanged(SessionID, OperationID, Message, snr: Double, level: Double)
+    /// The operation's TTL ended (a subscription's losts come first).
     case expired(SessionID, OperationID)
     /// The observer heard a token that resolves to nothing: it should stop reporting it for a while.
     case invalidToken(SessionID, [UInt8])
@@ -48,37 +68,41 @@ public enum MatcherEvent: Sendable, Hashable {
 /// (or is a public beacon attachment), the filter accepts M, both operations are alive, and A and B are
 /// in earshot: either heard the other within the subscription's lost timeout. Audio-bytes messages and
 /// beacon IDs are sources heard directly. Found and lost strictly alternate per (subscription, message).
+///
+/// The state is indexed so that an input costs what it affects: an observation touches one edge
+/// (observer, source) and the subscriptions at its two ends; publish and unpublish touch the subscriptions
+/// of sessions in earshot of the publisher; deadlines (lost timeouts, TTLs, token rotation) wait in
+/// priority queues and are checked against the current state when due. Each subscription keeps, per
+/// message identity, the sources that support it (Nearby's FoundSet): found when the first supporter
+/// appears, lost when the last one leaves. Times (`now`) must not go backwards.
 public struct MatcherCore: Sendable {
     /// Token length (bytes).
     public let tokenLength: Int
-    /// Token rotation interval (s) and grace period during which the old token still resolves (s).
+    /// Token rotation interval (s).
     public let rotationInterval: Double
+    /// Grace period after a rotation during which the old token still resolves (s).
     public let rotationGrace: Double
     /// How long retired tokens are never reissued (s).
     public static let retiredMemory = 86_400.0
 
-    private var generator: any RandomNumberGenerator & Sendable
+    var generator: any RandomNumberGenerator & Sendable
 
-    private struct Publication { var message: Message; var expires: Double? }
-    private struct Subscription { var filter: MessageFilter; var expires: Double?; var lostTimeout: Double; var visible: [Message: Double] = [:] }
-    private struct Session {
-        var appID: String
-        var broadcasts: Bool
-        var token: [UInt8]?
-        var tokenIssued: Double = 0
-        var publications: [OperationID: Publication] = [:]
-        var subscriptions: [OperationID: Subscription] = [:]
-    }
-    private enum Source: Hashable { case session(SessionID), beacon([UInt8]), audio([UInt8]) }
-    private struct Sighting { var last: Double; var snr: Double; var level: Double }
-
-    private var sessions: [SessionID: Session] = [:]
-    private var beacons: [[UInt8]: (appID: String, attachments: [Message], isPublic: Bool)] = [:]
-    private var rotations: [[UInt8]: BeaconRotation] = [:]
-    private var tokenOwners: [[UInt8]: (session: SessionID, validUntil: Double?)] = [:]
-    private var retired: [[UInt8]: Double] = [:]
-    /// observer -> source -> last sighting.
-    private var sightings: [SessionID: [Source: Sighting]] = [:]
+    var sessions: [SessionID: Session] = [:]
+    var beacons: [[UInt8]: RegisteredBeacon] = [:]
+    var rotations: [[UInt8]: BeaconRotation] = [:]
+    var tokenOwners: [[UInt8]: TokenOwner] = [:]
+    /// Token -> when it was retired (s).
+    var retired: [[UInt8]: Double] = [:]
+    /// Observer -> source -> latest sighting: one direction of each edge.
+    var sightings: [SessionID: [Source: Sighting]] = [:]
+    /// Source -> the sessions that have a sighting of it: the same edges, the other way round.
+    var hearers: [Source: Set<SessionID>] = [:]
+    /// Lost timeouts and TTL expiries, checked on every input.
+    var matchingDeadlines = Heap<Deadline>()
+    /// Token rotation, grace ends and retired-token memory, checked on ticks.
+    var tokenDeadlines = Heap<Deadline>()
+    /// Tie-break for deadlines due at the same time: first scheduled, first handled.
+    var deadlineSequence: UInt64 = 0
 
     public init(tokenLength: Int = 8, rotationInterval: Double = 900, rotationGrace: Double = 10,
                 generator: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()) {
@@ -88,33 +112,39 @@ public struct MatcherCore: Sendable {
         self.generator = generator
     }
 
+    // MARK: Public API
+
     /// Applies one input at time `now` (s, monotonic).
     public mutating func handle(_ input: MatcherInput, now: Double) -> [MatcherEvent] {
         var events: [MatcherEvent] = []
+        var work = PendingWork()
         switch input {
         case .openSession(let id, let appID, let broadcasts):
+            // Reopening an existing ID replaces the session: its operations go (others lose its messages),
+            // its edges stay.
+            if sessions[id] != nil { markPeers(of: id, in: &work) }
             sessions[id] = Session(appID: appID, broadcasts: broadcasts)
             if broadcasts { events += issueToken(for: id, now: now) }
         case .closeSession(let id):
-            // Session end: everything its subscriptions had found is lost, at once.
-            for (op, subscription) in sessions[id]?.subscriptions ?? [:] {
-                for message in subscription.visible.keys.sorted(by: { $0.description < $1.description }) { events.append(.lost(id, op, message)) }
-            }
-            if let token = sessions[id]?.token { tokenOwners[token] = nil; retired[token] = now }
-            sessions[id] = nil
-            sightings[id] = nil
-            for observer in sightings.keys { sightings[observer]?[.session(id)] = nil }
+            events += closeSession(id, now: now, work: &work)
         case .publish(let id, let op, let message, let strategy):
-            sessions[id]?.publications[op] = Publication(message: message, expires: strategy.seconds.map { now + $0 })
+            guard let session = sessions[id] else { break }
+            let previous = session.publications[op]
+            if let previous, previous.message == message, previous.strategy == strategy { break }  // re-sent: no-op
+            let expires = strategy.seconds.map { now + $0 }
+            sessions[id]?.publications[op] = Publication(message: message, strategy: strategy, expires: expires)
+            if let expires { scheduleMatching(.publicationExpiry(id, op, expires: expires), due: expires) }
+            if previous?.message != message { markPeers(of: id, in: &work) }
         case .unpublish(let id, let op):
-            sessions[id]?.publications[op] = nil
+            if sessions[id]?.publications.removeValue(forKey: op) != nil { markPeers(of: id, in: &work) }
         case .subscribe(let id, let op, let filter, let strategy, let lostTimeout):
-            sessions[id]?.subscriptions[op] = Subscription(filter: filter, expires: strategy.seconds.map { now + $0 }, lostTimeout: lostTimeout)
+            subscribe(id, op, filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: now, work: &work)
         case .unsubscribe(let id, let op):
             sessions[id]?.subscriptions[op] = nil
         case .registerBeacon(let beaconID, let appID, let attachments, let isPublic, let rotation):
-            beacons[beaconID] = (appID, attachments, isPublic)
+            beacons[beaconID] = RegisteredBeacon(appID: appID, attachments: attachments, isPublic: isPublic)
             rotations[beaconID] = rotation
+            for observer in hearers[.beacon(beaconID)] ?? [] { markSubscriptions(of: observer, viewing: .beacon(beaconID), in: &work) }
         case .observe(let observer, let payload, let snr, let level):
             guard sessions[observer] != nil else { break }
             let source: Source
@@ -124,138 +154,118 @@ public struct MatcherCore: Sendable {
             case .token(let token):
                 guard let owner = tokenOwners[token], owner.validUntil.map({ now <= $0 }) ?? true,
                       sessions[owner.session] != nil else {
-                    events.append(.invalidToken(observer, token))
-                    return events
+                    return [.invalidToken(observer, token)]
                 }
-                if owner.session == observer { return events }  // own token: the self-check's business
+                if owner.session == observer { return [] }  // own token: the self-check's business
                 source = .session(owner.session)
             }
-            let previous = sightings[observer]?[source]
-            // Exponentially weighted: later sightings count more (like Nearby's BLE signal).
-            let smoothed = previous.map { 0.7 * $0.snr + 0.3 * snr } ?? snr
-            let smoothedLevel = previous.map { 0.7 * $0.level + 0.3 * level } ?? level
-            sightings[observer, default: [:]][source] = Sighting(last: now, snr: smoothed, level: smoothedLevel)
+            recordSighting(by: observer, of: source, snr: snr, level: level, now: now, work: &work)
         case .tick:
             events += rotateTokens(now: now)
         }
-        events += expire(now: now)
-        events += reconcile(now: now)
+        events += handleDueDeadlines(now: now, work: &work)
+        events += reconcile(work, now: now)
         return events
     }
 
-    // MARK: Tokens
+    /// The token a session currently broadcasts.
+    public func token(of id: SessionID) -> [UInt8]? { sessions[id]?.token }
 
-    private mutating func freshToken(now: Double) -> [UInt8] {
-        while true {
-            var token = [UInt8](repeating: 0, count: tokenLength)
-            for i in token.indices { token[i] = UInt8.random(in: 0...255, using: &generator) }
-            if tokenOwners[token] == nil && retired[token].map({ now - $0 > Self.retiredMemory }) ?? true { return token }
-        }
+    /// What subscription `operation` of `session` has currently found, sorted like events (by
+    /// description); empty for an unknown subscription. A service sends this to a resumed client.
+    public func visibleMessages(session: SessionID, operation: OperationID) -> [Message] {
+        guard let subscription = sessions[session]?.subscriptions[operation] else { return [] }
+        return subscription.reported.keys.sorted(by: Self.eventOrder)
     }
 
-    private mutating func issueToken(for id: SessionID, now: Double) -> [MatcherEvent] {
-        let token = freshToken(now: now)
-        if let old = sessions[id]?.token {
-            tokenOwners[old] = (id, now + rotationGrace)
-            retired[old] = now
-        }
-        tokenOwners[token] = (id, nil)
-        sessions[id]?.token = token
-        sessions[id]?.tokenIssued = now
-        return [.broadcastToken(id, token)]
-    }
+    /// Number of open sessions.
+    public var sessionCount: Int { sessions.count }
 
-    private mutating func rotateTokens(now: Double) -> [MatcherEvent] {
+    /// Whether session `id` is open.
+    public func sessionExists(_ id: SessionID) -> Bool { sessions[id] != nil }
+
+    // MARK: Commands
+
+    private mutating func closeSession(_ id: SessionID, now: Double, work: inout PendingWork) -> [MatcherEvent] {
+        guard let session = sessions[id] else { return [] }
+        // Session end: everything its subscriptions had found is lost, at once.
         var events: [MatcherEvent] = []
-        for (id, session) in sessions where session.broadcasts && now - session.tokenIssued >= rotationInterval {
-            events += issueToken(for: id, now: now)
+        for (op, subscription) in session.subscriptions {
+            for message in subscription.reported.keys.sorted(by: Self.eventOrder) { events.append(.lost(id, op, message)) }
         }
-        tokenOwners = tokenOwners.filter { $0.value.validUntil.map { now <= $0 } ?? true }
-        retired = retired.filter { now - $0.value <= Self.retiredMemory }
-        return events
-    }
-
-    // MARK: Expiry and matching
-
-    private mutating func expire(now: Double) -> [MatcherEvent] {
-        var events: [MatcherEvent] = []
-        for (id, session) in sessions {
-            for (op, publication) in session.publications where publication.expires.map({ now >= $0 }) ?? false {
-                sessions[id]?.publications[op] = nil
-                events.append(.expired(id, op))
-            }
-            for (op, subscription) in session.subscriptions where subscription.expires.map({ now >= $0 }) ?? false {
-                for message in subscription.visible.keys.sorted(by: { $0.description < $1.description }) { events.append(.lost(id, op, message)) }
-                sessions[id]?.subscriptions[op] = nil
-                events.append(.expired(id, op))
+        if let token = session.token {
+            tokenOwners[token] = nil
+            retire(token, now: now)
+        }
+        markPeers(of: id, in: &work)
+        sessions[id] = nil
+        if let heard = sightings.removeValue(forKey: id) {
+            for source in heard.keys {
+                hearers[source]?.remove(id)
+                if hearers[source]?.isEmpty == true { hearers[source] = nil }
             }
         }
+        for observer in hearers.removeValue(forKey: .session(id)) ?? [] { sightings[observer]?[.session(id)] = nil }
         return events
     }
 
-    /// Messages a source offers to an observer of app `appID`.
-    private func messages(of source: Source, forApp appID: String) -> [Message] {
-        switch source {
-        case .audio(let bytes):
-            return (try? AudioBytes.message(bytes)).map { [$0] } ?? []
-        case .beacon(let beaconID):
-            var result = [Message(reservedType: ExchangeLimits.beaconIDType, content: beaconID)]
-            if let beacon = beacons[beaconID], beacon.isPublic || beacon.appID == appID { result += beacon.attachments }
-            return result
-        case .session(let id):
-            guard let session = sessions[id], session.appID == appID else { return [] }
-            return session.publications.values.map(\.message)
+    private mutating func subscribe(_ id: SessionID, _ op: OperationID, filter: MessageFilter, strategy: Strategy,
+                                    lostTimeout: Double, now: Double, work: inout PendingWork) {
+        guard let session = sessions[id] else { return }
+        let previous = session.subscriptions[op]
+        if let previous, previous.filter == filter, previous.strategy == strategy, previous.lostTimeout == lostTimeout {
+            return  // re-sent: no-op
         }
-    }
-
-    /// Recomputes what every subscription sees; emits found, lost and signal changes.
-    private mutating func reconcile(now: Double) -> [MatcherEvent] {
-        var events: [MatcherEvent] = []
-        for (id, session) in sessions {
-            for (op, subscription) in session.subscriptions {
-                // Sources in earshot: heard by this session, or (for sessions) having heard it.
-                var best: [Message: Sighting] = [:]
-                var sources: [Source: Sighting] = [:]
-                for (source, sighting) in sightings[id] ?? [:] where now - sighting.last <= subscription.lostTimeout {
-                    sources[source] = sighting
-                }
-                for (other, seen) in sightings where other != id {
-                    if let sighting = seen[.session(id)], now - sighting.last <= subscription.lostTimeout,
-                       sighting.snr > sources[.session(other)]?.snr ?? -.infinity {
-                        sources[.session(other)] = sighting
-                    }
-                }
-                for (source, sighting) in sources {
-                    if case .session(let other) = source, other == id { continue }
-                    for message in messages(of: source, forApp: session.appID)
-                    where subscription.filter.accepts(message) && sighting.snr > best[message]?.snr ?? -.infinity {
-                        best[message] = sighting
-                    }
-                }
-                let before = subscription.visible
-                for message in before.keys.sorted(by: { $0.description < $1.description }) where best[message] == nil {
-                    events.append(.lost(id, op, message))
-                }
-                var reported: [Message: Double] = [:]
-                for message in best.keys.sorted(by: { $0.description < $1.description }) {
-                    let snr = best[message]!.snr
-                    if let previous = before[message] {
-                        if abs(snr - previous) >= 6 {
-                            events.append(.signalChanged(id, op, message, snr: snr, level: best[message]!.level))
-                            reported[message] = snr
-                        } else {
-                            reported[message] = previous
-                        }
-                    } else {
-                        events.append(.found(id, op, message))
-                        reported[message] = snr
-                    }
-                }
-                sessions[id]?.subscriptions[op]?.visible = reported
+        let expires = strategy.seconds.map { now + $0 }
+        var subscription = Subscription(filter: filter, strategy: strategy, lostTimeout: lostTimeout, expires: expires)
+        // A replaced subscription keeps what it reported: the next reconcile loses what the new filter or
+        // lost timeout no longer supports, and keeps the rest found.
+        subscription.reported = previous?.reported ?? [:]
+        sessions[id]?.subscriptions[op] = subscription
+        if let expires { scheduleMatching(.subscriptionExpiry(id, op, expires: expires), due: expires) }
+        let key = SubscriptionKey(session: id, operation: op)
+        for message in subscription.reported.keys { work.mark(key, message: message) }
+        // Every edge of the session, in either direction; the ones alive now get a lost-timeout deadline.
+        for (source, sighting) in sightings[id] ?? [:] {
+            work.mark(key, source: source)
+            scheduleEdgeTimeout(observer: id, source: source, heardAt: sighting.last, lostTimeout: lostTimeout, now: now)
+        }
+        for observer in hearers[.session(id)] ?? [] {
+            work.mark(key, source: .session(observer))
+            if let sighting = sightings[observer]?[.session(id)] {
+                scheduleEdgeTimeout(observer: observer, source: .session(id), heardAt: sighting.last, lostTimeout: lostTimeout, now: now)
             }
         }
-        return events
     }
+
+    /// Updates the edge `observer` heard `source` (smoothed SNR and level), and marks the subscriptions at
+    /// both ends of the edge for reconciling.
+    private mutating func recordSighting(by observer: SessionID, of source: Source, snr: Double, level: Double,
+                                         now: Double, work: inout PendingWork) {
+        let previous = sightings[observer]?[source]
+        // Exponentially weighted: later sightings count more (like Nearby's BLE signal).
+        let smoothed = previous.map { 0.7 * $0.snr + 0.3 * snr } ?? snr
+        let smoothedLevel = previous.map { 0.7 * $0.level + 0.3 * level } ?? level
+        sightings[observer, default: [:]][source] = Sighting(last: now, snr: smoothed, level: smoothedLevel)
+        if previous == nil { hearers[source, default: []].insert(observer) }
+
+        var lostTimeouts: [Double] = []
+        for (op, subscription) in sessions[observer]?.subscriptions ?? [:] {
+            work.mark(SubscriptionKey(session: observer, operation: op), source: source)
+            if !lostTimeouts.contains(subscription.lostTimeout) { lostTimeouts.append(subscription.lostTimeout) }
+        }
+        if case .session(let other) = source {
+            for (op, subscription) in sessions[other]?.subscriptions ?? [:] {
+                work.mark(SubscriptionKey(session: other, operation: op), source: .session(observer))
+                if !lostTimeouts.contains(subscription.lostTimeout) { lostTimeouts.append(subscription.lostTimeout) }
+            }
+        }
+        for lostTimeout in lostTimeouts {
+            scheduleEdgeTimeout(observer: observer, source: source, heardAt: now, lostTimeout: lostTimeout, now: now)
+        }
+    }
+
+    // MARK: Beacons
 
     /// The stable ID of the beacon that broadcast `heard`: itself for fixed beacons, or the rotating beacon
     /// whose current or previous ID it is (one period of grace for sightings in flight).
@@ -269,19 +279,18 @@ public struct MatcherCore: Sendable {
         }
         return heard
     }
-
-    /// The token a session currently broadcasts.
-    public func token(of id: SessionID) -> [UInt8]? { sessions[id]?.token }
 }
 
 /// How a rotating (EID-like) beacon changes its ID: every `period` seconds it broadcasts a new ID derived
 /// from a secret `key` shared with the matcher, so the beacon cannot be tracked by its ID but the matcher
 /// still knows which beacon it is.
 public struct BeaconRotation: Sendable, Hashable, Codable {
+    /// The secret the IDs derive from.
     public let key: UInt64
     /// Seconds between ID changes.
     public let period: Double
 
+    /// A rotation with this secret and period (s).
     public init(key: UInt64, period: Double) {
         self.key = key
         self.period = period

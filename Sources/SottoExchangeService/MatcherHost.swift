@@ -376,7 +376,3 @@ public actor MatcherHost {
     }
 }
 
-// TEMPORARY until the incremental core lands.
-extension MatcherCore {
-    func visibleMessages(session: SessionID, operation: OperationID) -> [Message] { [] }
-}
