@@ -7,37 +7,37 @@ import Prometheus
 public struct ServiceMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     /// Sessions held (attached or in their grace period).
-    public let sessions: Gauge
-    public let sessionsResumed: Counter
+    public let sessions: CoreMetrics.Gauge
+    public let sessionsResumed: CoreMetrics.Counter
     /// Observe frames, and the sightings in them.
-    public let reports: Counter
-    public let sightings: Counter
-    public let found: Counter
-    public let lost: Counter
+    public let reports: CoreMetrics.Counter
+    public let sightings: CoreMetrics.Counter
+    public let found: CoreMetrics.Counter
+    public let lost: CoreMetrics.Counter
     /// Sightings of tokens that resolve to nothing.
-    public let invalidTokens: Counter
+    public let invalidTokens: CoreMetrics.Counter
     /// Requests refused by a key's rate limit.
-    public let rateLimited: Counter
+    public let rateLimited: CoreMetrics.Counter
     /// Requests refused for breaking a limit or the protocol, and failed authentications.
-    public let rejected: Counter
-    public let authenticationFailures: Counter
+    public let rejected: CoreMetrics.Counter
+    public let authenticationFailures: CoreMetrics.Counter
     /// Streams ended by the service (slow readers, silent clients).
-    public let cutOff: Counter
+    public let cutOff: CoreMetrics.Counter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         let factory = PrometheusMetricsFactory(registry: registry)
-        sessions = Gauge(label: "sotto_sessions", dimensions: [], factory: factory)
-        sessionsResumed = Counter(label: "sotto_sessions_resumed_total", dimensions: [], factory: factory)
-        reports = Counter(label: "sotto_reports_total", dimensions: [], factory: factory)
-        sightings = Counter(label: "sotto_sightings_total", dimensions: [], factory: factory)
-        found = Counter(label: "sotto_found_total", dimensions: [], factory: factory)
-        lost = Counter(label: "sotto_lost_total", dimensions: [], factory: factory)
-        invalidTokens = Counter(label: "sotto_invalid_tokens_total", dimensions: [], factory: factory)
-        rateLimited = Counter(label: "sotto_rate_limited_total", dimensions: [], factory: factory)
-        rejected = Counter(label: "sotto_rejected_total", dimensions: [], factory: factory)
-        authenticationFailures = Counter(label: "sotto_authentication_failures_total", dimensions: [], factory: factory)
-        cutOff = Counter(label: "sotto_cut_off_total", dimensions: [], factory: factory)
+        sessions = CoreMetrics.Gauge(label: "sotto_sessions", dimensions: [], factory: factory)
+        sessionsResumed = CoreMetrics.Counter(label: "sotto_sessions_resumed_total", dimensions: [], factory: factory)
+        reports = CoreMetrics.Counter(label: "sotto_reports_total", dimensions: [], factory: factory)
+        sightings = CoreMetrics.Counter(label: "sotto_sightings_total", dimensions: [], factory: factory)
+        found = CoreMetrics.Counter(label: "sotto_found_total", dimensions: [], factory: factory)
+        lost = CoreMetrics.Counter(label: "sotto_lost_total", dimensions: [], factory: factory)
+        invalidTokens = CoreMetrics.Counter(label: "sotto_invalid_tokens_total", dimensions: [], factory: factory)
+        rateLimited = CoreMetrics.Counter(label: "sotto_rate_limited_total", dimensions: [], factory: factory)
+        rejected = CoreMetrics.Counter(label: "sotto_rejected_total", dimensions: [], factory: factory)
+        authenticationFailures = CoreMetrics.Counter(label: "sotto_authentication_failures_total", dimensions: [], factory: factory)
+        cutOff = CoreMetrics.Counter(label: "sotto_cut_off_total", dimensions: [], factory: factory)
     }
 
     /// The Prometheus text exposition of every counter.

@@ -1,0 +1,121 @@
+import CoreMetrics
+import Foundation
+import GRPCCore
+import Logging
+import SottoExchange
+import SottoExchangeWire
+import Synchronization
+
+/// The gRPC face of the matcher: one bidirectional stream per session (`Exchange.Session` in
+/// `exchange.proto`). The first frame must be a Hello with a valid API key; then frames go to the
+/// ``MatcherHost`` and the host's frames for the session come back on the stream.
+public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtocol {
+    let host: MatcherHost
+    let store: any ExchangeStore
+    let metrics: ServiceMetrics
+    let logger: Logger
+    /// How long a new stream may take to say Hello (s).
+    public static let helloTimeout = 10.0
+
+    public init(host: MatcherHost, store: any ExchangeStore, metrics: ServiceMetrics, logger: Logger) {
+        self.host = host
+        self.store = store
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// The session this stream opened, once it has.
+    final class StreamState: Sendable {
+        let session = Mutex<SessionID?>(nil)
+    }
+
+    public func session(request: StreamingServerRequest<ClientFrame>, context: ServerContext) async throws -> StreamingServerResponse<ServerFrame> {
+        let host = self.host, store = self.store, metrics = self.metrics, logger = self.logger
+        let outbox = Outbox(limits: host.configuration.outbox)
+        let state = StreamState()
+        return StreamingServerResponse { writer in
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                // Writer: the host's frames for this session, until the session ends or is cut off.
+                group.addTask {
+                    while let frame = await outbox.next() { try await writer.write(frame) }
+                    switch outbox.cutOff {
+                    case .slowReader: throw RPCError(code: .resourceExhausted, message: "the client did not read its stream")
+                    case .silent: throw RPCError(code: .deadlineExceeded, message: "no frame for three heartbeat intervals")
+                    case .replaced: throw RPCError(code: .aborted, message: "the session was resumed on another stream")
+                    case .shutdown: throw RPCError(code: .unavailable, message: "the service is shutting down")
+                    case nil: return true
+                    }
+                }
+                // Reader: Hello first, then every frame to the host.
+                group.addTask {
+                    do {
+                        for try await frame in request.messages {
+                            if let session = state.session.withLock({ $0 }) {
+                                await host.receive(frame, from: session)
+                                continue
+                            }
+                            guard case .hello(let hello) = frame.kind else {
+                                metrics.rejected.increment()
+                                throw RPCError(code: .failedPrecondition, message: "the first frame of a session must be a Hello")
+                            }
+                            let key: AuthenticatedKey?
+                            do { key = try await APIKeys.authenticate(hello.apiKey, in: store) } catch {
+                                logger.error("store: \(error)")
+                                throw RPCError(code: .unavailable, message: "the service cannot check keys now: \(error)")
+                            }
+                            guard let key else {
+                                metrics.authenticationFailures.increment()
+                                throw RPCError(code: .unauthenticated, message: ExchangeError.unauthenticated.description)
+                            }
+                            await host.limit(key: key)
+                            let resume = hello.resumeSessionID.isEmpty ? nil : (hello.resumeSessionID, Array(hello.resumeSecret))
+                            do {
+                                let opened = try await host.open(key: key, broadcasts: hello.broadcasts, resume: resume, outbox: outbox)
+                                state.session.withLock { $0 = opened.session }
+                            } catch let error as ExchangeError {
+                                var metadata = Metadata()
+                                if case .sessionQuotaExceeded(let limit) = error {
+                                    metadata.addString("session-quota", forKey: "sotto-error")
+                                    metadata.addString("\(limit)", forKey: "sotto-limit")
+                                }
+                                throw RPCError(code: .resourceExhausted, message: error.description, metadata: metadata)
+                            }
+                        }
+                        // The client ended its stream: an explicit end of the session.
+                        if let session = state.session.withLock({ $0 }) { await host.end(session, outbox: outbox) }
+                        outbox.finish()
+                        return false
+                    } catch {
+                        // The connection failed (or the stream was refused): the session waits to be resumed.
+                        if let session = state.session.withLock({ $0 }) { await host.detach(session, outbox: outbox) }
+                        outbox.finish()
+                        throw error
+                    }
+                }
+                // A stream that never says Hello is closed.
+                group.addTask {
+                    try await Task.sleep(for: .seconds(Self.helloTimeout))
+                    if state.session.withLock({ $0 }) == nil {
+                        outbox.finish()
+                        throw RPCError(code: .deadlineExceeded, message: "no Hello within \(Self.helloTimeout) s")
+                    }
+                    return false
+                }
+                var firstError: (any Error)?
+                while let result = await group.nextResult() {
+                    switch result {
+                    case .success(let writerEnded):
+                        if writerEnded { group.cancelAll() }  // the stream is over: stop the Hello timer
+                    case .failure(let error):
+                        if firstError == nil, !(error is CancellationError) { firstError = error }
+                        outbox.finish()
+                        if let session = state.session.withLock({ $0 }) { await host.detach(session, outbox: outbox) }
+                        group.cancelAll()
+                    }
+                }
+                if let firstError { throw firstError }
+            }
+            return [:]
+        }
+    }
+}
