@@ -115,6 +115,8 @@ public actor MessageManager {
     /// yet, with the time (s) at which they are reported lost unless found again.
     private var unconfirmed: [OperationID: [Message: Double]] = [:]
     private var resumedConnection = false
+    /// Set by `close`: the link's end is not news to report.
+    private var closing = false
     private var pump: Task<Void, Never>?
     private var linkTicker: Task<Void, Never>?
     private let started = ContinuousClock.now
@@ -396,6 +398,7 @@ public actor MessageManager {
             backend = .embedded(core)
             apply(events)
         case .linked(let link):
+            closing = true
             // Found messages are lost locally: the matcher forgets this session.
             for (op, messages) in reported {
                 for message in messages.sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
@@ -501,7 +504,7 @@ public actor MessageManager {
         case .disconnected:
             connected = false
             for op in Array(pendingAccepts.keys) { resolveAccept(op, with: nil) }
-            connectionHandler?(notice)
+            if !closing { connectionHandler?(notice) }
         case .failed(let error):
             connected = false
             linkFailure = error

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import SottoExchangeWire
 
 /// A tiny HTTP/1.1 endpoint for operators: `GET /metrics` (Prometheus text), `GET /ready` (200 when the
 /// service can take sessions: its store answers; 503 otherwise) and `GET /health` (200 while the process runs).

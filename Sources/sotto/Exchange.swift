@@ -109,33 +109,71 @@ final class CurrentBroadcaster: @unchecked Sendable {
     }
 }
 
-/// `sotto publish`: publish a message (audio-bytes mode: carried in the frame, no matcher needed).
-struct Publish: ParsableCommand {
+/// `sotto publish`: publish a message, through a matcher service (`--server`) or as audio bytes.
+struct Publish: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Publish a message to nearby subscribers.",
-        discussion: "Without a matcher, messages of up to 10 bytes travel directly in the audio frame (audio-bytes mode) and arrive in the reserved namespace and type.")
+        discussion: """
+        With --server, the message (up to 102400 bytes, with a namespace and type) is registered with a matcher \
+        service and this session's token is played; subscribers that hear it (or that this session hears) find \
+        the message. Without a matcher, messages of up to 10 bytes travel directly in the audio frame \
+        (audio-bytes mode) and arrive in the reserved namespace and type.
+        """)
 
-    @Option(help: "Namespace (needs a matcher).") var namespace: String?
-    @Option(help: "Type (needs a matcher).") var type: String?
+    @Option(help: "Namespace (needs --server).") var namespace: String?
+    @Option(help: "Type (needs --server).") var type: String?
     @Option(help: "Content as text.") var text: String?
     @Option(help: "Content as hex.") var hex: String?
+    @Option(help: "Content from a file (needs --server).") var file: String?
     @Option(help: "Seconds to publish (1-86400).") var ttl: Int = ExchangeLimits.defaultTTL
-    @Option(help: "Discovery mode: broadcast, scan or both (publishing plays the frame in broadcast and both).") var mode: String = "both"
+    @Option(help: "Discovery mode: broadcast, scan or both (broadcast and both play this session's token).") var mode: String = "both"
+    @OptionGroup var server: ServerOptions
     @OptionGroup var target: TransmitTarget
+    @OptionGroup var devices: RadioDevices
 
-    func run() throws {
-        guard namespace == nil && type == nil else {
-            throw ValidationError("namespaces and types need a matcher; without one, publish audio bytes (no --namespace/--type)")
+    func run() async throws {
+        guard let discovery = DiscoveryModeArgument.parse(mode) else { throw ValidationError("--mode must be broadcast, scan or both") }
+        if server.server != nil {
+            let content: [UInt8]
+            if let file {
+                guard text == nil, hex == nil else { throw ValidationError("give the content with one of --text, --hex or --file") }
+                guard let data = FileManager.default.contents(atPath: file) else { throw CommandError("cannot read \(file)") }
+                content = Array(data)
+            } else {
+                content = try TokenInput.bytes(hex: hex, text: text)
+            }
+            do {
+                let strategy = try Strategy(discoveryMode: discovery, ttl: .seconds(ttl))
+                let message = try Message(namespace: namespace ?? "", type: type ?? "", content: content)
+                try await RemoteExchange.publish(message: message, strategy: strategy, ttl: ttl, server: server, target: target, devices: devices)
+            } catch let error as ExchangeError {
+                throw CommandError(error.description)
+            }
+            return
         }
-        guard ["broadcast", "scan", "both"].contains(mode) else { throw ValidationError("--mode must be broadcast, scan or both") }
+        guard namespace == nil && type == nil && file == nil else {
+            throw ValidationError("namespaces, types and files need a matcher (--server); without one, publish audio bytes")
+        }
         let content = try TokenInput.bytes(hex: hex, text: text)
         do {
             _ = try Strategy(ttl: .seconds(ttl))
             let message = try AudioBytes.message(content)
-            if mode == "scan" { printError("scan mode does not play anything: nothing to do"); return }
+            if discovery == .scan { printError("scan mode does not play anything: nothing to do"); return }
             try target.send(frame: Payload.audioBytes(message.content).frameBytes, duration: Double(ttl), what: "\(message)")
         } catch let error as ExchangeError {
             throw CommandError(error.description)
+        }
+    }
+}
+
+/// `--mode broadcast|scan|both`.
+enum DiscoveryModeArgument {
+    static func parse(_ text: String) -> Strategy.DiscoveryMode? {
+        switch text {
+        case "broadcast": return .broadcast
+        case "scan": return .scan
+        case "both": return .both
+        default: return nil
         }
     }
 }
@@ -165,29 +203,57 @@ struct Beacon: ParsableCommand {
 }
 
 /// `sotto subscribe`: print found / lost / expired events as they happen.
-struct Subscribe: ParsableCommand {
+struct Subscribe: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Subscribe to nearby messages and print found, lost and expired events.",
-        discussion: "With --input, the same pipeline runs over a recording with time taken from its sample clock: the timeline of events it would have produced live.")
+        discussion: """
+        With --server, tokens heard are resolved by a matcher service into their publishers' messages, and this \
+        session plays its own token so that publishers that only listen find it too. With --input and --server, \
+        the recording is reported as heard now and the command ends once everything found is lost (or at --ttl). \
+        Without a matcher, audio bytes are received, and --input replays a recording on its sample clock: the \
+        timeline of events it would have produced live.
+        """)
 
-    @Option(help: "Namespace (needs a matcher).") var namespace: String?
-    @Option(help: "Type (needs a matcher).") var type: String?
+    @Option(help: "Namespace (needs --server; with --type).") var namespace: String?
+    @Option(help: "Type (needs --server; with --namespace).") var type: String?
+    @Flag(help: "Also receive beacon IDs and beacon attachments (needs --server).") var beacons = false
     @Option(help: "Seconds to subscribe (1-86400); default: until the input ends or Ctrl-C.") var ttl: Int?
     @Option(help: "Seconds without a sighting before lost.") var lostTimeout: Double = 10
+    @Option(help: "Discovery mode: broadcast, scan or both (scan and both report what is heard).") var mode: String = "both"
     @Option(help: "Output: text or json.") var format: String = "text"
-    @Option(help: "ALSA capture PCM.") var device: String = "default"
+    @Option(help: "ALSA PCM to listen on (and play this session's token on, with --server).") var device: String = "default"
     @Option(help: "Read this recording instead of a device.") var input: String?
+    @OptionGroup var server: ServerOptions
+    @OptionGroup var devices: RadioDevices
 
-    func run() throws {
-        guard namespace == nil && type == nil else {
-            throw ValidationError("namespaces and types need a matcher; without one, subscribe receives audio bytes (no --namespace/--type)")
-        }
+    func run() async throws {
         guard ["text", "json"].contains(format) else { throw ValidationError("--format must be text or json") }
         guard lostTimeout.isFinite, lostTimeout >= 1, lostTimeout <= 600 else { throw ValidationError("--lost-timeout must be 1 to 600 s") }
+        guard let discovery = DiscoveryModeArgument.parse(mode) else { throw ValidationError("--mode must be broadcast, scan or both") }
         let strategy: Strategy
-        do { strategy = try Strategy(ttl: ttl.map { .seconds($0) } ?? .infinite) } catch { throw CommandError(error.description) }
-        let filter = try! MessageFilter((1...ExchangeLimits.maxAudioBytes).map { .audioBytes($0) })
+        do { strategy = try Strategy(discoveryMode: discovery, ttl: ttl.map { .seconds($0) } ?? .infinite) } catch { throw CommandError(error.description) }
         let printer = EventPrinter(json: format == "json")
+        if server.server != nil {
+            guard ExchangeLimits.lostTimeoutRange.contains(lostTimeout) else {
+                throw ValidationError(ExchangeError.invalidLostTimeout(lostTimeout).description)
+            }
+            var includes: [MessageFilter.Include] = []
+            switch (namespace, type) {
+            case (nil, nil): includes = [.allMyTypes]
+            case (.some(let namespace), .some(let type)): includes = [.namespacedType(namespace: namespace, type: type)]
+            default: throw ValidationError("--namespace and --type go together (without them: every message of the project's own namespace)")
+            }
+            if beacons { includes.append(.beaconIDs) }
+            let filter: MessageFilter
+            do { filter = try MessageFilter(includes) } catch { throw CommandError(error.description) }
+            try await RemoteExchange.subscribe(filter: filter, strategy: strategy, ttl: ttl, lostTimeout: lostTimeout, server: server,
+                                               device: device, devices: devices, input: input, printer: printer)
+            return
+        }
+        guard namespace == nil && type == nil && !beacons else {
+            throw ValidationError("namespaces, types and beacons need a matcher (--server); without one, subscribe receives audio bytes")
+        }
+        let filter = try! MessageFilter((1...ExchangeLimits.maxAudioBytes).map { .audioBytes($0) })
         if let input {
             try runOffline(input, filter: filter, strategy: strategy, printer: printer)
         } else {
@@ -224,6 +290,8 @@ struct Subscribe: ParsableCommand {
             let start = Date()
             let subscription = try await manager.subscribe(filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: 0) { event in
                 printer.print(event, at: Date().timeIntervalSince(start))
+                // The TTL elapsed: nothing more can come.
+                if case .expired = event { stopFlag.set(); listener.stop() }
             }
             _ = subscription
             let ticker = Task {

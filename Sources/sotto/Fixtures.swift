@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(CoreFoundation)
+import CoreFoundation
+#endif
 
 /// The fixture manifest (`Fixtures/manifest.json`): every recording with the tokens it must yield.
 struct FixtureManifest: Codable {

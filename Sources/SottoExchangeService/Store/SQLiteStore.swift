@@ -19,8 +19,8 @@ public final class SQLiteStore: ExchangeStore {
     /// - Parameter maxPages: test hook: a page limit that makes writes fail as on a full disk.
     public init(path: String, maxPages: Int? = nil) throws(StoreError) {
         do {
-            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
-                                                    withIntermediateDirectories: true)
+            let directory = (path as NSString).deletingLastPathComponent
+            if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
             var configuration = Configuration()
             configuration.busyMode = .timeout(5)
             if let maxPages {

@@ -1,0 +1,217 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import UnixSignals
+import SottoExchange
+import SottoExchangeService
+import SottoExchangeWire
+
+/// `--store sqlite:PATH | PATH | postgres://...`: where the service keeps projects, keys and beacons.
+struct StoreOption: ParsableArguments {
+    @Option(help: "Store: sqlite:PATH (default: the XDG data dir's sotto/exchange.sqlite).") var store: String?
+
+    func open() throws -> any ExchangeStore {
+        let spec = store ?? "sqlite:" + SQLiteStore.defaultPath
+        if spec.hasPrefix("postgres://") || spec.hasPrefix("postgresql://") {
+            throw CommandError("PostgreSQL stores are not available in this build yet; use sqlite:PATH")
+        }
+        let path = spec.hasPrefix("sqlite:") ? String(spec.dropFirst("sqlite:".count)) : spec
+        guard !path.isEmpty else { throw ValidationError("--store sqlite:PATH needs a path") }
+        do { return try SQLiteStore(path: path) } catch { throw CommandError("\(error)") }
+    }
+}
+
+/// `sotto serve`: the matcher as a network service.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the matcher service that resolves tokens heard over the air into messages.",
+        discussion: """
+        Clients (`sotto publish/subscribe --server`, or any gRPC client of exchange.proto) hold one stream per \
+        session and authenticate with an API key of a project (`sotto admin`). Plaintext is allowed on loopback \
+        and Unix sockets only; any other address needs --tls-cert and --tls-key. Prints the bound address on \
+        stdout ("listening on HOST:PORT") and runs until SIGINT or SIGTERM.
+        """)
+
+    @Option(help: "Address to listen on, HOST:PORT (port 0: any free port).") var listen: String?
+    @Option(help: "Unix-domain socket to listen on instead.") var unix: String?
+    @OptionGroup var store: StoreOption
+    @Option(help: "TLS certificate chain (PEM).") var tlsCert: String?
+    @Option(help: "TLS private key (PEM).") var tlsKey: String?
+    @Option(help: "HTTP address for /metrics, /ready and /health (HOST:PORT).") var metrics: String?
+    @Option(help: "Seconds a session outlives its connection, to be resumed.") var sessionGrace: Double = 15
+    @Option(help: "Seconds between client heartbeats (a session silent for three is cut off).") var heartbeat: Double = 5
+    @Flag(help: "Log every session.") var verbose = false
+
+    func validate() throws {
+        guard listen == nil || unix == nil else { throw ValidationError("give --listen or --unix, not both") }
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
+        guard sessionGrace.isFinite, (0...3600).contains(sessionGrace) else { throw ValidationError("--session-grace must be 0 to 3600 s") }
+        guard heartbeat.isFinite, (0.5...600).contains(heartbeat) else { throw ValidationError("--heartbeat must be 0.5 to 600 s") }
+    }
+
+    func run() async throws {
+        let endpoint: MatcherAddress
+        do {
+            if let unix { endpoint = .unix(path: unix) } else { endpoint = try MatcherAddress(parsing: listen ?? "127.0.0.1:7457") }
+        } catch { throw ValidationError("\(error)") }
+        let metricsEndpoint: MatcherAddress?
+        do { metricsEndpoint = try metrics.map { try MatcherAddress(parsing: $0) } } catch { throw ValidationError("\(error)") }
+        let tls = tlsCert.map { MatcherServer.TLS(certificateChain: $0, privateKey: tlsKey ?? "") }
+        for file in [tlsCert, tlsKey].compactMap({ $0 }) where !FileManager.default.isReadableFile(atPath: file) {
+            throw CommandError("cannot read \(file)")
+        }
+        var configuration = ServiceConfiguration()
+        configuration.sessionGrace = sessionGrace
+        configuration.heartbeatInterval = heartbeat
+        var logger = Logger(label: "sotto.serve")
+        logger.logLevel = verbose ? .debug : .notice
+        let server: MatcherServer
+        do {
+            server = try MatcherServer(endpoint: endpoint, tls: tls, store: store.open(), metricsEndpoint: metricsEndpoint,
+                                       configuration: configuration, logger: logger) { service, http in
+                FileHandle.standardOutput.write(Data("listening on \(service)\n".utf8))
+                if let http { FileHandle.standardOutput.write(Data("http on \(http)\n".utf8)) }
+            }
+        } catch let error as MatcherServerError {
+            throw CommandError(error.description)
+        }
+        let group = ServiceGroup(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        do { try await group.run() } catch { throw CommandError("the service stopped: \(error)") }
+    }
+}
+
+/// `sotto admin`: projects, API keys and beacons in the service's store.
+struct Admin: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage the matcher service's projects, API keys and beacons (works on the store directly).",
+        subcommands: [AdminProject.self, AdminKey.self, AdminBeacon.self])
+}
+
+struct AdminProject: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "project", abstract: "Create and list projects.",
+                                                    subcommands: [Create.self, List.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a project (prints its id).")
+        @OptionGroup var store: StoreOption
+        @Argument(help: "Project name.") var name: String
+        @Option(help: "Most sessions the project may hold at once.") var maxSessions: Int = 100_000
+
+        func run() async throws {
+            do {
+                let project = try await store.open().createProject(name: name, maxSessions: maxSessions)
+                print("\(project.id)\t\(project.name)")
+            } catch let error as StoreError { throw CommandError(error.description) }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List projects.")
+        @OptionGroup var store: StoreOption
+        func run() async throws {
+            do {
+                for project in try await store.open().projects() { print("\(project.id)\t\(project.name)\tmax \(project.maxSessions) sessions") }
+            } catch let error as StoreError { throw CommandError(error.description) }
+        }
+    }
+}
+
+struct AdminKey: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "key", abstract: "Create, list and revoke API keys.",
+                                                    subcommands: [Create.self, List.self, Revoke.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create an API key for a project; prints it once (only its hash is kept).")
+        @OptionGroup var store: StoreOption
+        @Argument(help: "Project name or id.") var project: String
+        @Option(help: "A label for the key.") var label: String = ""
+        @Option(help: "Requests per second over all the key's sessions.") var rate: Double = 50
+        @Option(help: "Requests allowed at once above the rate.") var burst: Double = 200
+
+        func run() async throws {
+            do {
+                let (_, key) = try await store.open().createKey(project: project, label: label, ratePerSecond: rate, burst: burst)
+                print(key)
+            } catch let error as StoreError { throw CommandError(error.description) }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List keys (ids, never secrets).")
+        @OptionGroup var store: StoreOption
+        @Argument(help: "Project name or id (default: all).") var project: String?
+        func run() async throws {
+            do {
+                for key in try await store.open().keys(project: project) {
+                    print("\(key.id)\t\(key.projectID)\t\(key.revoked ? "revoked" : "active")\t\(key.ratePerSecond)/s burst \(key.burst)\t\(key.label)")
+                }
+            } catch let error as StoreError { throw CommandError(error.description) }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a key (new sessions with it are refused).")
+        @OptionGroup var store: StoreOption
+        @Argument(help: "Key id (the part after sotto_, before the second _).") var id: String
+        func run() async throws {
+            do { try await store.open().revokeKey(id: id) } catch let error as StoreError { throw CommandError(error.description) }
+        }
+    }
+}
+
+struct AdminBeacon: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "beacon", abstract: "Register beacons and their attachments.",
+                                                    subcommands: [Register.self, Attach.self, List.self])
+
+    struct Register: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Register (or replace) a beacon of a project.")
+        @OptionGroup var store: StoreOption
+        @Argument(help: "Project name or id.") var project: String
+        @Argument(help: "Beacon ID as hex (1-15 bytes).") var id: String
+        @Flag(help: "Deliver its attachments to subscribers of every project.") var `public` = false
+        @Option(help: "Rotating beacon: seconds between ID changes.") var rotateEvery: Double?
+        @Option(help: "Rotating beacon: its secret key.") var rotationKey: UInt64 = 0
+
+        func run() async throws {
+            let bytes = try TokenInput.bytes(hex: id, text: nil)
+            let rotation = rotateEvery.map { BeaconRotation(key: rotationKey, period: $0) }
+            do {
+                try await store.open().registerBeacon(BeaconRecord(id: bytes, projectID: project, isPublic: `public`, rotation: rotation))
+            } catch let error as StoreError { throw CommandError(error.description) }
+        }
+    }
+
+    struct Attach: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Attach data (at most 1024 bytes) to a registered beacon.")
+        @OptionGroup var store: StoreOption
+        @Argument(help: "Beacon ID as hex.") var id: String
+        @Option(help: "Attachment namespace (non-empty).") var namespace: String
+        @Option(help: "Attachment type (at most 100 characters).") var type: String
+        @Option(help: "Data as text.") var text: String?
+        @Option(help: "Data as hex.") var hex: String?
+
+        func run() async throws {
+            let bytes = try TokenInput.bytes(hex: id, text: nil)
+            let data = try TokenInput.bytes(hex: hex, text: text)
+            do {
+                let attachment = try BeaconAttachment.message(namespace: namespace, type: type, data: data)
+                try await store.open().addAttachment(beacon: bytes, attachment)
+            } catch let error as StoreError { throw CommandError(error.description) } catch let error as ExchangeError {
+                throw CommandError(error.description)
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List beacons and their attachments.")
+        @OptionGroup var store: StoreOption
+        func run() async throws {
+            do {
+                for beacon in try await store.open().beacons() {
+                    print("\(beacon.id.hex)\t\(beacon.projectID)\t\(beacon.isPublic ? "public" : "private")\t\(beacon.attachments.map(\.description).joined(separator: ", "))")
+                }
+            } catch let error as StoreError { throw CommandError(error.description) }
+        }
+    }
+}
