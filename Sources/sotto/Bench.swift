@@ -75,10 +75,9 @@ enum FixtureBench {
             let path = (directory as NSString).appendingPathComponent(fixture.file)
             var decoded: [FixtureManifest.Expected] = []
             let start = threadCPUTime()
-            let info: AudioFileInfo
+            let summary: FileDecoder.Summary
             do {
-                info = try AudioFileReader(path: path, channel: .channel(0)).info
-                try FileDecoder.decode(path: path, profiles: Profile.all, channel: .channel(0)) { frame in
+                summary = try FileDecoder.decode(path: path, profiles: Profile.all, channel: .channel(0)) { frame in
                     decoded.append(.init(token: frame.token.hex, profile: frame.profile))
                 }
             } catch {
@@ -97,7 +96,7 @@ enum FixtureBench {
             }
             for extra in remaining { problems.append("\(fixture.file): unexpected \(extra.token) (\(extra.profile))") }
             result.falseTokens += remaining.count
-            result.audioSeconds += Double(info.frames) / info.sampleRate
+            result.audioSeconds += summary.seconds
             result.cpuSeconds += cpu
             groups[fixture.group] = result
         }

@@ -198,15 +198,18 @@ struct Subscribe: ParsableCommand {
     /// Decodes the recording and replays its frames into the exchange on the sample clock.
     func runOffline(_ path: String, filter: MessageFilter, strategy: Strategy, printer: EventPrinter) throws {
         var frames: [DecodedFrame] = []
+        // The length is what was read, never the header's announcement (unknown in a streamed FLAC).
         let duration: Double
+        var readFailure: FileDecoder.ReadFailure?
         do {
-            let info = try AudioFileReader(path: path).info
-            duration = Double(info.frames) / info.sampleRate
-            try FileDecoder.decode(path: path, profiles: Profile.all, channel: .mix) { frames.append($0) }
+            duration = try FileDecoder.decode(path: path, profiles: Profile.all, channel: .mix) { frames.append($0) }.seconds
+        } catch let failure as FileDecoder.ReadFailure {
+            (duration, readFailure) = (failure.secondsRead, failure)
         } catch { throw CommandError("\(path): \(error)") }
         let timeline = OfflineTimeline.run(frames: frames.sorted { $0.endTime < $1.endTime }.map { ($0.endTime, $0.token, $0.snr, $0.level) },
                                            duration: duration, filter: filter, strategy: strategy, lostTimeout: lostTimeout)
         for (time, event) in timeline { printer.print(event, at: time) }
+        if let readFailure { throw CommandError("\(path): \(readFailure)") }
     }
 
     func runLive(filter: MessageFilter, strategy: Strategy, printer: EventPrinter) throws {
