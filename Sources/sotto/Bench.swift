@@ -33,8 +33,9 @@ struct Bench: ParsableCommand {
     @Option(help: "Source directivity factor Q in --sweep reverb rooms (1 = omnidirectional).") var directivity: Double = 4
 
     func validate() throws {
-        guard (1...100_000).contains(trials) else { throw ValidationError("--trials must be 1 to 100000") }
-        guard seconds.isFinite, seconds > 0, seconds <= 86_400 * 7 else { throw ValidationError("--seconds must be positive, at most a week") }
+        try NumericOption("--trials", 1...100_000).check(trials)
+        try NumericOption("--seconds", above: 0, upTo: 7 * 86_400, unit: "s").check(seconds)
+        try NumericOption.directivity.check(directivity)
     }
 
     func run() throws {

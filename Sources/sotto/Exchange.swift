@@ -16,8 +16,8 @@ struct TransmitTarget: ParsableArguments {
     @Option(help: "Profile.") var profile: Profile = .standard
 
     func validate() throws {
-        guard interval.isFinite, interval >= 0.1, interval <= 3600 else { throw ValidationError("--interval must be 0.1 to 3600 s") }
-        guard jitter.isFinite, jitter >= 0, jitter <= interval else { throw ValidationError("--jitter must be 0 to --interval") }
+        try NumericOption("--interval", 0.1...3600, unit: "s").check(interval)
+        try NumericOption("--jitter", 0...interval, unit: "s (at most --interval)").check(jitter)
     }
 
     /// Start times (s) of the frames sent over `duration` seconds: k x interval + uniform jitter, seeded.
@@ -128,6 +128,7 @@ struct Publish: ParsableCommand {
             throw ValidationError("namespaces and types need a matcher; without one, publish audio bytes (no --namespace/--type)")
         }
         guard ["broadcast", "scan", "both"].contains(mode) else { throw ValidationError("--mode must be broadcast, scan or both") }
+        try NumericOption.ttl.check(ttl)
         let content = try TokenInput.bytes(hex: hex, text: text)
         do {
             _ = try Strategy(ttl: .seconds(ttl))
@@ -152,9 +153,9 @@ struct Beacon: ParsableCommand {
     func run() throws {
         let bytes = try TokenInput.bytes(hex: id, text: nil)
         guard (1...15).contains(bytes.count) else { throw CommandError(ExchangeError.invalidBeaconID(bytes.count).description) }
-        guard duration.isFinite, duration > 0, duration <= 86_400 else { throw ValidationError("--duration must be in (0, 86400] s") }
+        try NumericOption("--duration", above: 0, upTo: 86_400, unit: "s").check(duration)
         if let rotateEvery {
-            guard rotateEvery.isFinite, rotateEvery >= 1, rotateEvery <= 86_400 else { throw ValidationError("--rotate-every must be 1 to 86400 s") }
+            try NumericOption("--rotate-every", 1...86_400, unit: "s").check(rotateEvery)
             let rotation = BeaconRotation(key: rotationKey, period: rotateEvery)
             try target.send(frameAt: { Payload.beacon(rotation.id(atTime: $0, length: bytes.count)).frameBytes },
                             changesEvery: rotateEvery, duration: duration, what: "rotating beacon \(bytes.hex)")
@@ -183,7 +184,8 @@ struct Subscribe: ParsableCommand {
             throw ValidationError("namespaces and types need a matcher; without one, subscribe receives audio bytes (no --namespace/--type)")
         }
         guard ["text", "json"].contains(format) else { throw ValidationError("--format must be text or json") }
-        guard lostTimeout.isFinite, lostTimeout >= 1, lostTimeout <= 600 else { throw ValidationError("--lost-timeout must be 1 to 600 s") }
+        try NumericOption.ttl.check(ttl)
+        try NumericOption("--lost-timeout", 1...600, unit: "s").check(lostTimeout)
         let strategy: Strategy
         do { strategy = try Strategy(ttl: ttl.map { .seconds($0) } ?? .infinite) } catch { throw CommandError(error.description) }
         let filter = try! MessageFilter((1...ExchangeLimits.maxAudioBytes).map { .audioBytes($0) })
