@@ -20,18 +20,16 @@ struct TransmitTarget: ParsableArguments {
         try NumericOption("--jitter", 0...interval, unit: "s (at most --interval)").check(jitter)
     }
 
-    /// Start times (s) of the frames sent over `duration` seconds: k x interval + uniform jitter, seeded.
-    func schedule(duration: Double, airtime: Double) -> [Double] {
+    /// Start times (s) of the frames sent over `duration` seconds, in order and one at a time (a day at
+    /// 0.1 s is 864 000 of them): k x interval + uniform jitter, seeded.
+    func schedule(duration: Double, airtime: Double) -> some Sequence<Double> {
         var random = SeededRandom(seed: seed)
-        var times: [Double] = []
         var k = 0.0
-        while true {
+        return AnyIterator { [interval, jitter] in
             let t = k * interval + random.uniform() * jitter
-            if t + airtime > duration { break }
-            times.append(t)
             k += 1
-        }
-        return times
+            return t + airtime > duration ? nil : t
+        }.lazy
     }
 
     /// Sends `frame` for `duration` seconds: into a file (exactly what would be played) or to the device.
@@ -53,14 +51,31 @@ struct TransmitTarget: ParsableArguments {
                 return bursts[frame]!
             }
             let airtime = Double(try burst(frameAt(0)).count) / rate
-            var samples = [Float](repeating: 0, count: Int(duration * rate))
-            let times = schedule(duration: duration, airtime: airtime)
-            for t in times {
-                let start = Int(t * rate)
-                for (i, s) in try burst(frameAt(t)).enumerated() where start + i < samples.count { samples[start + i] += s }
-            }
-            do { try AudioFile.write(samples, sampleRate: rate, to: out, format: AudioFileFormat(path: out)) } catch { throw CommandError("\(error)") }
-            printError("wrote \(times.count) frames of \(what) over \(fixed(duration, 1)) s to \(out)")
+            // Written block by block (flat memory for any duration); the file appears only when complete.
+            var times = schedule(duration: duration, airtime: airtime).makeIterator()
+            var nextTime = times.next()
+            var mixer = BurstMixer()
+            var block = [Float](repeating: 0, count: 1 << 16)
+            let totalSamples = Int(duration * rate)
+            var frameCount = 0
+            do {
+                let writer = try AudioFileWriter(path: out, sampleRate: rate, format: AudioFileFormat(path: out))
+                while mixer.position < totalSamples {
+                    let count = min(block.count, totalSamples - mixer.position)
+                    while let t = nextTime, Int(t * rate) < mixer.position + count {
+                        mixer.add(try burst(frameAt(t)), at: Int(t * rate))
+                        frameCount += 1
+                        nextTime = times.next()
+                    }
+                    try block.withUnsafeMutableBufferPointer { buffer throws(AudioFileError) in
+                        let part = UnsafeMutableBufferPointer(rebasing: buffer[0..<count])
+                        mixer.render(into: part)
+                        try writer.write(UnsafeBufferPointer(part))
+                    }
+                }
+                try writer.close()
+            } catch let error as AudioFileError { throw CommandError("\(error)") }
+            printError("wrote \(frameCount) frames of \(what) over \(fixed(duration, 1)) s to \(out)")
             return
         }
         // On a device: one broadcaster per period of an unchanging frame.
