@@ -167,3 +167,24 @@ private func peakMemory(_ arguments: [String]) throws -> (status: Int32, bytes: 
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).allSatisfy { !$0.hasPrefix(".") })
     }
 }
+
+extension ReliabilityTests {
+    /// The simulator's room adds no ghost copy of the frame at the end of its response (issue 11:
+    /// a second frame at 2.583 s with --rt60 2, only the ghost with --rt60 3 --distance 10).
+    @Test func simulatedRoomAddsNoGhostFrame() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sent = dir.appendingPathComponent("t.wav").path
+        let heard = dir.appendingPathComponent("r.wav").path
+        #expect(try Sotto.run(["send", "0x0123456789abcdef", "--out", sent]).status == 0)
+        #expect(try Sotto.run(["simulate", sent, heard, "--rt60", "2"]).status == 0)
+        let near = try Sotto.run(["decode", "--format", "json", heard])
+        let starts = near.stdout.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["start"] as? Double
+        }
+        #expect(starts.count == 1 && abs(starts[0] - 0.103) < 0.01, "\(near.stdout)")
+        #expect(try Sotto.run(["simulate", sent, heard, "--rt60", "3", "--distance", "10"]).status == 0)
+        let far = try Sotto.run(["decode", "--format", "json", heard])
+        #expect(!far.stdout.contains("\"start\":2.") && !far.stdout.contains("\"start\":3."), "\(far.stdout)")
+    }
+}
