@@ -59,12 +59,20 @@ struct Simulate: ParsableCommand {
                 guard responseInfo.sampleRate == info.sampleRate else {
                     throw CommandError("the impulse response is at \(Int(responseInfo.sampleRate)) Hz but the input at \(Int(info.sampleRate)) Hz: resample one of them first")
                 }
+                // The response is normalised to its peak: one with no finite non-zero sample would silence the output.
+                guard response.contains(where: { $0 != 0 }) else {
+                    throw CommandError("the impulse response \(path) is silent (all zeros, or not finite samples read as 0): the output would be silence")
+                }
                 return response
             }
             let interferer = try interference.map { path -> [Float] in
                 let (other, otherInfo) = try AudioFile.read(path: path, channel: .mix)
                 return otherInfo.sampleRate == info.sampleRate ? other
                     : Channel.resample(other, from: otherInfo.sampleRate, to: info.sampleRate)
+            }
+            // SNR and SIR are relative to the input's active power: on a silent input they mean nothing.
+            if snr != nil || interference != nil, Channel.activePower(samples, sampleRate: info.sampleRate) == 0 {
+                throw CommandError("\(input) is silent: --snr and --interference are set relative to the signal's power, which is 0")
             }
             let result = model.apply(samples, sampleRate: info.sampleRate, interference: interferer, measuredImpulseResponse: measured)
             try AudioFile.write(result.samples, sampleRate: result.sampleRate, to: output, format: AudioFileFormat(path: output))

@@ -1,4 +1,5 @@
 import Foundation
+import SottoAudio
 import Testing
 
 /// Copies `source` to `target` with `edit` applied to its bytes (the byte edits of issue 11).
@@ -186,5 +187,26 @@ extension ReliabilityTests {
         #expect(try Sotto.run(["simulate", sent, heard, "--rt60", "3", "--distance", "10"]).status == 0)
         let far = try Sotto.run(["decode", "--format", "json", heard])
         #expect(!far.stdout.contains("\"start\":2.") && !far.stdout.contains("\"start\":3."), "\(far.stdout)")
+    }
+}
+
+extension ReliabilityTests {
+    /// A silent (or NaN) --rir, or --snr on a silent input, is an error instead of a file of zeros.
+    @Test func simulateRefusesWhatWouldWriteSilence() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sent = dir.appendingPathComponent("t.wav").path
+        let silent = dir.appendingPathComponent("z.wav").path
+        let notFinite = dir.appendingPathComponent("nan.wav").path
+        let out = dir.appendingPathComponent("o.wav").path
+        #expect(try Sotto.run(["send", "0x01", "--out", sent]).status == 0)
+        try AudioFile.write([Float](repeating: 0, count: 48_000), sampleRate: 48_000, to: silent)
+        try AudioFile.write([Float](repeating: .nan, count: 4_800), sampleRate: 48_000, to: notFinite, format: .wavFloat)
+        for (arguments, message) in [(["simulate", sent, out, "--rir", silent], "is silent"), (["simulate", sent, out, "--rir", notFinite], "is silent"),
+                                     (["simulate", silent, out, "--snr", "10"], "is silent")] {
+            let result = try Sotto.run(arguments, timeout: 60)
+            #expect(result.status != 0 && result.stderr.contains(message), "\(arguments): \(result.status) \(result.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: out))
     }
 }
