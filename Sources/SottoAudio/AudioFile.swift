@@ -268,9 +268,10 @@ func writeInterleaved(_ samples: [Float], channels: Int, sampleRate: Double, pat
 /// Writes an audio file block by block (mono unless told otherwise), for recordings of unbounded length
 /// and for whole files alike: memory does not grow with the file.
 ///
-/// The samples go to a temporary name in the same directory, renamed to `path` by ``close()``: a write
-/// that fails (or a writer dropped without `close()`) leaves no partial file behind. A `path` that exists
-/// and is not a regular file (a device, a pipe) is written directly.
+/// By default the samples go to a temporary name in the same directory, renamed to `path` by ``close()``:
+/// a write that fails (or a writer dropped without `close()`) leaves no partial file behind. A `path` that
+/// exists and is not a regular file (a device, a pipe) is written directly, as is any file opened with
+/// `atomically: false` (a live recording, where what was captured before a crash matters more).
 public final class AudioFileWriter {
     private var file: OpaquePointer?
     public let path: String
@@ -281,7 +282,8 @@ public final class AudioFileWriter {
     /// Frames written so far.
     public private(set) var framesWritten: Int64 = 0
 
-    public init(path: String, sampleRate: Double, format: AudioFileFormat = .wav16, channels: Int = 1) throws(AudioFileError) {
+    public init(path: String, sampleRate: Double, format: AudioFileFormat = .wav16, channels: Int = 1,
+                atomically: Bool = true) throws(AudioFileError) {
         guard sampleRate.isFinite, sampleRate >= 1, sampleRate <= 768_000 else { throw .invalidSampleRate(sampleRate) }
         self.path = path
         self.channels = channels
@@ -292,7 +294,7 @@ public final class AudioFileWriter {
         guard sf_format_check(&sfInfo) != 0 else {
             throw .writeFailed(path: path, reason: "libsndfile cannot write \(format.rawValue) at \(Int(sampleRate)) Hz")
         }
-        temporaryPath = Self.isSpecialFile(path) ? path : Self.temporaryName(for: path)
+        temporaryPath = !atomically || Self.isSpecialFile(path) ? path : Self.temporaryName(for: path)
         guard let handle = sf_open(temporaryPath, Int32(SFM_WRITE), &sfInfo) else {
             throw .writeFailed(path: path, reason: String(cString: sf_strerror(nil)))
         }

@@ -85,7 +85,8 @@ final class Recorder: @unchecked Sendable {
         guard !failed else { return }
         do {
             if writer == nil {
-                writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: AudioFileFormat(path: path))
+                // Written in place: after a crash, what was captured until then is still there.
+                writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: AudioFileFormat(path: path), atomically: false)
                 self.sampleRate = sampleRate
             }
             // A reopened device may come back at another rate; one file has one rate.

@@ -110,5 +110,11 @@ func readUntilError(_ path: String, blockFrames: Int = 1 << 16) throws -> (frame
             try [Float](repeating: 0.1, count: 100).withUnsafeBufferPointer { try writer.write($0) }
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["good.flac"])
+        // A live recording is written in place: what was captured stays even without close().
+        do {
+            let writer = try AudioFileWriter(path: directory + "/recording.wav", sampleRate: 48_000, atomically: false)
+            try [Float](repeating: 0.1, count: 100).withUnsafeBufferPointer { try writer.write($0) }
+            #expect(FileManager.default.fileExists(atPath: directory + "/recording.wav"))
+        }
     }
 }
