@@ -76,6 +76,21 @@ public enum AudioFileFormat: String, Sendable, CaseIterable {
         else { self = .wav16 }
     }
 
+    /// Bytes per sample in the file for WAV and AIFF, whose chunk sizes are 32-bit; nil for FLAC (no limit).
+    var bytesPerSampleInSizedChunk: Int? {
+        switch self {
+        case .wav16, .aiff16: return 2
+        case .wav24: return 3
+        case .wav32, .wavFloat: return 4
+        case .flac16, .flac24: return nil
+        }
+    }
+
+    /// Longest mono audio (s) a file of this format holds at `sampleRate` (Hz); nil when unlimited.
+    public func maximumDuration(sampleRate: Double) -> Double? {
+        bytesPerSampleInSizedChunk.map { Double(AudioFileWriter.sizedChunkLimit / Int64($0)) / sampleRate }
+    }
+
     var sndfileFormat: Int32 {
         switch self {
         case .wav16: return Int32(SF_FORMAT_WAV | SF_FORMAT_PCM_16)
@@ -281,12 +296,26 @@ public final class AudioFileWriter {
     public let channels: Int
     /// Frames written so far.
     public private(set) var framesWritten: Int64 = 0
+    /// Most sample bytes the format's 32-bit chunk sizes can describe (WAV, AIFF: 4 GiB less room for the
+    /// header); nil when unlimited (FLAC). Beyond it libsndfile would write wrapped sizes: a corrupt file.
+    var maximumDataBytes: Int64?
+    /// Sample bytes a 32-bit chunk size can describe, less room for the header (bytes).
+    static let sizedChunkLimit = Int64(UInt32.max) - 4096
+    /// Bytes of one frame in the file.
+    private let bytesPerFrame: Int64
+    private let format: AudioFileFormat
+    /// Frames per second (Hz).
+    private let sampleRate: Double
 
     public init(path: String, sampleRate: Double, format: AudioFileFormat = .wav16, channels: Int = 1,
                 atomically: Bool = true) throws(AudioFileError) {
         guard sampleRate.isFinite, sampleRate >= 1, sampleRate <= 768_000 else { throw .invalidSampleRate(sampleRate) }
         self.path = path
         self.channels = channels
+        self.format = format
+        self.sampleRate = sampleRate
+        bytesPerFrame = Int64(channels * (format.bytesPerSampleInSizedChunk ?? 0))
+        maximumDataBytes = format.bytesPerSampleInSizedChunk.map { _ in Self.sizedChunkLimit }
         var sfInfo = SF_INFO()
         sfInfo.samplerate = Int32(sampleRate.rounded())
         sfInfo.channels = Int32(channels)
@@ -307,6 +336,11 @@ public final class AudioFileWriter {
     public func write(_ samples: UnsafeBufferPointer<Float>) throws(AudioFileError) {
         guard let file else { throw .writeFailed(path: path, reason: "the file is closed") }
         let frames = samples.count / channels
+        if let maximumDataBytes, (framesWritten + Int64(frames)) * bytesPerFrame > maximumDataBytes {
+            discard()
+            let hours = Double(maximumDataBytes / bytesPerFrame) / Double(sampleRate) / 3600
+            throw .writeFailed(path: path, reason: "a \(format.rawValue) file holds at most 4 GiB of samples (\(Int(hours)) h at this rate): write FLAC (.flac) for longer audio")
+        }
         let written = sf_writef_float(file, samples.baseAddress, sf_count_t(frames))
         guard written == frames else {
             let reason = String(cString: sf_strerror(file))

@@ -57,6 +57,9 @@ struct TransmitTarget: ParsableArguments {
             var mixer = BurstMixer()
             var block = [Float](repeating: 0, count: 1 << 16)
             let totalSamples = Int(duration * rate)
+            if let longest = AudioFileFormat(path: out).maximumDuration(sampleRate: rate), duration > longest {
+                throw CommandError("\(out): a \(AudioFileFormat(path: out).rawValue) file holds at most \(Int(longest)) s at \(Int(rate)) Hz: write FLAC (.flac) for longer")
+            }
             var frameCount = 0
             do {
                 let writer = try AudioFileWriter(path: out, sampleRate: rate, format: AudioFileFormat(path: out))

@@ -110,6 +110,14 @@ func readUntilError(_ path: String, blockFrames: Int = 1 << 16) throws -> (frame
             try [Float](repeating: 0.1, count: 100).withUnsafeBufferPointer { try writer.write($0) }
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["good.flac"])
+        // WAV and AIFF sizes are 32-bit: past 4 GiB (here a lowered limit) the write fails, no wrapped file.
+        do {
+            let writer = try AudioFileWriter(path: directory + "/long.wav", sampleRate: 48_000)
+            writer.maximumDataBytes = 1_000
+            try [Float](repeating: 0.1, count: 500).withUnsafeBufferPointer { try writer.write($0) }
+            #expect(throws: AudioFileError.self) { try [Float](repeating: 0.1, count: 1).withUnsafeBufferPointer { try writer.write($0) } }
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["good.flac"])
         // A live recording is written in place: what was captured stays even without close().
         do {
             let writer = try AudioFileWriter(path: directory + "/recording.wav", sampleRate: 48_000, atomically: false)

@@ -166,6 +166,10 @@ private func peakMemory(_ arguments: [String]) throws -> (status: Int32, bytes: 
         #expect(try Sotto.run(["publish", "--text", "hi", "--ttl", "4", "--jitter", "0", "--out", wav]).status == 0)
         #expect(try Sotto.run(["decode", "--format", "hex", wav]).stdout.split(separator: "\n").count == 4)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).allSatisfy { !$0.hasPrefix(".") })
+        // A day of 16-bit WAV is 8.3 GB, beyond the 4 GiB its sizes can say: refused at once, not wrapped.
+        let day = try Sotto.run(["publish", "--text", "hi", "--ttl", "86400", "--out", dir.appendingPathComponent("day.wav").path], timeout: 60)
+        #expect(day.status != 0 && day.stderr.contains("write FLAC"), "\(day.status) \(day.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("day.wav").path))
     }
 }
 
