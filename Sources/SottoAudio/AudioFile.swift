@@ -1,4 +1,5 @@
 import CSndFile
+import Glibc
 
 /// What an audio file holds, as libsndfile reports it.
 public struct AudioFileInfo: Sendable, Hashable {
@@ -6,8 +7,9 @@ public struct AudioFileInfo: Sendable, Hashable {
     public var sampleRate: Double
     /// Interleaved channels.
     public var channels: Int
-    /// Frames (samples per channel) the header announces.
-    public var frames: Int64
+    /// Frames (samples per channel) the header announces; nil when it does not say (a streamed FLAC). Only
+    /// an announcement: a damaged file may hold fewer, so never use it as a loop bound; count what is read.
+    public var frames: Int64?
     /// Container and sample encoding, e.g. "WAV 16-bit PCM".
     public var format: String
 }
@@ -36,6 +38,8 @@ public enum AudioFileError: Error, Sendable, Equatable, CustomStringConvertible 
     case writeFailed(path: String, reason: String)
     /// The sample rate to write is not a positive rate up to 768 kHz.
     case invalidSampleRate(Double)
+    /// The file's header gives a sample rate outside ``AudioFileReader/supportedSampleRates``.
+    case unsupportedSampleRate(path: String, rate: Int)
 
     public var description: String {
         switch self {
@@ -53,6 +57,9 @@ public enum AudioFileError: Error, Sendable, Equatable, CustomStringConvertible 
             return "cannot write \(path): \(reason)"
         case .invalidSampleRate(let rate):
             return "invalid sample rate \(rate) Hz: expected a positive rate up to 768 kHz"
+        case .unsupportedSampleRate(let path, let rate):
+            let range = AudioFileReader.supportedSampleRates
+            return "\(path): the header gives a sample rate of \(rate) Hz; supported input files are \(Int(range.lowerBound)) to \(Int(range.upperBound)) Hz (corrupt header, or resample the file)"
         }
     }
 }
@@ -69,6 +76,21 @@ public enum AudioFileFormat: String, Sendable, CaseIterable {
         else { self = .wav16 }
     }
 
+    /// Bytes per sample in the file for WAV and AIFF, whose chunk sizes are 32-bit; nil for FLAC (no limit).
+    var bytesPerSampleInSizedChunk: Int? {
+        switch self {
+        case .wav16, .aiff16: return 2
+        case .wav24: return 3
+        case .wav32, .wavFloat: return 4
+        case .flac16, .flac24: return nil
+        }
+    }
+
+    /// Longest mono audio (s) a file of this format holds at `sampleRate` (Hz); nil when unlimited.
+    public func maximumDuration(sampleRate: Double) -> Double? {
+        bytesPerSampleInSizedChunk.map { Double(AudioFileWriter.sizedChunkLimit / Int64($0)) / sampleRate }
+    }
+
     var sndfileFormat: Int32 {
         switch self {
         case .wav16: return Int32(SF_FORMAT_WAV | SF_FORMAT_PCM_16)
@@ -80,6 +102,15 @@ public enum AudioFileFormat: String, Sendable, CaseIterable {
         case .aiff16: return Int32(SF_FORMAT_AIFF | SF_FORMAT_PCM_16)
         }
     }
+}
+
+/// A libsndfile error string without its "Error : " prefix and final full stop.
+func libsndfileMessage(_ text: UnsafePointer<CChar>?) -> String {
+    guard let text else { return "unknown error" }
+    var message = Substring(String(cString: text))
+    if message.hasPrefix("Error : ") { message = message.dropFirst(8) }
+    while message.last == "." { message = message.dropLast() }
+    return message.isEmpty ? "unknown error" : String(message)
 }
 
 /// Describes a libsndfile format code, e.g. "WAV 16-bit PCM".
@@ -124,9 +155,16 @@ public final class AudioFileReader {
     private var interleaved: [Float] = []
     /// Frames read so far.
     public private(set) var framesRead: Int64 = 0
+    /// A read error met after some frames of the same read were returned: thrown by the next read, so that
+    /// the caller first gets every frame decoded before it.
+    private var pendingError: AudioFileError?
 
     /// Largest channel count accepted (beyond this, a header is treated as corrupt).
     static let maximumChannels = 256
+    /// Sample rates (Hz) of the files read: from telephone-band recordings to the highest rate of audio
+    /// interfaces. Anything else is a corrupt header (a WAV claiming 1 Hz would make a 10 ms stage of
+    /// the simulator or receiver span days of samples) and is refused when the file is opened.
+    public static let supportedSampleRates: ClosedRange<Double> = 8_000...384_000
 
     /// Opens `path` for reading.
     public init(path: String, channel: ChannelSelection = .mix) throws(AudioFileError) {
@@ -141,9 +179,9 @@ public final class AudioFileReader {
             sf_close(handle)
             throw .unsupported(path: path, reason: "\(sfInfo.channels) channels in the header: the file is corrupt or not supported")
         }
-        guard sfInfo.samplerate > 0, sfInfo.samplerate <= 768_000 else {
+        guard Self.supportedSampleRates.contains(Double(sfInfo.samplerate)) else {
             sf_close(handle)
-            throw .unsupported(path: path, reason: "sample rate \(sfInfo.samplerate) Hz in the header: the file is corrupt or not supported")
+            throw .unsupportedSampleRate(path: path, rate: Int(sfInfo.samplerate))
         }
         guard sfInfo.frames > 0 else {
             sf_close(handle)
@@ -155,8 +193,10 @@ public final class AudioFileReader {
         }
         // Integer formats are scaled to [-1, 1); float files are read as they are.
         sf_command(handle, Int32(SFC_SET_NORM_FLOAT), nil, Int32(SF_TRUE))
+        // libsndfile reports an unknown length (FLAC streamed without a total) as SF_COUNT_MAX.
+        let announcedFrames: Int64? = sfInfo.frames == Int64.max ? nil : Int64(sfInfo.frames)
         info = AudioFileInfo(sampleRate: Double(sfInfo.samplerate), channels: Int(sfInfo.channels),
-                             frames: Int64(sfInfo.frames), format: describeFormat(sfInfo.format))
+                             frames: announcedFrames, format: describeFormat(sfInfo.format))
         selection = channel
     }
 
@@ -164,7 +204,11 @@ public final class AudioFileReader {
 
     /// Reads up to `buffer.count` frames of the selected channel (or mix) into `buffer`; returns the
     /// number read, 0 at the end. Non-finite samples are replaced by 0.
+    ///
+    /// libsndfile's error state is checked after every read: a read that fails part-way returns the
+    /// frames it got, and the next call throws ``AudioFileError/readFailed(path:reason:)``.
     public func read(into buffer: UnsafeMutableBufferPointer<Float>) throws(AudioFileError) -> Int {
+        if let pendingError { throw pendingError }
         guard buffer.count > 0 else { return 0 }
         let channels = info.channels
         if interleaved.count < buffer.count * channels { interleaved = [Float](repeating: 0, count: buffer.count * channels) }
@@ -173,11 +217,13 @@ public final class AudioFileReader {
         }
         if got < 0 { throw .readFailed(path: path, reason: String(cString: sf_strerror(file))) }
         let frames = Int(got)
-        if frames == 0 {
-            let code = sf_error(file)
-            if code != 0 { throw .readFailed(path: path, reason: String(cString: sf_error_number(code))) }
-            return 0
+        let code = sf_error(file)
+        if code != 0 {
+            let error = AudioFileError.readFailed(path: path, reason: "\(libsndfileMessage(sf_error_number(code))) after \(framesRead + Int64(frames)) frames")
+            if frames == 0 { throw error }
+            pendingError = error
         }
+        if frames == 0 { return 0 }
         interleaved.withUnsafeBufferPointer { raw in
             switch selection {
             case .channel(let index):
@@ -199,7 +245,8 @@ public final class AudioFileReader {
     /// Reads the rest of the file.
     public func readAll() throws(AudioFileError) -> [Float] {
         var result: [Float] = []
-        result.reserveCapacity(Int(min(info.frames, 1 << 28)))
+        // The announcement is a hint only (a corrupt header may claim anything): reserve at most 16 M samples.
+        result.reserveCapacity(Int(min(info.frames ?? 0, 1 << 24)))
         var block = [Float](repeating: 0, count: 1 << 16)
         while true {
             let n = try block.withUnsafeMutableBufferPointer { (buffer) throws(AudioFileError) -> Int in try read(into: buffer) }
@@ -234,19 +281,41 @@ func writeInterleaved(_ samples: [Float], channels: Int, sampleRate: Double, pat
 }
 
 /// Writes an audio file block by block (mono unless told otherwise), for recordings of unbounded length
-/// and for whole files alike.
+/// and for whole files alike: memory does not grow with the file.
+///
+/// By default the samples go to a temporary name in the same directory, renamed to `path` by ``close()``:
+/// a write that fails (or a writer dropped without `close()`) leaves no partial file behind. A `path` that
+/// exists and is not a regular file (a device, a pipe) is written directly, as is any file opened with
+/// `atomically: false` (a live recording, where what was captured before a crash matters more).
 public final class AudioFileWriter {
     private var file: OpaquePointer?
     public let path: String
+    /// Where the samples go until `close()` renames it to `path` (equal to `path` when written directly).
+    private let temporaryPath: String
     /// Interleaved channels per frame.
     public let channels: Int
     /// Frames written so far.
     public private(set) var framesWritten: Int64 = 0
+    /// Most sample bytes the format's 32-bit chunk sizes can describe (WAV, AIFF: 4 GiB less room for the
+    /// header); nil when unlimited (FLAC). Beyond it libsndfile would write wrapped sizes: a corrupt file.
+    var maximumDataBytes: Int64?
+    /// Sample bytes a 32-bit chunk size can describe, less room for the header (bytes).
+    static let sizedChunkLimit = Int64(UInt32.max) - 4096
+    /// Bytes of one frame in the file.
+    private let bytesPerFrame: Int64
+    private let format: AudioFileFormat
+    /// Frames per second (Hz).
+    private let sampleRate: Double
 
-    public init(path: String, sampleRate: Double, format: AudioFileFormat = .wav16, channels: Int = 1) throws(AudioFileError) {
+    public init(path: String, sampleRate: Double, format: AudioFileFormat = .wav16, channels: Int = 1,
+                atomically: Bool = true) throws(AudioFileError) {
         guard sampleRate.isFinite, sampleRate >= 1, sampleRate <= 768_000 else { throw .invalidSampleRate(sampleRate) }
         self.path = path
         self.channels = channels
+        self.format = format
+        self.sampleRate = sampleRate
+        bytesPerFrame = Int64(channels * (format.bytesPerSampleInSizedChunk ?? 0))
+        maximumDataBytes = format.bytesPerSampleInSizedChunk.map { _ in Self.sizedChunkLimit }
         var sfInfo = SF_INFO()
         sfInfo.samplerate = Int32(sampleRate.rounded())
         sfInfo.channels = Int32(channels)
@@ -254,7 +323,8 @@ public final class AudioFileWriter {
         guard sf_format_check(&sfInfo) != 0 else {
             throw .writeFailed(path: path, reason: "libsndfile cannot write \(format.rawValue) at \(Int(sampleRate)) Hz")
         }
-        guard let handle = sf_open(path, Int32(SFM_WRITE), &sfInfo) else {
+        temporaryPath = !atomically || Self.isSpecialFile(path) ? path : Self.temporaryName(for: path)
+        guard let handle = sf_open(temporaryPath, Int32(SFM_WRITE), &sfInfo) else {
             throw .writeFailed(path: path, reason: String(cString: sf_strerror(nil)))
         }
         file = handle
@@ -266,17 +336,58 @@ public final class AudioFileWriter {
     public func write(_ samples: UnsafeBufferPointer<Float>) throws(AudioFileError) {
         guard let file else { throw .writeFailed(path: path, reason: "the file is closed") }
         let frames = samples.count / channels
+        if let maximumDataBytes, (framesWritten + Int64(frames)) * bytesPerFrame > maximumDataBytes {
+            discard()
+            let hours = Double(maximumDataBytes / bytesPerFrame) / Double(sampleRate) / 3600
+            throw .writeFailed(path: path, reason: "a \(format.rawValue) file holds at most 4 GiB of samples (\(Int(hours)) h at this rate): write FLAC (.flac) for longer audio")
+        }
         let written = sf_writef_float(file, samples.baseAddress, sf_count_t(frames))
-        guard written == frames else { throw .writeFailed(path: path, reason: "wrote \(written) of \(frames) frames (disk full?)") }
+        guard written == frames else {
+            let reason = String(cString: sf_strerror(file))
+            discard()
+            throw .writeFailed(path: path, reason: "wrote \(written) of \(frames) frames: \(reason)")
+        }
         framesWritten += Int64(written)
     }
 
-    /// Finishes the file (header sizes), reporting a failure to do so.
+    /// Finishes the file (header sizes) and gives it its name, reporting a failure to do either.
     public func close() throws(AudioFileError) {
         guard let file else { return }
         self.file = nil
-        guard sf_close(file) == 0 else { throw .writeFailed(path: path, reason: "could not finish the file (disk full?)") }
+        guard sf_close(file) == 0 else {
+            removeTemporary()
+            throw .writeFailed(path: path, reason: "could not finish the file (disk full?)")
+        }
+        guard temporaryPath == path || rename(temporaryPath, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            removeTemporary()
+            throw .writeFailed(path: path, reason: reason)
+        }
     }
 
-    deinit { if let file { sf_close(file) } }
+    /// Closes and deletes the unfinished file.
+    private func discard() {
+        if let file { sf_close(file) }
+        file = nil
+        removeTemporary()
+    }
+
+    private func removeTemporary() { if temporaryPath != path { unlink(temporaryPath) } }
+
+    deinit { discard() }
+
+    /// A hidden name next to `path`, unique to this process and writer.
+    private static func temporaryName(for path: String) -> String {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[...$0]) } ?? ""
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        return "\(directory).\(name).\(getpid())-\(UInt32.random(in: 0...UInt32.max)).partial"
+    }
+
+    /// True when `path` exists and is not a regular file (renaming onto it would replace the device).
+    private static func isSpecialFile(_ path: String) -> Bool {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return false }
+        return (status.st_mode & S_IFMT) != S_IFREG
+    }
 }

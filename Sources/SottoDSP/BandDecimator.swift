@@ -108,15 +108,23 @@ public final class BandDecimator {
         blockStart = -halfTaps
     }
 
+    /// Largest input magnitude filtered (full scale = 1): 60 dB above full scale. Beyond it samples are
+    /// limited, and NaN becomes 0. A Float FFT spreads a sample's round-off (about 1e-7 of it) over its
+    /// whole block, so one absurd sample (1e10 in a float file) would bury everything near it.
+    public static let inputLimit: Float = 1_000
+
     /// Feeds input samples; calls `emit(real, imaginary)` with each new run of output samples (the
-    /// buffers are only valid during the call).
+    /// buffers are only valid during the call). Samples beyond ``inputLimit`` are limited to it.
     public func process(_ input: UnsafeBufferPointer<Float>,
                         emit: (UnsafeBufferPointer<Float>, UnsafeBufferPointer<Float>) -> Void) {
         var consumed = 0
+        let limit = Self.inputLimit
         while consumed < input.count {
             let take = min(blockSize - pendingCount, input.count - consumed)
-            UnsafeMutableRawPointer(pending.baseAddress! + pendingCount)
-                .copyMemory(from: input.baseAddress! + consumed, byteCount: take * MemoryLayout<Float>.stride)
+            for i in 0..<take {
+                let x = input[consumed + i]
+                pending[pendingCount + i] = x.isNaN ? 0 : Swift.max(-limit, Swift.min(limit, x))
+            }
             pendingCount += take
             consumed += take
             if pendingCount == blockSize { runBlock(emit: emit) }

@@ -81,7 +81,12 @@ public final class Listener: @unchecked Sendable {
         let continuation = self.continuation, onCapture = self.onCapture, totals = self.totals
         // Frames of this session are placed after the audio captured by the earlier ones.
         let timeOffset = totals.capturedSeconds
-        let remaining = duration.map { max(0, Int64((($0 - timeOffset) * negotiated.sampleRate).rounded())) }
+        // Clamped before the conversion: a duration of 1e300 s (or NaN) must not trap.
+        let remaining = duration.map { seconds -> Int64 in
+            let samples = ((seconds - timeOffset) * negotiated.sampleRate).rounded()
+            guard samples.isFinite else { return samples > 0 ? Int64.max / 2 : 0 }
+            return Int64(min(max(samples, 0), Double(Int64.max / 2)))
+        }
         @Sendable func shifted(_ frame: DecodedFrame) -> DecodedFrame {
             var frame = frame
             frame.startTime += timeOffset

@@ -18,19 +18,28 @@ enum TokenInput {
         case (nil, nil): throw ValidationError("give a token as hex (e.g. 0x0123456789abcdef) or with --text")
         case (.some, .some): throw ValidationError("give the token either as hex or with --text, not both")
         case (nil, .some(let text)):
+            // The command line is decoded as UTF-8 with invalid bytes replaced by U+FFFD: refuse rather than
+            // send the replacement character.
+            guard !text.unicodeScalars.contains("\u{FFFD}") else {
+                throw ValidationError("--text is not valid UTF-8 (or contains U+FFFD): give the bytes as hex instead")
+            }
             return Array(text.utf8)
         case (.some(let hex), nil):
             var digits = hex.lowercased()
             if digits.hasPrefix("0x") { digits.removeFirst(2) }
             digits.removeAll { ":- _".contains($0) }
-            guard !digits.isEmpty, digits.count % 2 == 0, digits.allSatisfy(\.isHexDigit) else {
+            // ASCII only: Character.isHexDigit also accepts full-width digits, which UInt8(_:radix:) rejects.
+            guard !digits.isEmpty, digits.count % 2 == 0, digits.allSatisfy({ $0.isASCII && $0.isHexDigit }) else {
                 throw ValidationError("'\(hex)' is not a hex token: expected an even number of hex digits, e.g. 0x0123456789abcdef")
             }
             var bytes: [UInt8] = []
             var index = digits.startIndex
             while index < digits.endIndex {
                 let next = digits.index(index, offsetBy: 2)
-                bytes.append(UInt8(digits[index..<next], radix: 16)!)
+                guard let byte = UInt8(digits[index..<next], radix: 16) else {
+                    throw ValidationError("'\(hex)' is not a hex token: expected an even number of hex digits, e.g. 0x0123456789abcdef")
+                }
+                bytes.append(byte)
                 index = next
             }
             return bytes
@@ -41,6 +50,53 @@ enum TokenInput {
         guard FrameFormat.payloadBytes.contains(count) else {
             throw ValidationError("a token must be \(FrameFormat.payloadBytes.lowerBound) to \(FrameFormat.payloadBytes.upperBound) bytes, got \(count)")
         }
+    }
+}
+
+/// The one check of numeric options, used by every command: the value must be finite and within its
+/// range, and the message names the option, its range and unit.
+struct NumericOption {
+    /// The option as typed, e.g. "--duration".
+    let name: String
+    let lower: Double
+    let upper: Double
+    /// True when the lower bound itself is refused, as for durations that must be positive.
+    let lowerExclusive: Bool
+    /// Unit for messages, e.g. "s" or "Hz"; empty for none.
+    let unit: String
+
+    /// Values in `range`.
+    init(_ name: String, _ range: ClosedRange<Double>, unit: String = "") {
+        self.name = name; lower = range.lowerBound; upper = range.upperBound; lowerExclusive = false; self.unit = unit
+    }
+
+    /// Values above `lower` up to `upper`.
+    init(_ name: String, above lower: Double, upTo upper: Double, unit: String = "") {
+        self.name = name; self.lower = lower; self.upper = upper; lowerExclusive = true; self.unit = unit
+    }
+
+    func contains(_ value: Double) -> Bool {
+        value.isFinite && (lowerExclusive ? value > lower : value >= lower) && value <= upper
+    }
+
+    /// Throws a message naming the option when `value` is not finite or out of range; nil (not given) passes.
+    func check(_ value: Double?) throws {
+        guard let value, !contains(value) else { return }
+        let unitSuffix = unit.isEmpty ? "" : " \(unit)"
+        let range = lowerExclusive ? "in (\(Self.format(lower)), \(Self.format(upper))]" : "\(Self.format(lower)) to \(Self.format(upper))"
+        throw ValidationError("\(name) must be a finite number \(range)\(unitSuffix), got \(value)")
+    }
+
+    /// The same for integer options.
+    func check(_ value: Int?) throws { try check(value.map(Double.init)) }
+
+    /// Directivity factor Q of a source (1 = omnidirectional), for simulate and bench.
+    static let directivity = NumericOption("--directivity", 1...100)
+    /// Time to live of a publication or subscription (s).
+    static let ttl = NumericOption("--ttl", 1...86_400, unit: "s")
+
+    private static func format(_ x: Double) -> String {
+        x == x.rounded() && abs(x) < 1e15 ? String(Int64(x)) : "\(x)"
     }
 }
 

@@ -33,8 +33,9 @@ struct Bench: ParsableCommand {
     @Option(help: "Source directivity factor Q in --sweep reverb rooms (1 = omnidirectional).") var directivity: Double = 4
 
     func validate() throws {
-        guard (1...100_000).contains(trials) else { throw ValidationError("--trials must be 1 to 100000") }
-        guard seconds.isFinite, seconds > 0, seconds <= 86_400 * 7 else { throw ValidationError("--seconds must be positive, at most a week") }
+        try NumericOption("--trials", 1...100_000).check(trials)
+        try NumericOption("--seconds", above: 0, upTo: 7 * 86_400, unit: "s").check(seconds)
+        try NumericOption.directivity.check(directivity)
     }
 
     func run() throws {
@@ -75,10 +76,9 @@ enum FixtureBench {
             let path = (directory as NSString).appendingPathComponent(fixture.file)
             var decoded: [FixtureManifest.Expected] = []
             let start = threadCPUTime()
-            let info: AudioFileInfo
+            let summary: FileDecoder.Summary
             do {
-                info = try AudioFileReader(path: path, channel: .channel(0)).info
-                try FileDecoder.decode(path: path, profiles: Profile.all, channel: .channel(0)) { frame in
+                summary = try FileDecoder.decode(path: path, profiles: Profile.all, channel: .channel(0)) { frame in
                     decoded.append(.init(token: frame.token.hex, profile: frame.profile))
                 }
             } catch {
@@ -97,7 +97,7 @@ enum FixtureBench {
             }
             for extra in remaining { problems.append("\(fixture.file): unexpected \(extra.token) (\(extra.profile))") }
             result.falseTokens += remaining.count
-            result.audioSeconds += Double(info.frames) / info.sampleRate
+            result.audioSeconds += summary.seconds
             result.cpuSeconds += cpu
             groups[fixture.group] = result
         }

@@ -29,7 +29,7 @@ struct Decode: ParsableCommand {
                 let frames = try FileDecoder.decode(path: file, profiles: profile.profiles, channel: channel.selection) { frame in
                     print(FrameOutput.line(frame, format: format, file: files.count > 1 ? file : nil))
                 }
-                if format == .text && frames == 0 && standardErrorIsTerminal { printError("\(file): no frames found") }
+                if format == .text && frames.frames == 0 && standardErrorIsTerminal { printError("\(file): no frames found") }
             } catch {
                 printError("error: \(file): \(error)")
                 failures.append(file)
@@ -46,10 +46,27 @@ enum FileDecoder {
 
     struct Failure: Error, CustomStringConvertible { let description: String }
 
-    /// Decodes `path`, calling `onFrame` as frames are found; returns the number of frames.
+    /// A read error part-way through the file, thrown after every frame decoded before it was reported.
+    struct ReadFailure: Error, CustomStringConvertible {
+        let error: AudioFileError
+        /// Audio read before the error (s).
+        let secondsRead: Double
+        var description: String { error.description }
+    }
+
+    /// What a decode found.
+    struct Summary {
+        /// Frames found.
+        var frames: Int
+        /// Audio read (s): counted, not taken from the header.
+        var seconds: Double
+    }
+
+    /// Decodes `path`, calling `onFrame` as frames are found. A read error part-way is thrown as
+    /// ``ReadFailure`` after the frames decoded up to it have been passed to `onFrame`.
     @discardableResult
     static func decode(path: String, profiles: [Profile], channel: ChannelSelection,
-                       onFrame: (DecodedFrame) -> Void) throws -> Int {
+                       onFrame: (DecodedFrame) -> Void) throws -> Summary {
         let reader = try AudioFileReader(path: path, channel: channel)
         // With several profiles, search for those the file's rate can carry (an 8 kHz file can only hold
         // the audible profile); a single profile the rate cannot carry is an error.
@@ -63,21 +80,32 @@ enum FileDecoder {
         catch { throw Failure(description: error.description) }
         var buffer = [Float](repeating: 0, count: blockFrames)
         var count = 0
-        let showProgress = standardErrorIsTerminal && reader.info.frames > Int64(60 * reader.info.sampleRate)
+        // Progress only when the header announces a length (a hint: the loop ends at the end of the data).
+        let announcedFrames = reader.info.frames ?? 0
+        let showProgress = standardErrorIsTerminal && announcedFrames > Int64(60 * reader.info.sampleRate)
         var lastPercent = -1
+        func finish() {
+            if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            for frame in decoder.finish() { onFrame(frame); count += 1 }
+        }
         while true {
-            let n = try buffer.withUnsafeMutableBufferPointer { try reader.read(into: $0) }
+            let n: Int
+            do {
+                n = try buffer.withUnsafeMutableBufferPointer { (block) throws(AudioFileError) -> Int in try reader.read(into: block) }
+            } catch {
+                finish()
+                throw ReadFailure(error: error, secondsRead: Double(reader.framesRead) / reader.info.sampleRate)
+            }
             if n == 0 { break }
             let frames = buffer.withUnsafeBufferPointer { decoder.process(UnsafeBufferPointer(rebasing: $0[0..<n])) }
             for frame in frames { onFrame(frame); count += 1 }
             if showProgress {
-                let percent = Int(100 * decoder.sampleCount / max(1, reader.info.frames))
+                let percent = Int(100 * min(decoder.sampleCount, announcedFrames) / announcedFrames)
                 if percent != lastPercent { FileHandle.standardError.write(Data("\r\(path): \(percent)%".utf8)); lastPercent = percent }
             }
         }
-        if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-        for frame in decoder.finish() { onFrame(frame); count += 1 }
-        return count
+        finish()
+        return Summary(frames: count, seconds: Double(reader.framesRead) / reader.info.sampleRate)
     }
 }
 

@@ -16,22 +16,20 @@ struct TransmitTarget: ParsableArguments {
     @Option(help: "Profile.") var profile: Profile = .standard
 
     func validate() throws {
-        guard interval.isFinite, interval >= 0.1, interval <= 3600 else { throw ValidationError("--interval must be 0.1 to 3600 s") }
-        guard jitter.isFinite, jitter >= 0, jitter <= interval else { throw ValidationError("--jitter must be 0 to --interval") }
+        try NumericOption("--interval", 0.1...3600, unit: "s").check(interval)
+        try NumericOption("--jitter", 0...interval, unit: "s (at most --interval)").check(jitter)
     }
 
-    /// Start times (s) of the frames sent over `duration` seconds: k x interval + uniform jitter, seeded.
-    func schedule(duration: Double, airtime: Double) -> [Double] {
+    /// Start times (s) of the frames sent over `duration` seconds, in order and one at a time (a day at
+    /// 0.1 s is 864 000 of them): k x interval + uniform jitter, seeded.
+    func schedule(duration: Double, airtime: Double) -> some Sequence<Double> {
         var random = SeededRandom(seed: seed)
-        var times: [Double] = []
         var k = 0.0
-        while true {
+        return AnyIterator { [interval, jitter] in
             let t = k * interval + random.uniform() * jitter
-            if t + airtime > duration { break }
-            times.append(t)
             k += 1
-        }
-        return times
+            return t + airtime > duration ? nil : t
+        }.lazy
     }
 
     /// Sends `frame` for `duration` seconds: into a file (exactly what would be played) or to the device.
@@ -53,14 +51,34 @@ struct TransmitTarget: ParsableArguments {
                 return bursts[frame]!
             }
             let airtime = Double(try burst(frameAt(0)).count) / rate
-            var samples = [Float](repeating: 0, count: Int(duration * rate))
-            let times = schedule(duration: duration, airtime: airtime)
-            for t in times {
-                let start = Int(t * rate)
-                for (i, s) in try burst(frameAt(t)).enumerated() where start + i < samples.count { samples[start + i] += s }
+            // Written block by block (flat memory for any duration); the file appears only when complete.
+            var times = schedule(duration: duration, airtime: airtime).makeIterator()
+            var nextTime = times.next()
+            var mixer = BurstMixer()
+            var block = [Float](repeating: 0, count: 1 << 16)
+            let totalSamples = Int(duration * rate)
+            if let longest = AudioFileFormat(path: out).maximumDuration(sampleRate: rate), duration > longest {
+                throw CommandError("\(out): a \(AudioFileFormat(path: out).rawValue) file holds at most \(Int(longest)) s at \(Int(rate)) Hz: write FLAC (.flac) for longer")
             }
-            do { try AudioFile.write(samples, sampleRate: rate, to: out, format: AudioFileFormat(path: out)) } catch { throw CommandError("\(error)") }
-            printError("wrote \(times.count) frames of \(what) over \(fixed(duration, 1)) s to \(out)")
+            var frameCount = 0
+            do {
+                let writer = try AudioFileWriter(path: out, sampleRate: rate, format: AudioFileFormat(path: out))
+                while mixer.position < totalSamples {
+                    let count = min(block.count, totalSamples - mixer.position)
+                    while let t = nextTime, Int(t * rate) < mixer.position + count {
+                        mixer.add(try burst(frameAt(t)), at: Int(t * rate))
+                        frameCount += 1
+                        nextTime = times.next()
+                    }
+                    try block.withUnsafeMutableBufferPointer { buffer throws(AudioFileError) in
+                        let part = UnsafeMutableBufferPointer(rebasing: buffer[0..<count])
+                        mixer.render(into: part)
+                        try writer.write(UnsafeBufferPointer(part))
+                    }
+                }
+                try writer.close()
+            } catch let error as AudioFileError { throw CommandError("\(error)") }
+            printError("wrote \(frameCount) frames of \(what) over \(fixed(duration, 1)) s to \(out)")
             return
         }
         // On a device: one broadcaster per period of an unchanging frame.
@@ -133,6 +151,7 @@ struct Publish: AsyncParsableCommand {
 
     func run() async throws {
         guard let discovery = DiscoveryModeArgument.parse(mode) else { throw ValidationError("--mode must be broadcast, scan or both") }
+        try NumericOption.ttl.check(ttl)
         if server.server != nil {
             let content: [UInt8]
             if let file {
@@ -190,9 +209,9 @@ struct Beacon: ParsableCommand {
     func run() throws {
         let bytes = try TokenInput.bytes(hex: id, text: nil)
         guard (1...15).contains(bytes.count) else { throw CommandError(ExchangeError.invalidBeaconID(bytes.count).description) }
-        guard duration.isFinite, duration > 0, duration <= 86_400 else { throw ValidationError("--duration must be in (0, 86400] s") }
+        try NumericOption("--duration", above: 0, upTo: 86_400, unit: "s").check(duration)
         if let rotateEvery {
-            guard rotateEvery.isFinite, rotateEvery >= 1, rotateEvery <= 86_400 else { throw ValidationError("--rotate-every must be 1 to 86400 s") }
+            try NumericOption("--rotate-every", 1...86_400, unit: "s").check(rotateEvery)
             let rotation = BeaconRotation(key: rotationKey, period: rotateEvery)
             try target.send(frameAt: { Payload.beacon(rotation.id(atTime: $0, length: bytes.count)).frameBytes },
                             changesEvery: rotateEvery, duration: duration, what: "rotating beacon \(bytes.hex)")
@@ -228,7 +247,8 @@ struct Subscribe: AsyncParsableCommand {
 
     func run() async throws {
         guard ["text", "json"].contains(format) else { throw ValidationError("--format must be text or json") }
-        guard lostTimeout.isFinite, lostTimeout >= 1, lostTimeout <= 600 else { throw ValidationError("--lost-timeout must be 1 to 600 s") }
+        try NumericOption.ttl.check(ttl)
+        try NumericOption("--lost-timeout", 1...600, unit: "s").check(lostTimeout)
         guard let discovery = DiscoveryModeArgument.parse(mode) else { throw ValidationError("--mode must be broadcast, scan or both") }
         let strategy: Strategy
         do { strategy = try Strategy(discoveryMode: discovery, ttl: ttl.map { .seconds($0) } ?? .infinite) } catch { throw CommandError(error.description) }
@@ -264,15 +284,18 @@ struct Subscribe: AsyncParsableCommand {
     /// Decodes the recording and replays its frames into the exchange on the sample clock.
     func runOffline(_ path: String, filter: MessageFilter, strategy: Strategy, printer: EventPrinter) throws {
         var frames: [DecodedFrame] = []
+        // The length is what was read, never the header's announcement (unknown in a streamed FLAC).
         let duration: Double
+        var readFailure: FileDecoder.ReadFailure?
         do {
-            let info = try AudioFileReader(path: path).info
-            duration = Double(info.frames) / info.sampleRate
-            try FileDecoder.decode(path: path, profiles: Profile.all, channel: .mix) { frames.append($0) }
+            duration = try FileDecoder.decode(path: path, profiles: Profile.all, channel: .mix) { frames.append($0) }.seconds
+        } catch let failure as FileDecoder.ReadFailure {
+            (duration, readFailure) = (failure.secondsRead, failure)
         } catch { throw CommandError("\(path): \(error)") }
         let timeline = OfflineTimeline.run(frames: frames.sorted { $0.endTime < $1.endTime }.map { ($0.endTime, $0.token, $0.snr, $0.level) },
                                            duration: duration, filter: filter, strategy: strategy, lostTimeout: lostTimeout)
         for (time, event) in timeline { printer.print(event, at: time) }
+        if let readFailure { throw CommandError("\(path): \(readFailure)") }
     }
 
     func runLive(filter: MessageFilter, strategy: Strategy, printer: EventPrinter) throws {

@@ -17,8 +17,8 @@ struct Listen: ParsableCommand {
     @Option(help: "Preferred sample rate (Hz); the device's native rate is used when it differs.") var rate: Double = 48_000
 
     func validate() throws {
-        if let duration, !(duration.isFinite && duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
-        if !(rate.isFinite && rate >= 8_000 && rate <= 384_000) { throw ValidationError("--rate must be 8000 to 384000 Hz") }
+        try NumericOption("--duration", above: 0, upTo: 366 * 86_400, unit: "s").check(duration)
+        try NumericOption("--rate", AudioFileReader.supportedSampleRates, unit: "Hz").check(rate)
     }
 
     func run() throws {
@@ -85,7 +85,8 @@ final class Recorder: @unchecked Sendable {
         guard !failed else { return }
         do {
             if writer == nil {
-                writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: AudioFileFormat(path: path))
+                // Written in place: after a crash, what was captured until then is still there.
+                writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: AudioFileFormat(path: path), atomically: false)
                 self.sampleRate = sampleRate
             }
             // A reopened device may come back at another rate; one file has one rate.

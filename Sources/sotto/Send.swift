@@ -37,10 +37,12 @@ struct Send: ParsableCommand {
     var selfCheck: String?
 
     func validate() throws {
-        guard padding.isFinite, (0...60).contains(padding) else { throw ValidationError("--padding must be 0 to 60 seconds") }
-        guard (1...1_000_000).contains(`repeat`) else { throw ValidationError("--repeat must be 1 to 1000000") }
-        guard interval.isFinite, interval > 0, interval <= 3600 else { throw ValidationError("--interval must be in (0, 3600] s") }
-        guard jitter.isFinite, jitter >= 0, jitter <= 3600 else { throw ValidationError("--jitter must be 0 to 3600 s") }
+        try NumericOption("--padding", 0...60, unit: "s").check(padding)
+        try NumericOption("--repeat", 1...1_000_000).check(`repeat`)
+        try NumericOption("--interval", above: 0, upTo: 3600, unit: "s").check(interval)
+        try NumericOption("--jitter", 0...3600, unit: "s").check(jitter)
+        try NumericOption("--rate", AudioFileReader.supportedSampleRates, unit: "Hz").check(rate)
+        try NumericOption("--volume", -120...0, unit: "dBFS").check(volume)
     }
 
     func run() throws {

@@ -26,16 +26,16 @@ struct Simulate: ParsableCommand {
     @Option(help: "Random seed.") var seed: UInt64 = 1
 
     func validate() throws {
-        if let rt60, !(rt60.isFinite && rt60 > 0 && rt60 <= 10) { throw ValidationError("--rt60 must be in (0, 10] s") }
-        if !(distance.isFinite && distance > 0 && distance <= 100) { throw ValidationError("--distance must be in (0, 100] m") }
-        if !(volume.isFinite && volume >= 5 && volume <= 1e6) { throw ValidationError("--volume must be 5 to 1e6 m^3") }
-        if !(directivity.isFinite && directivity >= 1 && directivity <= 100) { throw ValidationError("--directivity must be 1 to 100") }
-        if let ppm, !(ppm.isFinite && abs(ppm) <= 100_000) { throw ValidationError("--ppm must be within +-100000") }
-        if let rate, !(rate.isFinite && rate >= 8_000 && rate <= 768_000) { throw ValidationError("--rate must be 8000 to 768000 Hz") }
-        if let snr, !(snr.isFinite && abs(snr) <= 200) { throw ValidationError("--snr must be within +-200 dB") }
-        if !(sir.isFinite && abs(sir) <= 200) { throw ValidationError("--sir must be within +-200 dB") }
-        if let clip, !(clip.isFinite && clip > 0 && clip <= 1) { throw ValidationError("--clip must be in (0, 1]") }
-        if let rollOff, !(rollOff.isFinite && rollOff > 100) { throw ValidationError("--roll-off must be above 100 Hz") }
+        try NumericOption("--rt60", above: 0, upTo: 10, unit: "s").check(rt60)
+        try NumericOption("--distance", above: 0, upTo: 100, unit: "m").check(distance)
+        try NumericOption("--volume", 5...1e6, unit: "m^3").check(volume)
+        try NumericOption.directivity.check(directivity)
+        try NumericOption("--ppm", -100_000...100_000, unit: "ppm").check(ppm)
+        try NumericOption("--rate", AudioFileReader.supportedSampleRates, unit: "Hz").check(rate)
+        try NumericOption("--snr", -200...200, unit: "dB").check(snr)
+        try NumericOption("--sir", -200...200, unit: "dB").check(sir)
+        try NumericOption("--clip", above: 0, upTo: 1).check(clip)
+        try NumericOption("--roll-off", above: 100, upTo: 1e6, unit: "Hz").check(rollOff)
         if rt60 != nil && rir != nil { throw ValidationError("use either --rt60 (synthetic room) or --rir (measured), not both") }
     }
 
@@ -59,12 +59,20 @@ struct Simulate: ParsableCommand {
                 guard responseInfo.sampleRate == info.sampleRate else {
                     throw CommandError("the impulse response is at \(Int(responseInfo.sampleRate)) Hz but the input at \(Int(info.sampleRate)) Hz: resample one of them first")
                 }
+                // The response is normalised to its peak: one with no finite non-zero sample would silence the output.
+                guard response.contains(where: { $0 != 0 }) else {
+                    throw CommandError("the impulse response \(path) is silent (all zeros, or not finite samples read as 0): the output would be silence")
+                }
                 return response
             }
             let interferer = try interference.map { path -> [Float] in
                 let (other, otherInfo) = try AudioFile.read(path: path, channel: .mix)
                 return otherInfo.sampleRate == info.sampleRate ? other
                     : Channel.resample(other, from: otherInfo.sampleRate, to: info.sampleRate)
+            }
+            // SNR and SIR are relative to the input's active power: on a silent input they mean nothing.
+            if snr != nil || interference != nil, Channel.activePower(samples, sampleRate: info.sampleRate) == 0 {
+                throw CommandError("\(input) is silent: --snr and --interference are set relative to the signal's power, which is 0")
             }
             let result = model.apply(samples, sampleRate: info.sampleRate, interference: interferer, measuredImpulseResponse: measured)
             try AudioFile.write(result.samples, sampleRate: result.sampleRate, to: output, format: AudioFileFormat(path: output))

@@ -153,3 +153,17 @@ func tone(_ f: Double, rate: Double, seconds: Double, amplitude: Float = 0.5) ->
         #expect(model.apply(x, sampleRate: 48_000).samples != a.samples)
     }
 }
+
+@Suite struct RoomResponseEndTests {
+    /// The synthetic response fades to zero at its end: an abrupt end is an edge that the convolution turns
+    /// into a copy of the input delayed by the response's length (the simulator's ghost frame, issue 11).
+    @Test(arguments: [(2.0, 1.0), (3.0, 10.0), (0.5, 3.0)])
+    func responseEndsSmoothly(rt60: Double, distance: Double) {
+        var rng = SeededRandom(seed: 1)
+        let h = Room(rt60: rt60, distance: distance).impulseResponse(sampleRate: 48_000, rng: &rng)
+        func rms(_ s: ArraySlice<Float>) -> Double { (s.reduce(0) { $0 + Double($1) * Double($1) } / Double(s.count)).squareRoot() }
+        let beforeEnd = rms(h[(h.count * 8 / 10)..<(h.count * 8 / 10 + 480)])
+        let end = rms(h[(h.count - 10)...])
+        #expect(end < 0.01 * beforeEnd, "last samples at \(end), 80% into the response at \(beforeEnd)")
+    }
+}

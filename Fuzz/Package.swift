@@ -1,0 +1,25 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// libFuzzer targets for sotto, a package of their own so that the normal `swift build` of the parent
+// neither builds nor slows down for them. Built and run by scripts/fuzz (-sanitize=fuzzer,address); each
+// exposes LLVMFuzzerTestOneInput and a main (SwiftPM names it <Target>_main) that runs libFuzzer's driver.
+let package = Package(
+    name: "sotto-fuzz",
+    dependencies: [
+        .package(name: "sotto", path: ".."),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // The declaration of libFuzzer's driver entry point.
+        .target(name: "CFuzzerDriver"),
+        // Audio files (WAV, FLAC, AIFF, anything libsndfile opens) through AudioFileReader.
+        .executableTarget(name: "FuzzAudioFile", dependencies: ["CFuzzerDriver", .product(name: "SottoAudio", package: "sotto")]),
+        // Arbitrary 16-bit samples through the streaming frame decoder.
+        .executableTarget(name: "FuzzFrameDecoder", dependencies: ["CFuzzerDriver", .product(name: "SottoModem", package: "sotto")]),
+        // The command line's hex, text and number parsers (Sources/sotto/Arguments.swift, linked here).
+        .executableTarget(name: "FuzzParsers",
+                          dependencies: ["CFuzzerDriver", .product(name: "SottoModem", package: "sotto"), .product(name: "SottoAudio", package: "sotto"),
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+    ]
+)

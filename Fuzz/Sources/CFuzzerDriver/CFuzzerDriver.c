@@ -1,0 +1,1 @@
+// Only a header: LLVMFuzzerRunDriver is defined by the libFuzzer runtime.

@@ -1,0 +1,1 @@
+../../../Sources/sotto/Arguments.swift
