@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "SottoLive", targets: ["SottoLive"]),
         .library(name: "SottoExchange", targets: ["SottoExchange"]),
         .library(name: "SottoExchangeRadio", targets: ["SottoExchangeRadio"]),
+        .library(name: "SottoExchangeWire", targets: ["SottoExchangeWire"]),
         .library(name: "SottoExchangeClient", targets: ["SottoExchangeClient"]),
         .library(name: "SottoExchangeService", targets: ["SottoExchangeService"]),
         .executable(name: "sotto", targets: ["sotto"]),

@@ -17,6 +17,9 @@ let package = Package(
         .executableTarget(name: "FuzzAudioFile", dependencies: ["CFuzzerDriver", .product(name: "SottoAudio", package: "sotto")]),
         // Arbitrary 16-bit samples through the streaming frame decoder.
         .executableTarget(name: "FuzzFrameDecoder", dependencies: ["CFuzzerDriver", .product(name: "SottoModem", package: "sotto")]),
+        // Client and server frames of the exchange protocol through the service's validating conversions.
+        .executableTarget(name: "FuzzClientFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoExchangeWire", package: "sotto"),
+                                                                    .product(name: "SottoExchange", package: "sotto")]),
         // The command line's hex, text and number parsers (Sources/sotto/Arguments.swift, linked here).
         .executableTarget(name: "FuzzParsers",
                           dependencies: ["CFuzzerDriver", .product(name: "SottoModem", package: "sotto"), .product(name: "SottoAudio", package: "sotto"),

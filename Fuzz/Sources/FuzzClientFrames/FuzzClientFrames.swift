@@ -1,0 +1,47 @@
+import CFuzzerDriver
+import Foundation
+import SottoExchange
+import SottoExchangeWire
+
+/// One input: the bytes as a client frame of the exchange protocol, decoded and checked with the same
+/// validating conversions the matcher service applies to every frame (messages, strategies, filters,
+/// sightings); and the same bytes as a server frame, decoded into the notice a client would act on.
+/// Nothing may crash, and whatever validates must be within the exchange's limits.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzClientFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    guard let data else { return 0 }
+    let bytes = Data(bytes: data, count: size)
+    if let frame = try? ClientFrame(serializedBytes: bytes) {
+        switch frame.kind {
+        case .publish(let body):
+            if let message = try? body.message.validated() {
+                precondition(message.content.count <= ExchangeLimits.maxContentBytes, "oversized content validated")
+                precondition(message.type.unicodeScalars.count <= ExchangeLimits.maxTypeLength, "long type validated")
+            }
+            if let strategy = try? body.strategy.validated(subscription: false), case .infinite = strategy.ttl {
+                preconditionFailure("an infinite publication validated")
+            }
+        case .subscribe(let body):
+            if let filter = try? MessageFilter.validated(body.includes) { precondition(!filter.includes.isEmpty, "empty filter validated") }
+            _ = try? body.strategy.validated(subscription: true)
+        case .observe(let body):
+            for sighting in body.sightings { _ = Payload(frame: Array(sighting.frame)) }
+        case .hello(let hello):
+            _ = APIKeysParsing.parse(hello.apiKey)
+        case .unpublish, .unsubscribe, .heartbeat, .none:
+            break
+        }
+    }
+    if let frame = try? ServerFrame(serializedBytes: bytes) { _ = frame.notice }
+    return 0
+}
+
+/// The shape check of API keys (the service's is in SottoExchangeService; this mirrors its rule without the
+/// store): `sotto_<id>_<secret>`, under 200 bytes.
+enum APIKeysParsing {
+    static func parse(_ key: String) -> (Substring, Substring)? {
+        guard key.hasPrefix("sotto_"), key.utf8.count < 200 else { return nil }
+        let parts = key.dropFirst(6).split(separator: "_", omittingEmptySubsequences: false)
+        return parts.count == 2 ? (parts[0], parts[1]) : nil
+    }
+}

@@ -1,0 +1,239 @@
+import Foundation
+import GRPCCore
+import GRPCNIOTransportHTTP2
+import SottoExchange
+import SottoExchangeWire
+import Synchronization
+
+/// A load generator for the matcher service: many simulated devices, each with a session, a publication
+/// and a subscription, in clusters that hear each other; each device reports sightings of its neighbours'
+/// tokens at a total rate. Measures sessions held, sightings per second, and the latency from the first
+/// report of a pair of neighbours to each one's `found` (median, p99).
+public enum ServiceLoad {
+    public struct Configuration: Sendable {
+        public var address: MatcherAddress
+        public var apiKey: String
+        public var trustRoots: String?
+        public var tls = false
+        /// Simulated devices (one session each).
+        public var sessions = 1_000
+        /// Devices that hear each other.
+        public var clusterSize = 5
+        /// Sightings reported per second, over all devices.
+        public var sightingsPerSecond = 1_000.0
+        /// How long sightings are reported (s), after every session is open.
+        public var duration = 20.0
+        /// HTTP/2 connections the sessions share.
+        public var connections = 8
+        /// Bytes of each device's message.
+        public var messageBytes = 64
+
+        public init(address: MatcherAddress, apiKey: String) {
+            self.address = address
+            self.apiKey = apiKey
+        }
+    }
+
+    public struct Report: Sendable, CustomStringConvertible {
+        public var sessionsRequested: Int
+        public var sessionsOpen: Int
+        public var openSeconds: Double
+        public var sightingsSent: Int
+        public var sightingSeconds: Double
+        public var found: Int
+        public var expectedFound: Int
+        public var foundLatencies: [Double]
+        public var errors: [String: Int]
+
+        func percentile(_ p: Double) -> Double? {
+            guard !foundLatencies.isEmpty else { return nil }
+            let sorted = foundLatencies.sorted()
+            return sorted[min(sorted.count - 1, Int((p * Double(sorted.count - 1)).rounded()))]
+        }
+
+        public var medianLatency: Double? { percentile(0.5) }
+        public var p99Latency: Double? { percentile(0.99) }
+
+        public var description: String {
+            let ms = { (x: Double?) in x.map { String(format: "%.1f ms", $0 * 1000) } ?? "-" }
+            var lines = [
+                "sessions: \(sessionsOpen) of \(sessionsRequested) open (in \(String(format: "%.1f", openSeconds)) s)",
+                "sightings: \(sightingsSent) in \(String(format: "%.1f", sightingSeconds)) s = \(String(format: "%.0f", Double(sightingsSent) / max(sightingSeconds, 1e-9)))/s",
+                "found: \(found) of \(expectedFound) expected; latency from first sighting: median \(ms(medianLatency)), p99 \(ms(p99Latency))",
+            ]
+            if !errors.isEmpty { lines.append("errors: " + errors.sorted { $0.key < $1.key }.map { "\($0.key) x\($0.value)" }.joined(separator: ", ")) }
+            return lines.joined(separator: "\n")
+        }
+    }
+
+    /// One simulated device's stream.
+    final class Device: Sendable {
+        let index: Int
+        let outbound: AsyncStream<ClientFrame>.Continuation
+        let outboundStream: AsyncStream<ClientFrame>
+        let token = Mutex<[UInt8]?>(nil)
+        let welcomed = Atomic<Bool>(false)
+
+        init(index: Int) {
+            self.index = index
+            (outboundStream, outbound) = AsyncStream.makeStream(of: ClientFrame.self)
+        }
+    }
+
+    /// Shared measurements.
+    final class Tally: Sendable {
+        struct State {
+            var firstSighting: [Int64: Double] = [:]
+            var latencies: [Double] = []
+            var found = 0
+            var errors: [String: Int] = [:]
+        }
+        let state = Mutex(State())
+        let started = ContinuousClock.now
+        var now: Double {
+            let elapsed = ContinuousClock.now - started
+            return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        }
+        static func pair(_ a: Int, _ b: Int) -> Int64 { Int64(min(a, b)) << 32 | Int64(max(a, b)) }
+        func error(_ what: String) { state.withLock { $0.errors[what, default: 0] += 1 } }
+    }
+
+    /// Runs the load against a running service and reports what it measured.
+    /// - Parameter onOpen: called once every session is open (before sightings start), e.g. to read memory.
+    public static func run(_ configuration: Configuration, progress: @escaping @Sendable (String) -> Void = { _ in },
+                           onOpen: @escaping @Sendable () -> Void = {}) async throws -> Report {
+        let target: any ResolvableTarget
+        switch configuration.address {
+        case .tcp(let host, let port):
+            target = host.first?.isNumber == true ? .ipv4(address: host, port: port) : .dns(host: host, port: port)
+        case .unix(let path): target = .unixDomainSocket(path: path)
+        }
+        var clients: [GRPCClient<HTTP2ClientTransport.Posix>] = []
+        for _ in 0..<max(1, configuration.connections) {
+            let security: HTTP2ClientTransport.Posix.TransportSecurity = configuration.tls || configuration.trustRoots != nil
+                ? .tls { config in
+                    if let roots = configuration.trustRoots { config.trustRoots = .certificates([.file(path: roots, format: .pem)]) }
+                } : .plaintext
+            clients.append(GRPCClient(transport: try HTTP2ClientTransport.Posix(target: target, transportSecurity: security)))
+        }
+        let devices = (0..<configuration.sessions).map(Device.init)
+        let tally = Tally()
+        let clusterSize = max(2, configuration.clusterSize)
+        func cluster(of index: Int) -> Range<Int> {
+            let start = index / clusterSize * clusterSize
+            return start..<min(start + clusterSize, configuration.sessions)
+        }
+        var report = Report(sessionsRequested: configuration.sessions, sessionsOpen: 0, openSeconds: 0, sightingsSent: 0,
+                            sightingSeconds: 0, found: 0, expectedFound: 0, foundLatencies: [], errors: [:])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for client in clients { group.addTask { try await client.runConnections() } }
+            for device in devices {
+                let client = clients[device.index % clients.count]
+                group.addTask {
+                    await session(device, client: client, configuration: configuration, tally: tally)
+                }
+            }
+            // Wait for the sessions to open (and get their tokens).
+            let openStart = tally.now
+            var open = 0
+            while tally.now - openStart < 120 {
+                open = devices.filter { $0.token.withLock { $0 } != nil }.count
+                if open == devices.count { break }
+                progress("sessions open: \(open) of \(devices.count)")
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            report.sessionsOpen = open
+            report.openSeconds = tally.now - openStart
+            onOpen()
+            progress("sessions open: \(open) of \(devices.count) in \(String(format: "%.1f", report.openSeconds)) s; reporting sightings")
+            // Sightings: a random device reports a random neighbour's token, at the configured rate.
+            var generator = SystemRandomNumberGenerator()
+            let start = tally.now
+            var sent = 0
+            let tokens = devices.map { $0.token.withLock { $0 } }
+            while tally.now - start < configuration.duration {
+                let due = Int((tally.now - start) * configuration.sightingsPerSecond)
+                while sent < due {
+                    let observer = Int.random(in: 0..<devices.count, using: &generator)
+                    let neighbours = cluster(of: observer)
+                    guard neighbours.count > 1 else { sent += 1; continue }
+                    var source = Int.random(in: neighbours, using: &generator)
+                    if source == observer { source = neighbours.lowerBound + (source - neighbours.lowerBound + 1) % neighbours.count }
+                    guard let token = tokens[source] else { sent += 1; continue }
+                    let key = Tally.pair(observer, source)
+                    let now = tally.now
+                    tally.state.withLock { state in if state.firstSighting[key] == nil { state.firstSighting[key] = now } }
+                    devices[observer].outbound.yield(ClientFrame(.observe([Sighting(payload: .token(token), snr: 15, level: -30)])))
+                    sent += 1
+                }
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            report.sightingsSent = sent
+            report.sightingSeconds = tally.now - start
+            progress("waiting for the last found events")
+            try await Task.sleep(for: .seconds(2))
+            for device in devices { device.outbound.finish() }
+            try await Task.sleep(for: .milliseconds(500))
+            for client in clients { client.beginGracefulShutdown() }
+            group.cancelAll()
+        }
+        tally.state.withLock { state in
+            report.found = state.found
+            report.foundLatencies = state.latencies
+            report.errors = state.errors
+            // Each pair heard gives a found on both sides (earshot either way).
+            report.expectedFound = 2 * state.firstSighting.count
+        }
+        return report
+    }
+
+    static func session(_ device: Device, client: GRPCClient<HTTP2ClientTransport.Posix>, configuration: Configuration, tally: Tally) async {
+        var hello = Sotto_Exchange_V1_Hello()
+        hello.apiKey = configuration.apiKey
+        hello.broadcasts = true
+        hello.clientVersion = "sotto-bench"
+        var helloFrame = ClientFrame()
+        helloFrame.kind = .hello(hello)
+        let first = helloFrame
+        let content = Array("device \(device.index) ".utf8) + [UInt8](repeating: 0x2e, count: max(0, configuration.messageBytes - 16))
+        let exchange = Sotto_Exchange_V1_Exchange.Client(wrapping: client)
+        var options = CallOptions.defaults
+        options.waitForReady = true
+        do {
+            try await exchange.session(options: options, requestProducer: { writer in
+                try await writer.write(first)
+                for await frame in device.outboundStream { try await writer.write(frame) }
+            }, onResponse: { response in
+                for try await frame in response.messages {
+                    switch frame.kind {
+                    case .welcome:
+                        device.welcomed.store(true, ordering: .relaxed)
+                        let message = try! Message(content: content)
+                        device.outbound.yield(ClientFrame(.publish(OperationID(1), message, try! Strategy(ttl: .seconds(3_600)))))
+                        device.outbound.yield(ClientFrame(.subscribe(OperationID(2), .allMyTypes, try! Strategy(ttl: .seconds(3_600)), lostTimeout: 10)))
+                    case .token(let body):
+                        device.token.withLock { $0 = Array(body.token) }
+                    case .found(let body):
+                        let now = tally.now
+                        let text = String(decoding: body.message.content.prefix(16), as: UTF8.self)
+                        let other = text.split(separator: " ").dropFirst().first.flatMap { Int($0) }
+                        tally.state.withLock { state in
+                            state.found += 1
+                            if let other, let first = state.firstSighting[Tally.pair(device.index, other)] { state.latencies.append(now - first) }
+                        }
+                    case .opStatus(let body) where body.state == .rejected:
+                        tally.error("rejected: \(body.message)")
+                    case .error(let body):
+                        tally.error("error: \(body.message)")
+                    default:
+                        break
+                    }
+                }
+            })
+        } catch let error as RPCError {
+            if error.code != .cancelled { tally.error("stream: \(error.code)") }
+        } catch {
+            tally.error("stream: \(type(of: error))")
+        }
+    }
+}

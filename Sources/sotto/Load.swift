@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import SottoExchangeClient
+import SottoExchangeWire
+import Synchronization
+
+/// `sotto load`: a load generator for a running `sotto serve`.
+struct Load: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Load a matcher service with simulated devices and report sessions, sightings/s and found latency.",
+        discussion: """
+        Every device opens a session, publishes a message and subscribes; devices in clusters of --cluster hear \
+        each other, and --rate sightings per second of a random neighbour's token are reported for --duration \
+        seconds. Latency is from the first report of a pair of neighbours to each one's found.
+        """)
+
+    @Option(help: "The service: HOST:PORT or unix:PATH.") var server: String
+    @Option(help: "API key of a project whose key allows the rate (sotto admin key create --rate).") var apiKey: String
+    @Option(help: "CA certificate (PEM) for TLS.") var ca: String?
+    @Option(help: "Simulated devices (one session each).") var sessions: Int = 1_000
+    @Option(help: "Devices in earshot of each other.") var cluster: Int = 5
+    @Option(help: "Sightings per second over all devices.") var rate: Double = 1_000
+    @Option(help: "Seconds of sightings.") var duration: Double = 20
+    @Option(help: "HTTP/2 connections shared by the sessions.") var connections: Int = 8
+    @Option(help: "Process id of the service, to report its memory per session (from /proc).") var serverPid: Int32?
+
+    func validate() throws {
+        try NumericOption("--sessions", 1...200_000).check(sessions)
+        try NumericOption("--cluster", 2...1_000).check(cluster)
+        try NumericOption("--rate", above: 0, upTo: 1_000_000, unit: "per s").check(rate)
+        try NumericOption("--duration", above: 0, upTo: 3_600, unit: "s").check(duration)
+        try NumericOption("--connections", 1...1_024).check(connections)
+    }
+
+    func run() async throws {
+        let address: MatcherAddress
+        do { address = try MatcherAddress(parsing: server) } catch { throw ValidationError("--server: \(error)") }
+        var configuration = ServiceLoad.Configuration(address: address, apiKey: apiKey)
+        configuration.trustRoots = ca
+        configuration.sessions = sessions
+        configuration.clusterSize = cluster
+        configuration.sightingsPerSecond = rate
+        configuration.duration = duration
+        configuration.connections = connections
+        let before = serverPid.flatMap(Self.residentMemory)
+        let during = Mutex<Int?>(nil)
+        let pid = serverPid
+        let report = try await ServiceLoad.run(configuration, progress: { printError($0) },
+                                               onOpen: { during.withLock { $0 = pid.flatMap(Self.residentMemory) } })
+        let after = during.withLock { $0 }
+        print(report)
+        if let before, let after {
+            print(String(format: "service memory: %.1f MB before, %.1f MB with the sessions: %.1f kB per session",
+                         Double(before) / 1e6, Double(after) / 1e6, Double(after - before) / 1e3 / Double(max(1, report.sessionsOpen))))
+        }
+    }
+
+    /// Resident memory of a process (bytes), from /proc.
+    static func residentMemory(_ pid: Int32) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
+        return kilobytes * 1024
+    }
+}
