@@ -1,0 +1,206 @@
+import Foundation
+import GRPCCore
+import SottoExchange
+import SottoExchangeClient
+import SottoExchangeService
+import SottoExchangeWire
+import Testing
+
+/// Managers over the network service: publish, subscribe, hear, find, lose.
+@Suite(.timeLimit(.minutes(1))) struct MatchingOverServiceTests {
+    @Test func publishedMessageIsFoundThenLostOverTheService() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let a = try await service.manager()
+        let b = try await service.manager()
+        let c = try await service.manager()
+        #expect(exhibit.content.count == 37)
+
+        let publication = try await a.publish(exhibit, now: 0)
+        let tokenA = try await token(of: a)
+        let recorderB = EventRecorder(), recorderC = EventRecorder()
+        let subscription = try await b.subscribe(filter: exhibitFilter, now: 0, handler: recorderB.handler)
+        let otherType = try MessageFilter([.namespacedType(namespace: "museum", type: "shop")])
+        let subscriptionC = try await c.subscribe(filter: otherType, now: 0, handler: recorderC.handler)
+
+        await heard(b, token: tokenA)
+        await heard(c, token: tokenA)
+        #expect(await recorderB.waitFound())
+        #expect(recorderB.found == [exhibit])
+        #expect(recorderB.found.first?.content.count == 37)
+
+        await publication.cancel()
+        #expect(await recorderB.waitLost())
+        #expect(recorderB.pattern == "FL")
+        #expect(recorderB.lost == [exhibit])
+        #expect(recorderC.all.isEmpty, "a subscriber of another type finds nothing")
+        #expect(service.metric("sotto_found_total") == 1)
+        #expect(service.metric("sotto_lost_total") == 1)
+        keep(subscription, subscriptionC, publication)
+        for m in [a, b, c] { await m.close(now: 0) }
+    }
+
+    @Test func anotherProjectNeverFindsTheMessage() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let a = try await service.manager()
+        let d = try await service.manager(key: try await service.otherProjectKey())
+        let publication1 = try await a.publish(exhibit, now: 0)
+        let tokenA = try await token(of: a)
+        let recorder = EventRecorder()
+        let subscription = try await d.subscribe(filter: exhibitFilter, now: 0, handler: recorder.handler)
+        await heard(d, token: tokenA)
+        try await Task.sleep(for: .milliseconds(800))
+        #expect(recorder.all.isEmpty, "another project's subscriber finds nothing")
+        #expect((service.metric("sotto_sightings_total") ?? 0) >= 1, "the sighting reached the service")
+        keep(subscription, publication1)
+        await a.close(now: 0)
+        await d.close(now: 0)
+    }
+
+    @Test(.disabled("bug: a token of another project resolves (no invalidToken, not counted in sotto_invalid_tokens_total)"))
+    func anotherProjectsTokenIsCountedInvalid() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let a = try await service.manager()
+        let raw = try RawClient(service.address)
+        defer { Task { await raw.close() } }
+        let d = RawSession(raw)
+        #expect(await d.hello(key: try await service.otherProjectKey()) != nil)
+        let publication2 = try await a.publish(exhibit, now: 0)
+        let tokenA = try await token(of: a)
+        d.send(Frames.subscribe(1))
+        d.send(Frames.observe(token: tokenA))
+        let status = await d.frame(3) { if case .tokenStatus = $0.kind { return true } else { return false } }
+        #expect(status != nil, "the other project is told the token resolves to nothing")
+        #expect(await eventually(2) { service.metric("sotto_invalid_tokens_total") ?? 0 >= 1 })
+        d.cancel()
+        keep(publication2)
+        await a.close(now: 0)
+    }
+
+    @Test func scanOnlyPublisherHearingTheSubscriberMakesItFind() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let publisher = try await service.manager()
+        let subscriber = try await service.manager()
+        let publication3 = try await publisher.publish(exhibit, strategy: try Strategy(discoveryMode: .scan), now: 0)
+        let recorder = EventRecorder()
+        let subscription = try await subscriber.subscribe(filter: exhibitFilter, now: 0, handler: recorder.handler)
+        let tokenS = try await token(of: subscriber)
+        // The subscriber heard nothing; the publisher heard the subscriber.
+        await heard(publisher, token: tokenS)
+        #expect(await recorder.waitFound())
+        #expect(recorder.found == [exhibit])
+        #expect(await publisher.transmitPlan.isEmpty, "a scan-only publisher plays no token")
+        keep(subscription, publication3)
+        await publisher.close(now: 0)
+        await subscriber.close(now: 0)
+    }
+
+    @Test func wrongAndRevokedKeysAreRefused() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let a = try await service.manager()
+        let publication4 = try await a.publish(exhibit, now: 0)
+        let tokenA = try await token(of: a)
+
+        // A key of the right shape with a wrong secret, and garbage.
+        let parts = service.apiKey.split(separator: "_")
+        let wrongSecret = "sotto_\(parts[1])_" + String(repeating: "0", count: 64)
+        for key in [wrongSecret, "not-a-key"] {
+            let link = try RemoteMatcher(options: .init(endpoint: service.address, apiKey: key))
+            let manager = MessageManager(link: link)
+            await #expect(throws: ExchangeError.unauthenticated) { try await manager.connect(timeout: 5) }
+            await manager.close(now: 0)
+        }
+
+        // A key that worked, revoked.
+        let (record, revokedKey) = try await service.store.createKey(project: service.project.id, label: "gone", ratePerSecond: 100, burst: 100)
+        let before = try await service.manager(key: revokedKey)
+        await before.close(now: 0)
+        try await service.store.revokeKey(id: record.id)
+        let link = try RemoteMatcher(options: .init(endpoint: service.address, apiKey: revokedKey))
+        let revoked = MessageManager(link: link)
+        await #expect(throws: ExchangeError.unauthenticated) { try await revoked.connect(timeout: 5) }
+        let recorder = EventRecorder()
+        let subscription = try? await revoked.subscribe(filter: exhibitFilter, now: 0, handler: recorder.handler)
+        await heard(revoked, token: tokenA)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(recorder.all.isEmpty)
+        #expect(service.metric("sotto_authentication_failures_total") == 3)
+        #expect(service.metric("sotto_found_total") ?? 0 == 0)
+        keep(subscription, publication4)
+        await revoked.close(now: 0)
+        await a.close(now: 0)
+    }
+}
+
+/// Tokens stop resolving when their session ends, and after a rotation's grace period.
+@Suite(.timeLimit(.minutes(1))) struct TokenLifetimeTests {
+    @Test func closedSessionTokenIsInvalidAtOnce() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let a = try await service.manager()
+        let publication5 = try await a.publish(exhibit, now: 0)
+        let recorded = try await token(of: a)
+        let raw = try RawClient(service.address)
+        defer { Task { await raw.close() } }
+        let b = RawSession(raw)
+        #expect(await b.hello(key: service.apiKey) != nil)
+        b.send(Frames.subscribe(1, lostTimeoutMs: 5_000))
+        #expect(await b.status(1)?.state == .active)
+        b.send(Frames.observe(token: recorded))
+        #expect(await b.frame { $0.isFound } != nil, "the live token resolves")
+
+        await a.close(now: 0)
+        #expect(await b.frame { $0.isLost } != nil, "the closed session's message is lost at once")
+        let foundBefore = b.frames.filter(\.isFound).count
+        b.send(Frames.observe(token: recorded))
+        let status = await b.frame { if case .tokenStatus = $0.kind { return true } else { return false } }
+        if case .tokenStatus(let body)? = status?.kind {
+            #expect(body.valid == false)
+            #expect(Array(body.token) == recorded)
+        } else {
+            Issue.record("no TokenStatus for a replayed token")
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(b.frames.filter(\.isFound).count == foundBefore, "a replay finds nothing")
+        #expect(service.metric("sotto_invalid_tokens_total") == 1)
+        b.cancel()
+        keep(publication5)
+    }
+
+    @Test func rotatedTokenResolvesDuringGraceOnly() async throws {
+        var configuration = TestServer.fastConfiguration
+        configuration.rotationInterval = 1.5
+        configuration.rotationGrace = 1.0
+        let service = try await TestServer(configuration: configuration)
+        defer { Task { await service.stop() } }
+        let raw = try RawClient(service.address)
+        defer { Task { await raw.close() } }
+        let a = RawSession(raw)
+        #expect(await a.hello(key: service.apiKey) != nil)
+        a.send(Frames.publish(1, content: exhibit.content))
+        #expect(await a.status(1)?.state == .active)
+        guard let first = await a.frame(where: { $0.tokenDirective != nil })?.tokenDirective else {
+            Issue.record("no token"); return
+        }
+        let b = RawSession(raw)
+        #expect(await b.hello(key: service.apiKey, broadcasts: false) != nil)
+        b.send(Frames.subscribe(1, lostTimeoutMs: 1_000))
+        #expect(await b.status(1)?.state == .active)
+        // Rotation: a second token directive.
+        let rotated = await eventually(4) { a.frames.compactMap(\.tokenDirective).count >= 2 }
+        #expect(rotated)
+        b.send(Frames.observe(token: first))
+        #expect(await b.frame(0.8) { $0.isFound } != nil, "the old token still resolves within its grace")
+        try await Task.sleep(for: .milliseconds(1_300))
+        b.send(Frames.observe(token: first))
+        let status = await b.frame(3) { if case .tokenStatus = $0.kind { return true } else { return false } }
+        if case .tokenStatus(let body)? = status?.kind { #expect(!body.valid && Array(body.token) == first) }
+        else { Issue.record("the old token still resolves after its grace") }
+        a.cancel()
+        b.cancel()
+    }
+}
