@@ -23,10 +23,12 @@ struct Sotto {
 
     /// Runs `sotto` with `arguments`; with a `timeout` (s), a run still going then is terminated (SIGTERM),
     /// so that a hang fails its test instead of the whole run.
-    static func run(_ arguments: [String], environment: [String: String] = [:], timeout: Double? = nil) throws -> Result {
+    /// With a `launcher`, runs it with `prefix` + `arguments` instead (e.g. `ip netns exec NS sotto ...`).
+    static func run(_ arguments: [String], environment: [String: String] = [:], timeout: Double? = nil,
+                    launcher: String? = nil, prefix: [String] = []) throws -> Result {
         let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
+        process.executableURL = launcher.map { URL(fileURLWithPath: $0) } ?? executable
+        process.arguments = prefix + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out

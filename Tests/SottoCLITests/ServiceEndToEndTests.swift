@@ -10,9 +10,10 @@ final class BackgroundSotto: Sendable {
     private let lines = Mutex<[String]>([])
     private let errors = Mutex<String>("")
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+    /// Runs `sotto` with `arguments`, or `launcher` (e.g. `ip`, for `ip netns exec NS sotto ...`) with them.
+    init(_ arguments: [String], environment: [String: String] = [:], launcher: String? = nil) throws {
         process = Process()
-        process.executableURL = Sotto.executable
+        process.executableURL = launcher.map { URL(fileURLWithPath: $0) } ?? Sotto.executable
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let out = Pipe(), err = Pipe()
@@ -157,6 +158,103 @@ final class BackgroundSotto: Sendable {
         #expect(b.output.filter { $0.contains("\"found\"") }.count == 1, "\(b.output)")
         #expect(!c.output.contains { $0.contains("\"found\"") }, "another type found something: \(c.output)")
         #expect(!d.output.contains { $0.contains("\"found\"") }, "another project found something: \(d.output)")
+        await serve.interrupt()
+    }
+}
+
+/// Test hosts in network namespaces made by the test (`ip netns`, veth pairs): a service host and two
+/// client hosts with addresses of the documentation range 192.0.2.0/24, which exist only inside them.
+struct NetworkNamespaces {
+    let service: String, publisher: String, subscriber: String
+    static let serviceAddressForPublisher = "192.0.2.1", serviceAddressForSubscriber = "192.0.2.5"
+
+    /// Whether namespaces can be made here (root and iproute2).
+    static let available: Bool = {
+        let name = "sotto-probe-\(getpid())"
+        defer { _ = try? run(["ip", "netns", "del", name]) }
+        return (try? run(["ip", "netns", "add", name])) == 0
+    }()
+
+    @discardableResult
+    static func run(_ arguments: [String]) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    init() throws {
+        let tag = "\(getpid() % 100_000)"
+        service = "sotto-s\(tag)"; publisher = "sotto-a\(tag)"; subscriber = "sotto-b\(tag)"
+        for namespace in [service, publisher, subscriber] {
+            try Self.run(["ip", "netns", "add", namespace])
+            try Self.run(["ip", "-n", namespace, "link", "set", "lo", "up"])
+        }
+        for (client, inside, outside, prefix) in [(publisher, "va\(tag)", "sa\(tag)", "192.0.2.0"), (subscriber, "vb\(tag)", "sb\(tag)", "192.0.2.4")] {
+            let base = prefix.split(separator: ".").last.flatMap { Int($0) } ?? 0
+            try Self.run(["ip", "link", "add", outside, "netns", service, "type", "veth", "peer", "name", inside, "netns", client])
+            try Self.run(["ip", "-n", service, "addr", "add", "192.0.2.\(base + 1)/30", "dev", outside])
+            try Self.run(["ip", "-n", client, "addr", "add", "192.0.2.\(base + 2)/30", "dev", inside])
+            try Self.run(["ip", "-n", service, "link", "set", outside, "up"])
+            try Self.run(["ip", "-n", client, "link", "set", inside, "up"])
+        }
+    }
+
+    func remove() {
+        for namespace in [service, publisher, subscriber] { _ = try? Self.run(["ip", "netns", "del", namespace]) }
+    }
+}
+
+extension ServiceEndToEndTests {
+    @Test(.enabled(if: NetworkNamespaces.available, "needs root and iproute2 to make network namespaces"), .timeLimit(.minutes(2)))
+    func machinesInSeparateNetworkNamespacesExchangeOverTLS() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let hosts = try NetworkNamespaces()
+        defer { hosts.remove() }
+        // A certificate for the service host's two addresses, made here.
+        let certificate = directory.appendingPathComponent("cert.pem").path, privateKey = directory.appendingPathComponent("key.pem").path
+        let openssl = try NetworkNamespaces.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=sotto-test",
+                                                 "-addext", "subjectAltName=IP:192.0.2.1,IP:192.0.2.5", "-keyout", privateKey, "-out", certificate])
+        try #require(openssl == 0, "openssl could not make a certificate")
+        let store = directory.appendingPathComponent("exchange.sqlite").path
+        _ = try admin(["project", "create", "museum"], store: store)
+        let key = try admin(["key", "create", "museum"], store: store)
+
+        // Plaintext beyond loopback is refused before anything listens.
+        let refused = try Sotto.run(["serve", "--listen", "192.0.2.1:0", "--store", "sqlite:" + store], timeout: 20)
+        #expect(refused.status != 0 && refused.stderr.contains("--tls-cert"), "\(refused.stderr)")
+
+        let executable = Sotto.executable.path
+        let serve = try BackgroundSotto(["netns", "exec", hosts.service, executable, "serve", "--listen", "0.0.0.0:0", "--store", "sqlite:" + store,
+                                         "--tls-cert", certificate, "--tls-key", privateKey], launcher: "/usr/sbin/ip")
+        defer { serve.process.terminate() }
+        let listening = await serve.line(timeout: 30) { $0.hasPrefix("listening on ") }
+        let port = try #require(listening?.split(separator: ":").last.map(String.init), "\(serve.standardError)")
+
+        let message = "A message that crossed two network namespaces over TLS"
+        let speaker = directory.appendingPathComponent("a.wav").path
+        let publisher = try BackgroundSotto(["netns", "exec", hosts.publisher, executable, "publish",
+                                             "--server", "sottos://\(NetworkNamespaces.serviceAddressForPublisher):\(port)", "--ca", certificate,
+                                             "--api-key", key, "--namespace", "museum", "--type", "exhibit", "--text", message,
+                                             "--ttl", "40", "--out", speaker], launcher: "/usr/sbin/ip")
+        defer { publisher.process.terminate() }
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while !FileManager.default.fileExists(atPath: speaker) && Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        try #require(FileManager.default.fileExists(atPath: speaker), "\(publisher.standardError)")
+
+        let subscriber = try Sotto.run([], environment: [:], timeout: nil, launcher: "/usr/sbin/ip", prefix: [
+            "netns", "exec", hosts.subscriber, executable, "subscribe", "--server", "sottos://\(NetworkNamespaces.serviceAddressForSubscriber):\(port)",
+            "--ca", certificate, "--api-key", key, "--namespace", "museum", "--type", "exhibit", "--input", speaker,
+            "--lost-timeout", "2", "--format", "json", "--ttl", "60"])
+        let contentHex = Array(message.utf8).map { String(format: "%02x", $0) }.joined()
+        #expect(subscriber.status == 0, "\(subscriber.stderr)")
+        #expect(subscriber.stdout.contains("\"found\"") && subscriber.stdout.contains(contentHex), "\(subscriber.stdout) \(subscriber.stderr)")
+        await publisher.interrupt()
         await serve.interrupt()
     }
 }
