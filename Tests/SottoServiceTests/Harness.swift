@@ -216,6 +216,9 @@ final class RawClient: Sendable {
         runner = Task { try? await grpc.runConnections() }
     }
 
+    /// Drops every connection at once (no graceful shutdown, no clean end of the streams).
+    func kill() { runner.cancel() }
+
     func close() async {
         grpc.beginGracefulShutdown()
         runner.cancel()
@@ -250,6 +253,8 @@ final class RawSession: Sendable {
             do {
                 try await exchange.session(options: callOptions, requestProducer: { writer in
                     for await frame in frames { try await writer.write(frame) }
+                    // Cancelled (a dropped connection): never a clean end of the request stream.
+                    if Task.isCancelled { throw CancellationError() }
                 }, onResponse: { response in
                     if reads {
                         for try await frame in response.messages { state.received.withLock { $0.append(frame) } }
@@ -318,6 +323,10 @@ final class RawSession: Sendable {
     }
 
     func cancel() { heartbeat.cancel(); outbound.finish(); task.cancel() }
+
+    /// Cancels the RPC. Note: grpc-swift's client half-closes the request stream first, so the service
+    /// sees a clean end of the session; `RawClient.kill()` drops the connection instead.
+    func drop() { heartbeat.cancel(); task.cancel() }
 }
 
 /// Frame builders.
