@@ -234,6 +234,8 @@ final class RawSession: Sendable {
     final class State: Sendable {
         let received = Mutex<[ServerFrame]>([])
         let outcome = Mutex<(any Error)??>(nil)
+        /// Heartbeats start once something was sent (the first frame must stay the test's own).
+        let started = Mutex<Bool>(false)
     }
     private let state = State()
     let task: Task<Void, Never>
@@ -271,12 +273,17 @@ final class RawSession: Sendable {
         heartbeat = Task { [outbound] in
             while heartbeats && !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(500))
-                outbound.yield(RawSession.heartbeatFrame)
+                if state.started.withLock({ $0 }) { outbound.yield(RawSession.heartbeatFrame) }
             }
         }
     }
 
-    func send(_ frame: ClientFrame) { outbound.yield(frame) }
+    func send(_ frame: ClientFrame) {
+        state.started.withLock { started in
+            started = true
+            outbound.yield(frame)
+        }
+    }
 
     static var heartbeatFrame: ClientFrame {
         var frame = ClientFrame()
