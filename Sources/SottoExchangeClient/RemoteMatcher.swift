@@ -49,6 +49,8 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         var session = ""
         var secret: [UInt8] = []
         var closed = false
+        /// When a frame was last sent (heartbeats only fill silences).
+        var lastSent = ContinuousClock.now
     }
 
     public let notices: AsyncStream<MatcherNotice>
@@ -102,7 +104,10 @@ public final class RemoteMatcher: MatcherLink, Sendable {
                 break
             }
             // While not welcomed, operations wait to be sent with the others; sightings are dropped.
-            if state.welcomed { state.outbound?.yield(ClientFrame(request)) }
+            if state.welcomed {
+                state.outbound?.yield(ClientFrame(request))
+                state.lastSent = ContinuousClock.now
+            }
         }
     }
 
@@ -185,11 +190,16 @@ public final class RemoteMatcher: MatcherLink, Sendable {
                             self.welcomed(welcome, writer: writer)
                             let interval = max(0.5, Double(welcome.heartbeatIntervalMs) / 1000)
                             group.addTask {
+                                // A heartbeat only when nothing else was sent for an interval.
                                 var beat = ClientFrame()
                                 beat.kind = .heartbeat(Sotto_Exchange_V1_Heartbeat())
                                 while !Task.isCancelled {
-                                    try await Task.sleep(for: .seconds(interval))
-                                    writer.yield(beat)
+                                    try await Task.sleep(for: .seconds(interval / 2))
+                                    let idle = self.state.withLock { ContinuousClock.now - $0.lastSent >= .seconds(interval) }
+                                    if idle {
+                                        writer.yield(beat)
+                                        self.state.withLock { $0.lastSent = ContinuousClock.now }
+                                    }
                                 }
                             }
                             continue

@@ -258,3 +258,20 @@ extension ServiceEndToEndTests {
         await serve.interrupt()
     }
 }
+
+extension ServiceEndToEndTests {
+    /// `subscribe --ttl` on a device prints `expired` when the TTL elapses and exits (it used to run on).
+    @Test(.timeLimit(.minutes(1))) func subscribeOnADeviceEndsWhenItsTTLExpires() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let configuration = directory.appendingPathComponent("asoundrc")
+        try Data("pcm_type.sottofault { lib \"\(FilePluginRig.faultPlugin.path)\" }\npcm.quiet_microphone { type sottofault; rate 48000 }\n".utf8)
+            .write(to: configuration)
+        let started = Date()
+        let result = try Sotto.run(["subscribe", "--ttl", "2", "--device", "quiet_microphone"],
+                                   environment: ["ALSA_CONFIG_PATH": configuration.path], timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("expired"), "\(result.stdout)")
+        #expect(Date().timeIntervalSince(started) < 15, "subscribe did not end after its TTL")
+    }
+}
