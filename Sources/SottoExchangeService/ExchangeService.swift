@@ -50,7 +50,9 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                 group.addTask {
                     do {
                         for try await frame in request.messages {
+                            outbox.touch()
                             if let session = state.session.withLock({ $0 }) {
+                                if case .heartbeat = frame.kind { continue }  // liveness only: the touch above
                                 await host.receive(frame, from: session)
                                 continue
                             }

@@ -43,8 +43,6 @@ public actor MatcherHost {
         var outbox: Outbox?
         /// When the connection went away (s), nil while attached.
         var detachedAt: Double?
-        /// Last frame from the client (s).
-        var lastFrame: Double
         var operations: [OperationID: Operation] = [:]
     }
 
@@ -122,7 +120,6 @@ public actor MatcherHost {
             existing.outbox?.finish(cutOff: .replaced)
             sessions[id]?.outbox = outbox
             sessions[id]?.detachedAt = nil
-            sessions[id]?.lastFrame = now
             push(welcome(id, secret: existing.secret, project: key.project, resumed: true), to: id)
             if let token = core.token(of: id) { push(ServerFrame(.token(token)), to: id) }
             metrics.sessionsResumed.increment()
@@ -136,7 +133,7 @@ public actor MatcherHost {
         var generator = SystemRandomNumberGenerator()
         let id = SessionID("s_" + APIKeys.hex((0..<12).map { _ in UInt8.random(in: 0...255, using: &generator) }))
         let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        sessions[id] = SessionState(project: key.project, keyID: key.keyID, secret: secret, outbox: outbox, lastFrame: now)
+        sessions[id] = SessionState(project: key.project, keyID: key.keyID, secret: secret, outbox: outbox)
         sessionsPerProject[key.project.id, default: 0] += 1
         metrics.sessions.record(sessions.count)
         push(welcome(id, secret: secret, project: key.project, resumed: false), to: id)
@@ -184,10 +181,8 @@ public actor MatcherHost {
 
     /// One frame from the client of `session`.
     public func receive(_ frame: ClientFrame, from session: SessionID) {
-        guard var state = sessions[session] else { return }
+        guard let state = sessions[session] else { return }
         let now = self.now
-        state.lastFrame = now
-        sessions[session] = state
         if case .heartbeat = frame.kind { return }
         guard admit(key: state.keyID, now: now) else {
             metrics.rateLimited.increment()
@@ -344,7 +339,7 @@ public actor MatcherHost {
         for (id, state) in sessions {
             if let detachedAt = state.detachedAt {
                 if now - detachedAt > configuration.sessionGrace { close(id) }
-            } else if now - state.lastFrame > silentLimit, let outbox = state.outbox {
+            } else if let outbox = state.outbox, outbox.silence > silentLimit {
                 logger.info("session \(id) silent for \(silentLimit) s: cut off")
                 metrics.cutOff.increment()
                 outbox.finish(cutOff: .silent)

@@ -1,4 +1,5 @@
 import DequeModule
+import Dispatch
 import SottoExchangeWire
 import Synchronization
 
@@ -37,6 +38,18 @@ public final class Outbox: Sendable {
     }
     private let state = Mutex(State())
     private let limits: Limits
+    /// When the client last sent a frame (DispatchTime uptime, ns): written by the stream's reader for every
+    /// frame (heartbeats need no trip through the matcher), read by the host's silence check.
+    private let lastActivity = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
+
+    /// The client sent a frame now.
+    public func touch() { lastActivity.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
+
+    /// Seconds since the client last sent a frame.
+    public var silence: Double {
+        let last = lastActivity.load(ordering: .relaxed), now = DispatchTime.now().uptimeNanoseconds
+        return now > last ? Double(now - last) * 1e-9 : 0
+    }
     /// Bytes counted per frame beyond its message content.
     static let frameOverhead = 64
 
