@@ -153,7 +153,10 @@ let package = Package(
         .testTarget(name: "SottoServiceTests",
                     dependencies: ["SottoExchange", "SottoExchangeWire", "SottoExchangeService", "SottoExchangeClient",
                                    .product(name: "GRPCCore", package: "grpc-swift-2"),
-                                   .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport")],
+                                   .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                                   .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                                   .product(name: "NIOCore", package: "swift-nio"),
+                                   .product(name: "NIOPosix", package: "swift-nio")],
                     swiftSettings: strict),
         .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio"], swiftSettings: strict),
     ]

@@ -153,7 +153,9 @@ public struct MatcherCore: Sendable {
             case .beacon(let heard): source = .beacon(resolveBeacon(heard, now: now))
             case .token(let token):
                 guard let owner = tokenOwners[token], owner.validUntil.map({ now <= $0 }) ?? true,
-                      sessions[owner.session] != nil else {
+                      let ownerSession = sessions[owner.session],
+                      ownerSession.appID == sessions[observer]?.appID else {
+                    // Unknown, retired, or another app's: projects never learn of each other's tokens.
                     return [.invalidToken(observer, token)]
                 }
                 if owner.session == observer { return [] }  // own token: the self-check's business
@@ -176,6 +178,14 @@ public struct MatcherCore: Sendable {
     public func visibleMessages(session: SessionID, operation: OperationID) -> [Message] {
         guard let subscription = sessions[session]?.subscriptions[operation] else { return [] }
         return subscription.reported.keys.sorted(by: Self.eventOrder)
+    }
+
+    /// The signal of a message a subscription has found: the SNR (dB) last reported for it and the received
+    /// level (dBFS) of its best supporter now; nil if the subscription has not found it.
+    public func signal(session: SessionID, operation: OperationID, message: Message) -> (snr: Double, level: Double)? {
+        guard let subscription = sessions[session]?.subscriptions[operation], let snr = subscription.reported[message] else { return nil }
+        let best = subscription.supporters[message]?.values.max { $0.snr < $1.snr }
+        return (snr, best?.level ?? 0)
     }
 
     /// Number of open sessions.

@@ -49,6 +49,8 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         var session = ""
         var secret: [UInt8] = []
         var closed = false
+        /// Operations ended while the link was down: the resumed session still has them.
+        var endedWhileDown: [MatcherRequest] = []
         /// When a frame was last sent (heartbeats only fill silences).
         var lastSent = ContinuousClock.now
     }
@@ -99,7 +101,9 @@ public final class RemoteMatcher: MatcherLink, Sendable {
                 state.operations.removeAll { $0.0 == op }
                 state.operations.append((op, request))
             case .unpublish(let op), .unsubscribe(let op):
+                let wasLive = state.operations.contains { $0.0 == op }
                 state.operations.removeAll { $0.0 == op }
+                if !state.welcomed && wasLive { state.endedWhileDown.append(request) }
             case .observe:
                 break
             }
@@ -238,6 +242,9 @@ public final class RemoteMatcher: MatcherLink, Sendable {
             state.session = welcome.sessionID
             state.secret = Array(welcome.resumeSecret)
             state.welcomed = true
+            // A resumed session still holds what ended meanwhile; a new one never had it.
+            if welcome.resumed { for request in state.endedWhileDown { writer.yield(ClientFrame(request)) } }
+            state.endedWhileDown = []
             for (_, request) in state.operations { writer.yield(ClientFrame(request)) }
         }
     }

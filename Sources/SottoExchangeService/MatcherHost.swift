@@ -184,7 +184,14 @@ public actor MatcherHost {
         guard let state = sessions[session] else { return }
         let now = self.now
         if case .heartbeat = frame.kind { return }
-        guard admit(key: state.keyID, now: now) else {
+        // Ending an operation is always taken (it only lightens the load, and a client that was refused
+        // would believe it ended while the service kept it).
+        let ends: Bool
+        switch frame.kind {
+        case .unpublish, .unsubscribe: ends = true
+        default: ends = false
+        }
+        guard ends || admit(key: state.keyID, now: now) else {
             metrics.rateLimited.increment()
             let error = ExchangeError.rateLimited(rate(of: state.keyID))
             switch frame.kind {
@@ -357,7 +364,14 @@ public actor MatcherHost {
             default: break
             }
             let (session, notice) = event.notice
-            push(ServerFrame(notice), to: session)
+            var frame = ServerFrame(notice)
+            if case .found(let session, let op, let message) = event, case .found(var body) = frame.kind,
+               let signal = core.signal(session: session, operation: op, message: message) {
+                body.snrDb = signal.snr
+                body.levelDbfs = signal.level
+                frame.kind = .found(body)
+            }
+            push(frame, to: session)
         }
     }
 

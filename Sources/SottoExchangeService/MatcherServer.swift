@@ -83,6 +83,20 @@ public struct MatcherServer: Service {
             })
         }
         let httpAddress = http?.address
+        do {
+            try await serve(server, transport: transport, httpAddress: httpAddress)
+        } catch {
+            // Cancelled (or failed) rather than shut down gracefully: end the sessions and the endpoint all the same.
+            await host.stop()
+            try? await http?.close()
+            throw error
+        }
+        await host.stop()
+        try? await http?.close()
+    }
+
+    private func serve(_ server: GRPCServer<HTTP2ServerTransport.Posix>, transport: HTTP2ServerTransport.Posix,
+                       httpAddress: String?) async throws {
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask { try await server.serve() }
@@ -105,8 +119,6 @@ public struct MatcherServer: Service {
         } onGracefulShutdown: {
             server.beginGracefulShutdown()
         }
-        await host.stop()
-        try? await http?.close()
     }
 
     /// Reloads beacons when the store's registry changed (another process ran `sotto admin beacon ...`).

@@ -58,7 +58,7 @@ import Testing
         await d.close(now: 0)
     }
 
-    @Test(.disabled("bug: a token of another project resolves (no invalidToken, not counted in sotto_invalid_tokens_total)"))
+    @Test
     func anotherProjectsTokenIsCountedInvalid() async throws {
         let service = try await TestServer()
         defer { Task { await service.stop() } }

@@ -140,7 +140,7 @@ final class DroppingProxy: Sendable {
         await b.close(now: 0)
     }
 
-    @Test(.disabled("bug: an unpublish made while the link is down is never sent; the resumed session keeps the publication live"))
+    @Test
     func publicationCancelledWhileDisconnectedIsWithdrawnOnResume() async throws {
         var configuration = TestServer.fastConfiguration
         configuration.sessionGrace = 10

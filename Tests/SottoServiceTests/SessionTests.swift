@@ -166,7 +166,7 @@ import Testing
         two.cancel()
     }
 
-    @Test(.disabled("bug: a rate-limited Unpublish is answered with an Error frame and dropped: the publication stays live though the client forgot it"))
+    @Test
     func endingAnOperationIsNeverLostToTheRateLimit() async throws {
         let service = try await TestServer()
         defer { Task { await service.stop() } }

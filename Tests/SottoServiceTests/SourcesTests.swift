@@ -91,7 +91,7 @@ import Testing
         b.cancel()
     }
 
-    @Test(.disabled("bug: Found frames never carry snr_db / level_dbfs (always 0), though exchange.proto defines them"))
+    @Test
     func foundCarriesTheSignalOfTheSighting() async throws {
         let service = try await TestServer()
         defer { Task { await service.stop() } }
