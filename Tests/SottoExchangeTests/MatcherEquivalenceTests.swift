@@ -486,8 +486,9 @@ struct ReferenceMatcher {
             case .audioBytes(let bytes): source = .audio(bytes)
             case .beacon(let heard): source = .beacon(resolveBeacon(heard, now: now))
             case .token(let token):
+                // One rule added to the original: another app's token is invalid (projects are isolated).
                 guard let owner = tokenOwners[token], owner.validUntil.map({ now <= $0 }) ?? true,
-                      sessions[owner.session] != nil else {
+                      let ownerSession = sessions[owner.session], ownerSession.appID == sessions[observer]?.appID else {
                     events.append(.invalidToken(observer, token))
                     return events
                 }
