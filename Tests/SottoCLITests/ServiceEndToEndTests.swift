@@ -275,3 +275,37 @@ extension ServiceEndToEndTests {
         #expect(Date().timeIntervalSince(started) < 15, "subscribe did not end after its TTL")
     }
 }
+
+extension ServiceEndToEndTests {
+    /// `sotto admin`: keys are listed without their secrets and can be revoked; beacons are registered with
+    /// attachments within their limits; bad input is refused with a message and a non-zero exit.
+    @Test func adminManagesKeysAndBeacons() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = "sqlite:" + directory.appendingPathComponent("exchange.sqlite").path
+        #expect(try Sotto.run(["admin", "project", "create", "museum", "--store", store]).status == 0)
+        let duplicate = try Sotto.run(["admin", "project", "create", "museum", "--store", store])
+        #expect(duplicate.status != 0 && duplicate.stderr.contains("exists already"), "\(duplicate.stderr)")
+        let key = try Sotto.run(["admin", "key", "create", "museum", "--label", "kiosk", "--store", store]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let parts = key.split(separator: "_")
+        #expect(parts.count == 3 && parts[0] == "sotto" && parts[2].count == 64, "\(key)")
+        let listed = try Sotto.run(["admin", "key", "list", "museum", "--store", store]).stdout
+        #expect(listed.contains(String(parts[1])) && listed.contains("active") && !listed.contains(String(parts[2])), "secrets are never listed: \(listed)")
+        #expect(try Sotto.run(["admin", "key", "revoke", String(parts[1]), "--store", store]).status == 0)
+        #expect(try Sotto.run(["admin", "key", "list", "--store", store]).stdout.contains("revoked"))
+        #expect(try Sotto.run(["admin", "key", "create", "nowhere", "--store", store]).status != 0)
+
+        #expect(try Sotto.run(["admin", "beacon", "register", "museum", "0xbeac0001", "--public", "--store", store]).status == 0)
+        #expect(try Sotto.run(["admin", "beacon", "attach", "0xbeac0001", "--namespace", "museum", "--type", "room", "--text", "Gallery 2", "--store", store]).status == 0)
+        let tooLarge = try Sotto.run(["admin", "beacon", "attach", "0xbeac0001", "--namespace", "museum", "--type", "room",
+                                      "--hex", String(repeating: "ab", count: 1_025), "--store", store])
+        #expect(tooLarge.status != 0 && tooLarge.stderr.contains("1024"), "\(tooLarge.stderr)")
+        let unknown = try Sotto.run(["admin", "beacon", "attach", "0x0102", "--namespace", "museum", "--type", "room", "--text", "x", "--store", store])
+        #expect(unknown.status != 0 && unknown.stderr.contains("no beacon"), "\(unknown.stderr)")
+        let beacons = try Sotto.run(["admin", "beacon", "list", "--store", store]).stdout
+        #expect(beacons.contains("beac0001") && beacons.contains("public") && beacons.contains("Gallery 2"), "\(beacons)")
+        let postgres = try Sotto.run(["admin", "project", "list", "--store", "postgres://localhost/sotto"])
+        #expect(postgres.status != 0 && postgres.stderr.contains("sqlite"), "\(postgres.stderr)")
+    }
+}
