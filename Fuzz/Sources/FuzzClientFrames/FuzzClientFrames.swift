@@ -45,3 +45,10 @@ enum APIKeysParsing {
         return parts.count == 2 ? (parts[0], parts[1]) : nil
     }
 }
+
+/// The executable's entry point (SwiftPM's name for it): libFuzzer's driver with this target's input function.
+@_cdecl("FuzzClientFrames_main")
+public func fuzzClientFramesMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc, argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv, { data, size in fuzzClientFrames(data, size) })
+}
