@@ -241,15 +241,19 @@ extension ServiceEndToEndTests {
         let publisher = try BackgroundSotto(["netns", "exec", hosts.publisher, executable, "publish",
                                              "--server", "sottos://\(NetworkNamespaces.serviceAddressForPublisher):\(port)", "--ca", certificate,
                                              "--api-key", key, "--namespace", "museum", "--type", "exhibit", "--text", message,
-                                             "--ttl", "40", "--out", speaker], launcher: "/usr/sbin/ip")
+                                             "--ttl", "300", "--out", speaker], launcher: "/usr/sbin/ip")
         defer { publisher.process.terminate() }
         let deadline = Date(timeIntervalSinceNow: 30)
         while !FileManager.default.fileExists(atPath: speaker) && Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
         try #require(FileManager.default.fileExists(atPath: speaker), "\(publisher.standardError)")
+        // The first 4 s of what A plays (the file holds its whole TTL): quick to decode even in a debug build
+        // beside other tests, so B hears A while A's publication lives.
+        let heard = directory.appendingPathComponent("b.wav").path
+        try AudioFile.write(Array(try AudioFileReader(path: speaker).readAll().prefix(4 * 48_000)), sampleRate: 48_000, to: heard, format: .wav16)
 
         let subscriber = try Sotto.run([], environment: [:], timeout: nil, launcher: "/usr/sbin/ip", prefix: [
             "netns", "exec", hosts.subscriber, executable, "subscribe", "--server", "sottos://\(NetworkNamespaces.serviceAddressForSubscriber):\(port)",
-            "--ca", certificate, "--api-key", key, "--namespace", "museum", "--type", "exhibit", "--input", speaker,
+            "--ca", certificate, "--api-key", key, "--namespace", "museum", "--type", "exhibit", "--input", heard,
             "--lost-timeout", "2", "--format", "json", "--ttl", "60"])
         let contentHex = Array(message.utf8).map { String(format: "%02x", $0) }.joined()
         #expect(subscriber.status == 0, "\(subscriber.stderr)")
