@@ -69,8 +69,7 @@ public actor LocalMatcher {
     }
 
     private var now: Double {
-        let elapsed = ContinuousClock.now - started
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        return (ContinuousClock.now - started).inSeconds
     }
 
     /// A new session of app `appID`.
@@ -148,4 +147,9 @@ extension MatcherEvent {
         case .invalidToken(let s, let token): return (s, .invalidToken(token))
         }
     }
+}
+
+extension Duration {
+    /// This duration in seconds (s).
+    public var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) * 1e-18 }
 }

@@ -135,12 +135,11 @@ public actor MessageManager {
         self.session = session
         self.lostTimeout = lostTimeout
         var core = core
-        let opened = core.handle(.openSession(session, appID: appID, broadcasts: broadcasts), now: now)
+        _ = core.handle(.openSession(session, appID: appID, broadcasts: broadcasts), now: now)  // its token is read from the core
         self.backend = .embedded(core)
         var logger = Logger(label: "sotto.exchange")
         logger.logLevel = ProcessInfo.processInfo.environment["SOTTO_DEBUG"] == "1" ? .debug : .info
         self.logger = logger
-        _ = opened
     }
 
     /// A manager whose matcher is at the other end of `link` (a ``LocalMatcher`` session or a connection to
@@ -205,8 +204,7 @@ public actor MessageManager {
     }
 
     private var clock: Double {
-        let elapsed = ContinuousClock.now - started
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        return (ContinuousClock.now - started).inSeconds
     }
 
     /// Switches debug logging at run time (also on with SOTTO_DEBUG=1).

@@ -103,8 +103,7 @@ public enum ServiceLoad {
         let heartbeatInterval = Mutex(5.0)
         let started = ContinuousClock.now
         var now: Double {
-            let elapsed = ContinuousClock.now - started
-            return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+            return (ContinuousClock.now - started).inSeconds
         }
         static func directed(_ subscriber: Int, _ publisher: Int) -> Int64 { Int64(subscriber) << 32 | Int64(publisher) }
         func error(_ what: String) { state.withLock { if !$0.stopping { $0.errors[what, default: 0] += 1 } } }

@@ -73,8 +73,7 @@ public actor MatcherHost {
 
     /// Seconds since the host started (monotonic).
     public var now: Double {
-        let elapsed = ContinuousClock.now - started
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        return (ContinuousClock.now - started).inSeconds
     }
 
     /// Starts the timer loop (lost timeouts, expiry, rotation, silent and detached sessions).
