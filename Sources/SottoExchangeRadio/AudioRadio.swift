@@ -70,9 +70,11 @@ public final class AudioRadio: @unchecked Sendable {
             Task { await manager.setRadio(.failed) }
             throw mapped
         }
-        Task { await manager.setRadio(.starting) }
         lock.withLock { self.listener = listener }
-        pump = Task.detached { [weak self] in
+        pump = Task.detached { [weak self, manager] in
+            // Starting, then whatever the listener reports, in that order (a separate task could land after
+            // `.running` and leave an active operation reported as starting).
+            await manager.setRadio(.starting)
             for await event in listener.events {
                 guard let self else { return }
                 switch event {
