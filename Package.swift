@@ -118,6 +118,7 @@ let package = Package(
                                .product(name: "GRDB", package: "GRDB.swift"),
                                .product(name: "Crypto", package: "swift-crypto"),
                                .product(name: "Logging", package: "swift-log")],
+                exclude: ["Replication/replication.proto"],
                 swiftSettings: strict),
         // A MessageManager backed by `sotto serve`: one gRPC stream per session, reconnecting.
         .target(name: "SottoExchangeClient",

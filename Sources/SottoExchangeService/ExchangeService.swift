@@ -26,7 +26,8 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
 
     /// The session this stream opened, once it has.
     final class StreamState: Sendable {
-        let session = Mutex<SessionID?>(nil)
+        /// The stream's number on the host once its session is open.
+        let stream = Mutex<UInt64?>(nil)
     }
 
     public func session(request: StreamingServerRequest<ClientFrame>, context: ServerContext) async throws -> StreamingServerResponse<ServerFrame> {
@@ -43,6 +44,8 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                     case .silent: throw RPCError(code: .deadlineExceeded, message: "no frame for three heartbeat intervals")
                     case .replaced: throw RPCError(code: .aborted, message: "the session was resumed on another stream")
                     case .shutdown: throw RPCError(code: .unavailable, message: "the service is shutting down")
+                    case .databaseUnreachable:
+                        throw RPCError(code: .unavailable, message: "this node lost its database: resume the session on another node")
                     case nil: return true
                     }
                 }
@@ -51,9 +54,9 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                     do {
                         for try await frame in request.messages {
                             outbox.touch()
-                            if let session = state.session.withLock({ $0 }) {
+                            if let stream = state.stream.withLock({ $0 }) {
                                 if case .heartbeat = frame.kind { continue }  // liveness only: the touch above
-                                await host.receive(frame, from: session)
+                                await host.receive(frame, stream: stream)
                                 continue
                             }
                             guard case .hello(let hello) = frame.kind else {
@@ -73,23 +76,24 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                             let resume = hello.resumeSessionID.isEmpty ? nil : (hello.resumeSessionID, Array(hello.resumeSecret))
                             do {
                                 let opened = try await host.open(key: key, broadcasts: hello.broadcasts, resume: resume, outbox: outbox)
-                                state.session.withLock { $0 = opened.session }
+                                state.stream.withLock { $0 = opened.stream }
                             } catch let error as ExchangeError {
                                 var metadata = Metadata()
                                 if case .sessionQuotaExceeded(let limit) = error {
                                     metadata.addString("session-quota", forKey: "sotto-error")
                                     metadata.addString("\(limit)", forKey: "sotto-limit")
                                 }
+                                if case .unavailable = error { throw RPCError(code: .unavailable, message: error.description) }
                                 throw RPCError(code: .resourceExhausted, message: error.description, metadata: metadata)
                             }
                         }
                         // The client ended its stream: an explicit end of the session.
-                        if let session = state.session.withLock({ $0 }) { await host.end(session, outbox: outbox) }
+                        if let stream = state.stream.withLock({ $0 }) { await host.end(stream: stream) }
                         outbox.finish()
                         return false
                     } catch {
                         // The connection failed (or the stream was refused): the session waits to be resumed.
-                        if let session = state.session.withLock({ $0 }) { await host.detach(session, outbox: outbox) }
+                        if let stream = state.stream.withLock({ $0 }) { await host.detach(stream: stream) }
                         outbox.finish()
                         throw error
                     }
@@ -97,7 +101,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                 // A stream that never says Hello is closed.
                 group.addTask {
                     try await Task.sleep(for: .seconds(Self.helloTimeout))
-                    if state.session.withLock({ $0 }) == nil {
+                    if state.stream.withLock({ $0 }) == nil {
                         outbox.finish()
                         throw RPCError(code: .deadlineExceeded, message: "no Hello within \(Self.helloTimeout) s")
                     }
@@ -111,7 +115,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                     case .failure(let error):
                         if firstError == nil, !(error is CancellationError) { firstError = error }
                         outbox.finish()
-                        if let session = state.session.withLock({ $0 }) { await host.detach(session, outbox: outbox) }
+                        if let stream = state.stream.withLock({ $0 }) { await host.detach(stream: stream) }
                         group.cancelAll()
                     }
                 }

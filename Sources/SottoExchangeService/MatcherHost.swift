@@ -1,16 +1,19 @@
 import CoreMetrics
+import Crypto
 import Foundation
 import Logging
 import SottoExchange
 import SottoExchangeWire
 
-/// Timings and limits of the matcher service.
+/// Timings and limits of the matcher service. Nodes sharing one PostgreSQL must use the same session grace,
+/// heartbeat, lost timeout, token and node-liveness settings (they decide what the shared log means).
 public struct ServiceConfiguration: Sendable {
     /// How long a session outlives its connection, so a client that reconnects resumes it unchanged (s).
     public var sessionGrace: Double = 15
     /// How often a client sends a frame at least (s); a session silent for three intervals is cut off.
     public var heartbeatInterval: Double = 5
-    /// How often timers (lost, expiry, rotation) are checked (s).
+    /// How often timers (lost, expiry, rotation) are checked (s). With a shared log, also how often an idle
+    /// node appends an empty entry (its heartbeat).
     public var tickInterval: Double = 0.1
     /// Lost timeout of a subscription that does not ask for one (s).
     public var defaultLostTimeout: Double = 10
@@ -22,28 +25,41 @@ public struct ServiceConfiguration: Sendable {
     public var rotationGrace: Double = 10
     /// How often the beacon registry is checked for changes (s).
     public var registryPollInterval: Double = 1
+    /// Shared log: a node that appended nothing for this long is declared dead, and its sessions wait to be
+    /// resumed on another node (s).
+    public var nodeTimeout: Double = 5
+    /// Shared log: a pause of the whole log longer than this is a database outage (every node was cut off),
+    /// after which no node is declared dead for its silence during the outage (s).
+    public var outageGap: Double = 2
+    /// Shared log: how long a node keeps its clients waiting while it cannot reach the database (a restart)
+    /// before it cuts them off so that they move to another node (s).
+    public var databaseGrace: Double = 10
+    /// Shared log: most commands a node holds while the database is slow or away; more cuts its clients off.
+    public var maxPendingCommands = 200_000
+    /// Test hook: seconds added to this node's wall clock (a skewed clock, to show that it decides nothing).
+    public var clockSkew: Double = 0
 
     public init() {}
+
+    var timings: ReplicaTimings {
+        ReplicaTimings(sessionGrace: sessionGrace, heartbeatInterval: heartbeatInterval, defaultLostTimeout: defaultLostTimeout,
+                       nodeTimeout: nodeTimeout, outageGap: outageGap)
+    }
 }
 
-/// The matcher of a `sotto serve` node: the pure ``MatcherCore`` (the one definition of the matching rules)
-/// wrapped in an actor that owns the sessions' streams, checks every client frame against the exchange's
-/// limits, applies per-key rate limits and per-project session quotas, and routes the core's events to the
-/// streams. No network and no database here: the gRPC service and the store feed it.
+/// The matcher of a `sotto serve` node: owns the streams of its clients, applies per-key rate limits, and
+/// turns what they send into commands for the replicated state (``ExchangeReplica``: the pure
+/// ``MatcherCore`` plus the session registry). Serving alone, a node applies each command at once; sharing a
+/// PostgreSQL log with other nodes, it appends commands in batches and applies every node's entries in the
+/// log's order. Either way it delivers what the replica outputs for its own streams. No network and no
+/// database here: the gRPC service and the log feed it.
 public actor MatcherHost {
-    enum Operation: Equatable {
-        case publication(Message, Strategy)
-        case subscription(MessageFilter, Strategy, lostTimeout: Double)
-    }
-
-    struct SessionState {
-        let project: Project
-        let keyID: String
-        let secret: [UInt8]
-        var outbox: Outbox?
-        /// When the connection went away (s), nil while attached.
-        var detachedAt: Double?
-        var operations: [OperationID: Operation] = [:]
+    /// The session a stream holds.
+    public struct Opened: Sendable {
+        public let session: SessionID
+        public let resumed: Bool
+        /// The stream's number on this node.
+        public let stream: UInt64
     }
 
     /// A token bucket per API key (requests per second, burst).
@@ -52,136 +68,190 @@ public actor MatcherHost {
         var last: Double
     }
 
-    private var core: MatcherCore
-    private var sessions: [SessionID: SessionState] = [:]
-    private var sessionsPerProject: [String: Int] = [:]
+    /// A client stream of this node.
+    struct Stream {
+        let outbox: Outbox
+        let keyID: String
+        /// The resume secret of a new session, and the one the client presented to resume (Welcome carries
+        /// whichever applies; the log only ever holds their hashes).
+        let newSecret: [UInt8]
+        let presentedSecret: [UInt8]
+        var session: SessionID?
+        var waiter: CheckedContinuation<Result<Opened, ExchangeError>, Never>?
+    }
+
+    private var replica: ExchangeReplica
+    /// This node's id in the log: fresh for each process and after each loss of the database.
+    public private(set) var nodeID: String
+    private var nextStream: UInt64 = 0
+    private var streams: [UInt64: Stream] = [:]
     private var buckets: [String: Bucket] = [:]
+    private var rates: [String: (rate: Double, burst: Double)] = [:]
     public let configuration: ServiceConfiguration
     private let metrics: ServiceMetrics
     private let logger: Logger
     private let started = ContinuousClock.now
-    private var ticker: Task<Void, Never>?
+    private var tasks: [Task<Void, Never>] = []
 
+    // Shared log only.
+    private let log: (any ReplicationLog)?
+    private var pending: [ReplicaCommand] = []
+    private var lastAppend = ContinuousClock.now
+    private var appendFailingSince: ContinuousClock.Instant?
+    private var appliedSequence: Int64 = 0
+    private var wakeWriter: AsyncStream<Void>.Continuation?
+    private var wakeReader: AsyncStream<Void>.Continuation?
+    /// False while this node cannot reach the database (it refuses sessions meanwhile).
+    public private(set) var serving = true
+
+    /// A node serving alone.
     public init(configuration: ServiceConfiguration = ServiceConfiguration(), metrics: ServiceMetrics = ServiceMetrics(),
                 logger: Logger = Logger(label: "sotto.serve")) {
+        self.init(configuration: configuration, metrics: metrics, logger: logger, log: nil)
+    }
+
+    init(configuration: ServiceConfiguration, metrics: ServiceMetrics, logger: Logger, log: (any ReplicationLog)?) {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
-        core = MatcherCore(tokenLength: configuration.tokenLength, rotationInterval: configuration.rotationInterval,
-                           rotationGrace: configuration.rotationGrace)
+        self.log = log
+        nodeID = Self.freshNodeID()
+        replica = ExchangeReplica(core: MatcherCore(tokenLength: configuration.tokenLength,
+                                                    rotationInterval: configuration.rotationInterval,
+                                                    rotationGrace: configuration.rotationGrace),
+                                  timings: configuration.timings)
+    }
+
+    private static func freshNodeID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return "n_" + APIKeys.hex((0..<6).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
     /// Seconds since the host started (monotonic).
-    public var now: Double {
-        return (ContinuousClock.now - started).inSeconds
-    }
+    public var now: Double { (ContinuousClock.now - started).inSeconds }
 
-    /// Starts the timer loop (lost timeouts, expiry, rotation, silent and detached sessions).
+    /// Starts the timer loop (and, with a shared log, the loops that append and apply entries).
     public func start() {
-        guard ticker == nil else { return }
+        guard tasks.isEmpty else { return }
         let interval = configuration.tickInterval
-        ticker = Task { [weak self] in
+        tasks.append(Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(interval))
                 await self?.tick()
             }
+        })
+        guard log != nil else { return }
+        let (writerWakes, writer) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let (readerWakes, reader) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        wakeWriter = writer
+        wakeReader = reader
+        tasks.append(Task { [weak self] in
+            for await _ in writerWakes {
+                guard let self, await self.appendPending() else { return }
+            }
+        })
+        tasks.append(Task { [weak self] in
+            for await _ in readerWakes {
+                guard let self, await self.applyNewEntries() else { return }
+            }
+        })
+        if let log {
+            tasks.append(Task { [weak self] in
+                for await _ in log.appended() { await self?.wakeReader?.yield() }
+            })
         }
     }
 
-    /// Ends every session (service shutdown).
-    public func stop() {
-        ticker?.cancel()
-        for id in Array(sessions.keys) {
-            sessions[id]?.outbox?.finish(cutOff: .shutdown)
-            close(id)
+    /// Ends every stream (service shutdown). Alone, the sessions end; with a shared log they stay for their
+    /// grace period, so that clients resume them on another node.
+    public func stop() async {
+        for task in tasks { task.cancel() }
+        tasks = []
+        wakeWriter?.finish()
+        wakeReader?.finish()
+        let held = streams
+        streams = [:]
+        for (number, stream) in held {
+            stream.outbox.finish(cutOff: .shutdown)
+            stream.waiter?.resume(returning: .failure(.unavailable("the service is shutting down")))
+            if let session = stream.session, log == nil { perform(apply([.end(session, stream: number)])) }
+        }
+        if let log, !pending.isEmpty {
+            _ = try? await log.append(entry(pending))
+            pending = []
         }
     }
 
-    /// Sessions held (attached or within their grace period).
-    public var sessionCount: Int { sessions.count }
+    /// Sessions held in the whole service (attached or within their grace period).
+    public var sessionCount: Int { replica.sessions.count }
 
-    // MARK: Sessions
+    /// Streams held by this node.
+    public var streamCount: Int { streams.count }
 
-    /// What a new or resumed session is told first.
-    public struct Opened: Sendable {
-        public let session: SessionID
-        public let resumed: Bool
-    }
+    // MARK: Streams
 
-    /// Opens (or resumes) a session for an authenticated key; its frames go to `outbox`.
-    /// - Throws: `sessionQuotaExceeded` when the project holds its quota of sessions.
+    /// Opens (or resumes) a session for an authenticated key on a new stream whose frames go to `outbox`.
+    /// - Throws: `sessionQuotaExceeded` when the project holds its quota of sessions; `unavailable` when this
+    ///   node cannot reach the shared database.
     public func open(key: AuthenticatedKey, broadcasts: Bool, resume: (session: String, secret: [UInt8])?,
-                     outbox: Outbox) throws(ExchangeError) -> Opened {
-        let now = self.now
-        if let resume, !resume.session.isEmpty, let existing = sessions[SessionID(resume.session)],
-           existing.project.id == key.project.id, APIKeys.constantTimeEqual(existing.secret, resume.secret) {
-            let id = SessionID(resume.session)
-            existing.outbox?.finish(cutOff: .replaced)
-            sessions[id]?.outbox = outbox
-            sessions[id]?.detachedAt = nil
-            push(welcome(id, secret: existing.secret, project: key.project, resumed: true), to: id)
-            if let token = core.token(of: id) { push(ServerFrame(.token(token)), to: id) }
-            metrics.sessionsResumed.increment()
-            return Opened(session: id, resumed: true)
-        }
-        let held = sessionsPerProject[key.project.id, default: 0]
-        guard held < key.project.maxSessions else {
-            metrics.rejected.increment()
-            throw .sessionQuotaExceeded(key.project.maxSessions)
-        }
+                     outbox: Outbox) async throws(ExchangeError) -> Opened {
+        guard serving else { throw .unavailable("this node cannot reach its database; try another node") }
         var generator = SystemRandomNumberGenerator()
         let id = SessionID("s_" + APIKeys.hex((0..<12).map { _ in UInt8.random(in: 0...255, using: &generator) }))
         let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        sessions[id] = SessionState(project: key.project, keyID: key.keyID, secret: secret, outbox: outbox)
-        sessionsPerProject[key.project.id, default: 0] += 1
-        metrics.sessions.record(sessions.count)
-        push(welcome(id, secret: secret, project: key.project, resumed: false), to: id)
-        route(core.handle(.openSession(id, appID: key.project.id, broadcasts: broadcasts), now: now))
-        logger.debug("session \(id) opened for project \(key.project.name)")
-        return Opened(session: id, resumed: false)
+        nextStream += 1
+        let number = nextStream
+        let presented = resume?.secret ?? []
+        streams[number] = Stream(outbox: outbox, keyID: key.keyID, newSecret: secret, presentedSecret: presented)
+        var resumeRequest: (session: SessionID, secretHash: [UInt8])?
+        if let resume, !resume.session.isEmpty {
+            resumeRequest = (SessionID(resume.session), Array(SHA256.hash(data: resume.secret)))
+        }
+        let command = ReplicaCommand.open(.init(stream: number, session: id, secretHash: Array(SHA256.hash(data: secret)),
+                                                resume: resumeRequest, project: key.project, keyID: key.keyID,
+                                                broadcasts: broadcasts))
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Opened, ExchangeError>, Never>) in
+            streams[number]?.waiter = continuation
+            submit(command)
+            if log != nil { scheduleOpenTimeout(number) }
+        }
+        switch result {
+        case .success(let opened): return opened
+        case .failure(let error):
+            streams[number] = nil
+            throw error
+        }
     }
 
-    private func welcome(_ id: SessionID, secret: [UInt8], project: Project, resumed: Bool) -> ServerFrame {
-        var body = Sotto_Exchange_V1_Welcome()
-        body.sessionID = id.value
-        body.resumeSecret = Data(secret)
-        body.resumed = resumed
-        body.project = project.name
-        body.sessionGraceMs = UInt32(configuration.sessionGrace * 1000)
-        body.heartbeatIntervalMs = UInt32(configuration.heartbeatInterval * 1000)
-        var frame = ServerFrame()
-        frame.kind = .welcome(body)
-        return frame
+    private func scheduleOpenTimeout(_ number: UInt64) {
+        let grace = configuration.databaseGrace
+        Task { [weak self] in
+            try? await Task.sleep(for: .seconds(grace))
+            await self?.openTimedOut(number)
+        }
     }
 
-    /// The connection of `session` went away: the session stays for the grace period, to be resumed.
-    public func detach(_ session: SessionID, outbox: Outbox) {
-        guard sessions[session]?.outbox === outbox else { return }
-        sessions[session]?.outbox = nil
-        sessions[session]?.detachedAt = now
+    private func openTimedOut(_ number: UInt64) {
+        guard let waiter = streams[number]?.waiter else { return }
+        streams[number]?.waiter = nil
+        waiter.resume(returning: .failure(.unavailable("the shared database did not answer within \(configuration.databaseGrace) s")))
+    }
+
+    /// The stream went away: its session stays for the grace period, to be resumed.
+    public func detach(stream number: UInt64) {
+        guard let stream = streams.removeValue(forKey: number), let session = stream.session else { return }
+        submit(.detach(session, stream: number))
     }
 
     /// The client ended its session: everything it published is withdrawn at once.
-    public func end(_ session: SessionID, outbox: Outbox) {
-        guard sessions[session]?.outbox === outbox else { return }
-        close(session)
+    public func end(stream number: UInt64) {
+        guard let stream = streams.removeValue(forKey: number), let session = stream.session else { return }
+        submit(.end(session, stream: number))
     }
 
-    private func close(_ id: SessionID) {
-        guard let state = sessions.removeValue(forKey: id) else { return }
-        sessionsPerProject[state.project.id, default: 1] -= 1
-        if sessionsPerProject[state.project.id] == 0 { sessionsPerProject[state.project.id] = nil }
-        route(core.handle(.closeSession(id), now: now))
-        metrics.sessions.record(sessions.count)
-        logger.debug("session \(id) closed")
-    }
-
-    // MARK: Frames
-
-    /// One frame from the client of `session`.
-    public func receive(_ frame: ClientFrame, from session: SessionID) {
-        guard let state = sessions[session] else { return }
-        let now = self.now
+    /// One frame from the client of a stream.
+    public func receive(_ frame: ClientFrame, stream number: UInt64) {
+        guard let stream = streams[number], let session = stream.session else { return }
         if case .heartbeat = frame.kind { return }
         // Ending an operation is always taken (it only lightens the load, and a client that was refused
         // would believe it ended while the service kept it).
@@ -190,130 +260,29 @@ public actor MatcherHost {
         case .unpublish, .unsubscribe: ends = true
         default: ends = false
         }
-        guard ends || admit(key: state.keyID, now: now) else {
+        guard ends || admit(key: stream.keyID, now: now) else {
             metrics.rateLimited.increment()
-            let error = ExchangeError.rateLimited(rate(of: state.keyID))
+            let error = ExchangeError.rateLimited(rates[stream.keyID]?.rate ?? 0)
             switch frame.kind {
-            case .publish(let body): push(.status(.rejected(body.opID, error)), to: session)
-            case .subscribe(let body): push(.status(.rejected(body.opID, error)), to: session)
-            default: push(.error(error), to: session)
+            case .publish(let body): push(.status(.rejected(body.opID, error)), to: number)
+            case .subscribe(let body): push(.status(.rejected(body.opID, error)), to: number)
+            default: push(.error(error), to: number)
             }
             return
         }
-        switch frame.kind {
-        case .publish(let body): publish(body, session: session, now: now)
-        case .subscribe(let body): subscribe(body, session: session, now: now)
-        case .unpublish(let body): end(body.opID, publication: true, session: session, now: now)
-        case .unsubscribe(let body): end(body.opID, publication: false, session: session, now: now)
-        case .observe(let body): observe(body, session: session, now: now)
-        case .hello:
-            push(.error(.protocolViolation("a session says Hello once, first")), to: session)
-        case .heartbeat: break
-        case .none:
-            push(.error(.protocolViolation("an empty or unknown frame")), to: session)
+        if case .observe(let body) = frame.kind {
+            metrics.reports.increment()
+            metrics.sightings.increment(by: Int64(body.sightings.count))
         }
-    }
-
-    private func operationID(_ raw: UInt32) -> OperationID? { raw == 0 ? nil : OperationID(Int(raw)) }
-
-    private func publish(_ body: Sotto_Exchange_V1_Publish, session: SessionID, now: Double) {
-        do throws(ExchangeError) {
-            guard let op = operationID(body.opID) else { throw .protocolViolation("operation ids start at 1") }
-            guard body.hasMessage else { throw .protocolViolation("a publication needs a message") }
-            let message = try body.message.validated()
-            let strategy = try (body.hasStrategy ? body.strategy : Sotto_Exchange_V1_Strategy()).validated(subscription: false)
-            try apply(.publication(message, strategy), op: op, session: session) { core, now in
-                core.handle(.publish(session, op, message, strategy), now: now)
-            }
-        } catch {
-            metrics.rejected.increment()
-            push(.status(.rejected(body.opID, error)), to: session)
-        }
-    }
-
-    private func subscribe(_ body: Sotto_Exchange_V1_Subscribe, session: SessionID, now: Double) {
-        do throws(ExchangeError) {
-            guard let op = operationID(body.opID) else { throw .protocolViolation("operation ids start at 1") }
-            let filter = try MessageFilter.validated(body.includes)
-            let strategy = try (body.hasStrategy ? body.strategy : Sotto_Exchange_V1_Strategy()).validated(subscription: true)
-            let lostTimeout = body.lostTimeoutMs == 0 ? configuration.defaultLostTimeout : Double(body.lostTimeoutMs) / 1000
-            guard ExchangeLimits.lostTimeoutRange.contains(lostTimeout) else { throw .invalidLostTimeout(lostTimeout) }
-            try apply(.subscription(filter, strategy, lostTimeout: lostTimeout), op: op, session: session) { core, now in
-                core.handle(.subscribe(session, op, filter, strategy, lostTimeout: lostTimeout), now: now)
-            }
-        } catch {
-            metrics.rejected.increment()
-            push(.status(.rejected(body.opID, error)), to: session)
-        }
-    }
-
-    /// Records an operation and runs it through the core. Sending an operation again with the same
-    /// parameters (a client re-establishing it after a reconnection) changes nothing and answers with what
-    /// a subscription has found.
-    private func apply(_ operation: Operation, op: OperationID, session: SessionID,
-                       _ run: (inout MatcherCore, Double) -> [MatcherEvent]) throws(ExchangeError) {
-        guard let state = sessions[session] else { return }
-        if let existing = state.operations[op] {
-            if existing == operation {
-                let visible: [Message]
-                if case .subscription = operation { visible = core.visibleMessages(session: session, operation: op) } else { visible = [] }
-                push(.status(.accepted(UInt32(op.value), visible: visible)), to: session)
-                return
-            }
-            switch (existing, operation) {
-            case (.publication, .publication), (.subscription, .subscription): break  // replaced below
-            default: throw .duplicateOperation
-            }
-        } else if state.operations.count >= ExchangeLimits.maxOperationsPerApp {
-            throw .quotaExceeded(ExchangeLimits.maxOperationsPerApp)
-        }
-        sessions[session]?.operations[op] = operation
-        push(.status(.accepted(UInt32(op.value))), to: session)
-        route(run(&core, now))
-    }
-
-    private func end(_ raw: UInt32, publication: Bool, session: SessionID, now: Double) {
-        guard let op = operationID(raw), let existing = sessions[session]?.operations[op] else {
-            push(.status(.rejected(raw, .unknownOperation)), to: session)
-            return
-        }
-        let isPublication: Bool
-        if case .publication = existing { isPublication = true } else { isPublication = false }
-        guard isPublication == publication else {
-            push(.status(.rejected(raw, .unknownOperation)), to: session)
-            return
-        }
-        sessions[session]?.operations[op] = nil
-        route(core.handle(publication ? .unpublish(session, op) : .unsubscribe(session, op), now: now))
-    }
-
-    private func observe(_ body: Sotto_Exchange_V1_Observe, session: SessionID, now: Double) {
-        guard body.sightings.count <= ExchangeLimits.maxSightingsPerReport else {
-            metrics.rejected.increment()
-            push(.error(.protocolViolation("at most \(ExchangeLimits.maxSightingsPerReport) sightings per report, got \(body.sightings.count)")), to: session)
-            return
-        }
-        metrics.reports.increment()
-        for sighting in body.sightings {
-            // A modem token is 1 to 16 bytes; anything else did not come from a Sotto modem.
-            guard (2...16).contains(sighting.frame.count), let payload = Payload(frame: Array(sighting.frame)) else { continue }
-            let snr = sighting.snrDb.isFinite ? min(max(sighting.snrDb, -100), 200) : 0
-            let level = sighting.levelDbfs.isFinite ? min(max(sighting.levelDbfs, -200), 20) : 0
-            metrics.sightings.increment()
-            route(core.handle(.observe(session, payload, snr: snr, level: level), now: now))
-        }
+        submit(.frame(session, stream: number, frame))
     }
 
     // MARK: Rate limits
 
-    private var rates: [String: (rate: Double, burst: Double)] = [:]
-
-    /// Registers a key's limits (called when it authenticates).
+    /// Registers a key's limits (called when it authenticates). Each node enforces them on its own streams.
     public func limit(key: AuthenticatedKey) {
         rates[key.keyID] = (key.ratePerSecond, key.burst)
     }
-
-    private func rate(of key: String) -> Double { rates[key]?.rate ?? 0 }
 
     private func admit(key: String, now: Double) -> Bool {
         guard let (rate, burst) = rates[key] else { return true }
@@ -328,60 +297,183 @@ public actor MatcherHost {
 
     // MARK: Beacons
 
-    /// Registers beacons and their attachments in the core (the store's registry; registering again replaces).
+    /// Registers beacons and their attachments (the store's registry; registering again replaces).
     public func load(beacons: [BeaconRecord]) {
-        for beacon in beacons {
-            route(core.handle(.registerBeacon(id: beacon.id, appID: beacon.projectID, attachments: beacon.attachments,
-                                              publicVisibility: beacon.isPublic, rotation: beacon.rotation), now: now))
-        }
+        submit(.beacons(beacons))
     }
 
-    // MARK: Time and routing
+    // MARK: Commands and the log
+
+    /// Alone: applies the command now. Shared: queues it for the next append.
+    private func submit(_ command: ReplicaCommand) {
+        guard log != nil else {
+            perform(apply([command]))
+            return
+        }
+        pending.append(command)
+        if pending.count > configuration.maxPendingCommands {
+            loseDatabase("more than \(configuration.maxPendingCommands) commands waiting for the database")
+            return
+        }
+        if pending.count == 1 { wakeWriter?.yield() }
+    }
+
+    /// Applies commands of this node serving alone, at the host's clock.
+    private func apply(_ commands: [ReplicaCommand]) -> [ReplicaOutput] {
+        replica.apply(ReplicaEntry(node: nodeID, commands: commands), at: now)
+    }
+
+    private func entry(_ commands: [ReplicaCommand]) -> ReplicaEntry {
+        var generator = SystemRandomNumberGenerator()
+        return ReplicaEntry(node: nodeID, seed: (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) },
+                            nodeClock: Date().timeIntervalSince1970 + configuration.clockSkew, commands: commands)
+    }
+
+    /// Appends what is pending (or an empty entry as this node's heartbeat), retrying while the database is
+    /// away; after `databaseGrace` of failures the node cuts its clients off. Returns false once stopped.
+    private func appendPending() async -> Bool {
+        guard let log else { return false }
+        let batch = pending
+        pending = []
+        let entry = entry(batch)
+        var delay = 0.05
+        while !Task.isCancelled {
+            do {
+                _ = try await log.append(entry)
+                metrics.logAppends.increment()
+                metrics.logCommands.increment(by: Int64(batch.count))
+                lastAppend = .now
+                if appendFailingSince != nil || !serving {
+                    logger.info("the database answers again")
+                    appendFailingSince = nil
+                    serving = true
+                }
+                wakeReader?.yield()
+                if !pending.isEmpty { wakeWriter?.yield() }
+                return true
+            } catch {
+                let since = appendFailingSince ?? .now
+                appendFailingSince = since
+                if serving, (ContinuousClock.now - since).inSeconds > configuration.databaseGrace {
+                    loseDatabase("cannot append to the log for \(configuration.databaseGrace) s: \(error)")
+                    // What was queued came from streams that are now cut off: their clients resume elsewhere.
+                    return true
+                }
+                if !serving { return true }  // the next heartbeat tries again
+                try? await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 1)
+            }
+        }
+        return false
+    }
+
+    /// Applies the log's entries after the last one applied. Returns false once stopped.
+    private func applyNewEntries() async -> Bool {
+        guard let log else { return false }
+        while !Task.isCancelled {
+            let batch: [LoggedEntry]
+            do { batch = try await log.entries(after: appliedSequence, limit: 1_000) } catch {
+                logger.debug("reading the log: \(error)")
+                try? await Task.sleep(for: .milliseconds(100))
+                wakeReader?.yield()
+                return true
+            }
+            guard !batch.isEmpty else { return true }
+            for logged in batch {
+                if logged.sequence != appliedSequence + 1 && appliedSequence != 0 {
+                    logger.critical("the log skips from \(appliedSequence) to \(logged.sequence): the entries between were truncated before this node read them")
+                }
+                appliedSequence = logged.sequence
+                if logged.entry.node == nodeID { metrics.clockSkew.record(logged.entry.nodeClock - logged.wallClock) }
+                metrics.logEntriesApplied.increment()
+                perform(replica.apply(logged.entry, at: logged.time))
+            }
+        }
+        return false
+    }
+
+    /// This node cannot use the database (or was declared dead by the others): it cuts its clients off so
+    /// that they resume their sessions on another node, and rejoins under a new id.
+    private func loseDatabase(_ reason: String) {
+        logger.error("\(reason): cutting off \(streams.count) streams")
+        serving = log == nil
+        pending = []
+        let held = streams
+        streams = [:]
+        for (_, stream) in held {
+            metrics.cutOff.increment()
+            stream.outbox.finish(cutOff: .databaseUnreachable)
+            stream.waiter?.resume(returning: .failure(.unavailable("this node lost its database")))
+        }
+        nodeID = Self.freshNodeID()
+    }
+
+    // MARK: Time and outputs
 
     func tick() {
-        let now = self.now
-        route(core.handle(.tick, now: now))
         let silentLimit = 3 * configuration.heartbeatInterval
-        for (id, state) in sessions {
-            if let detachedAt = state.detachedAt {
-                if now - detachedAt > configuration.sessionGrace { close(id) }
-            } else if let outbox = state.outbox, outbox.silence > silentLimit {
-                logger.info("session \(id) silent for \(silentLimit) s: cut off")
-                metrics.cutOff.increment()
-                outbox.finish(cutOff: .silent)
-                detach(id, outbox: outbox)
-            }
-        }
-    }
-
-    private func route(_ events: [MatcherEvent]) {
-        for event in events {
-            switch event {
-            case .found: metrics.found.increment()
-            case .lost: metrics.lost.increment()
-            case .invalidToken: metrics.invalidTokens.increment()
-            default: break
-            }
-            let (session, notice) = event.notice
-            var frame = ServerFrame(notice)
-            if case .found(let session, let op, let message) = event, case .found(var body) = frame.kind,
-               let signal = core.signal(session: session, operation: op, message: message) {
-                body.snrDb = signal.snr
-                body.levelDbfs = signal.level
-                frame.kind = .found(body)
-            }
-            push(frame, to: session)
-        }
-    }
-
-    private func push(_ frame: ServerFrame, to session: SessionID) {
-        guard let outbox = sessions[session]?.outbox else { return }
-        if !outbox.push(frame) {
-            logger.info("session \(session) does not read its stream: cut off")
+        for (number, stream) in streams where stream.session != nil && stream.outbox.silence > silentLimit {
+            logger.info("stream \(number) silent for \(silentLimit) s: cut off")
             metrics.cutOff.increment()
-            outbox.finish(cutOff: .slowReader)
-            detach(session, outbox: outbox)
+            stream.outbox.finish(cutOff: .silent)
+            detach(stream: number)
+        }
+        if log == nil {
+            perform(apply([]))
+        } else if (ContinuousClock.now - lastAppend).inSeconds >= configuration.tickInterval {
+            wakeWriter?.yield()  // an empty entry: this node's heartbeat, and the clock for everyone's timers
+        }
+    }
+
+    private func perform(_ outputs: [ReplicaOutput]) {
+        for output in outputs {
+            switch output {
+            case .deliver(let attachment, var frame):
+                guard attachment.node == nodeID, let stream = streams[attachment.stream] else { continue }
+                switch frame.kind {
+                case .welcome(var body):
+                    body.resumeSecret = Data(body.resumed ? stream.presentedSecret : stream.newSecret)
+                    frame.kind = .welcome(body)
+                case .found: metrics.found.increment()
+                case .lost: metrics.lost.increment()
+                case .tokenStatus: metrics.invalidTokens.increment()
+                case .opStatus(let status) where status.state == .rejected: metrics.rejected.increment()
+                case .error: metrics.rejected.increment()
+                default: break
+                }
+                push(frame, to: attachment.stream)
+            case .opened(let attachment, let result):
+                guard attachment.node == nodeID, let waiter = streams[attachment.stream]?.waiter else { continue }
+                streams[attachment.stream]?.waiter = nil
+                switch result {
+                case .success(let opened):
+                    streams[attachment.stream]?.session = opened.session
+                    if opened.resumed { metrics.sessionsResumed.increment() }
+                    logger.debug("session \(opened.session) \(opened.resumed ? "resumed" : "opened") on \(attachment)")
+                case .failure:
+                    metrics.rejected.increment()
+                }
+                metrics.sessions.record(replica.sessions.count)
+                waiter.resume(returning: result)
+            case .cutOff(let attachment, let reason):
+                guard attachment.node == nodeID, let stream = streams.removeValue(forKey: attachment.stream) else { continue }
+                stream.outbox.finish(cutOff: reason)
+            case .nodeDeclaredDead(let node):
+                if node == nodeID { loseDatabase("the other nodes declared this node dead (silent for \(configuration.nodeTimeout) s)") }
+            case .sessionClosed(let session):
+                metrics.sessions.record(replica.sessions.count)
+                logger.debug("session \(session) closed")
+            }
+        }
+    }
+
+    private func push(_ frame: ServerFrame, to number: UInt64) {
+        guard let stream = streams[number] else { return }
+        if !stream.outbox.push(frame) {
+            logger.info("stream \(number) does not read: cut off")
+            metrics.cutOff.increment()
+            stream.outbox.finish(cutOff: .slowReader)
+            detach(stream: number)
         }
     }
 }
-

@@ -13,6 +13,8 @@ public enum CutOff: Sendable, Hashable {
     case replaced
     /// The service is shutting down.
     case shutdown
+    /// This node lost its database (or the other nodes declared it dead): the session moves to another node.
+    case databaseUnreachable
 }
 
 /// The frames waiting to be written to one session's stream, bounded in count and bytes: the matcher never

@@ -23,6 +23,12 @@ public struct ServiceMetrics: Sendable {
     public let authenticationFailures: CoreMetrics.Counter
     /// Streams ended by the service (slow readers, silent clients).
     public let cutOff: CoreMetrics.Counter
+    /// Shared log: appends (one PostgreSQL transaction each), the commands they carried, entries applied.
+    public let logAppends: CoreMetrics.Counter
+    public let logCommands: CoreMetrics.Counter
+    public let logEntriesApplied: CoreMetrics.Counter
+    /// Shared log: this node's wall clock minus the database's when it last appended (s).
+    public let clockSkew: CoreMetrics.Gauge
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -38,6 +44,10 @@ public struct ServiceMetrics: Sendable {
         rejected = CoreMetrics.Counter(label: "sotto_rejected_total", dimensions: [], factory: factory)
         authenticationFailures = CoreMetrics.Counter(label: "sotto_authentication_failures_total", dimensions: [], factory: factory)
         cutOff = CoreMetrics.Counter(label: "sotto_cut_off_total", dimensions: [], factory: factory)
+        logAppends = CoreMetrics.Counter(label: "sotto_log_appends_total", dimensions: [], factory: factory)
+        logCommands = CoreMetrics.Counter(label: "sotto_log_commands_total", dimensions: [], factory: factory)
+        logEntriesApplied = CoreMetrics.Counter(label: "sotto_log_entries_applied_total", dimensions: [], factory: factory)
+        clockSkew = CoreMetrics.Gauge(label: "sotto_clock_skew_seconds", dimensions: [], factory: factory)
     }
 
     /// The Prometheus text exposition of every counter.

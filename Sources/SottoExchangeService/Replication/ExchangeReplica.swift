@@ -1,0 +1,365 @@
+import Foundation
+import SottoExchange
+import SottoExchangeWire
+
+/// One stream of one node: where a session's frames go. A node numbers its streams; the pair is unique in
+/// a cluster because every node process (and every rejoin) has a fresh random id.
+public struct Attachment: Hashable, Sendable, CustomStringConvertible {
+    /// The node holding the stream.
+    public var node: String
+    /// The stream's number on that node.
+    public var stream: UInt64
+    public var description: String { "\(node)/\(stream)" }
+}
+
+/// What a node asks of the matcher on behalf of its clients: the commands of the replication log.
+enum ReplicaCommand: Sendable {
+    /// A stream said Hello with a valid key: resume `resume` if its secret matches, else open `session`.
+    struct Open: Sendable {
+        var stream: UInt64
+        var session: SessionID
+        /// SHA-256 of the new session's resume secret.
+        var secretHash: [UInt8]
+        var resume: (session: SessionID, secretHash: [UInt8])?
+        var project: Project
+        var keyID: String
+        var broadcasts: Bool
+    }
+    case open(Open)
+    /// The stream went away: the session waits to be resumed for the grace period.
+    case detach(SessionID, stream: UInt64)
+    /// The client ended its session.
+    case end(SessionID, stream: UInt64)
+    /// A client frame as received (validated when applied).
+    case frame(SessionID, stream: UInt64, ClientFrame)
+    /// The store's beacon registry.
+    case beacons([BeaconRecord])
+}
+
+/// One append to the log: a node's batch of commands, applied at the time the log gave it.
+struct ReplicaEntry: Sendable {
+    var node: String
+    /// Entropy for the tokens this entry issues (32 bytes from the appending node's CSPRNG); empty on a
+    /// single node, whose matcher draws from the system's CSPRNG directly.
+    var seed: [UInt8] = []
+    /// The appending node's wall clock (s since 1970), for the clock-skew metric only.
+    var nodeClock: Double = 0
+    var commands: [ReplicaCommand]
+}
+
+/// What applying an entry asks of the node that applied it. Every replica produces the same outputs; each
+/// node acts on those for its own streams and ignores the rest.
+enum ReplicaOutput: Sendable {
+    /// Push a frame to the stream holding the session.
+    case deliver(Attachment, ServerFrame)
+    /// The Open from this stream is done: the session the stream now holds, or why not.
+    case opened(Attachment, Result<MatcherHost.Opened, ExchangeError>)
+    /// The stream no longer holds its session.
+    case cutOff(Attachment, CutOff)
+    /// The node was declared dead (silent for `nodeTimeout`): its sessions wait to be resumed elsewhere and
+    /// its entries are ignored from now on. A node that reads this of itself must rejoin under a new id.
+    case nodeDeclaredDead(String)
+    /// The session ended (closed, or its grace period ran out).
+    case sessionClosed(SessionID)
+}
+
+/// Timings that every replica of a cluster must share (they decide what the log means).
+struct ReplicaTimings: Sendable {
+    /// How long a session outlives its stream (s).
+    var sessionGrace: Double
+    /// Sent to clients in Welcome (s).
+    var heartbeatInterval: Double
+    /// Lost timeout of a subscription that does not ask for one (s).
+    var defaultLostTimeout: Double
+    /// A node with no entry for this long is declared dead (s).
+    var nodeTimeout: Double
+    /// A pause of the whole log longer than this is a database outage, not a dead node: liveness restarts (s).
+    var outageGap: Double
+}
+
+/// The replicated state of the matcher service: the pure ``MatcherCore`` plus the session registry
+/// (projects, keys, resume secrets' hashes, operations, which stream of which node holds each session,
+/// quotas). Applying the same entries in the same order gives every replica the same state, so one node
+/// serves alone (entries applied as they come) and several nodes share one PostgreSQL log (entries
+/// applied in the log's order, at the database's time: node clocks never decide a timer).
+struct ExchangeReplica: Sendable {
+    enum Operation: Equatable, Sendable {
+        case publication(Message, Strategy)
+        case subscription(MessageFilter, Strategy, lostTimeout: Double)
+    }
+
+    struct Session: Sendable {
+        var project: Project
+        var keyID: String
+        var secretHash: [UInt8]
+        /// The stream holding the session; nil while detached.
+        var attachment: Attachment?
+        var operations: [OperationID: Operation] = [:]
+    }
+
+    private(set) var core: MatcherCore
+    private(set) var sessions: [SessionID: Session] = [:]
+    private var sessionsPerProject: [String: Int] = [:]
+    /// Detached sessions and when they were detached (s).
+    private var detached: [SessionID: Double] = [:]
+    /// Live nodes and when each was last heard (s).
+    private(set) var nodes: [String: Double] = [:]
+    /// Nodes declared dead and when (s); forgotten after a day.
+    private var deadNodes: [String: Double] = [:]
+    /// Time of the last entry applied (s).
+    private(set) var time: Double?
+    let timings: ReplicaTimings
+
+    /// How long a dead node's id is remembered (s): its late entries are ignored meanwhile.
+    static let deadNodeMemory = 86_400.0
+
+    init(core: MatcherCore, timings: ReplicaTimings) {
+        self.core = core
+        self.timings = timings
+    }
+
+    /// Applies one entry at `time` (s; a time earlier than the last one counts as the last one).
+    mutating func apply(_ entry: ReplicaEntry, at entryTime: Double) -> [ReplicaOutput] {
+        var outputs: [ReplicaOutput] = []
+        let now = max(entryTime, time ?? entryTime)
+        if let last = time, now - last > timings.outageGap {
+            // Nobody could append: the database was away. Every node gets its full timeout again.
+            for node in nodes.keys { nodes[node]! += now - last }
+        }
+        time = now
+        let accepted = deadNodes[entry.node] == nil
+        if accepted { nodes[entry.node] = now } else { outputs.append(.nodeDeclaredDead(entry.node)) }
+        for (node, heard) in nodes where now - heard > timings.nodeTimeout {
+            nodes[node] = nil
+            deadNodes[node] = now
+            outputs.append(.nodeDeclaredDead(node))
+            for (id, session) in sessions where session.attachment?.node == node { detach(id, now: now) }
+        }
+        for (node, declared) in deadNodes where now - declared > Self.deadNodeMemory { deadNodes[node] = nil }
+
+        if !entry.seed.isEmpty { core.useGenerator(SeededEntropy(seed: entry.seed)) }
+        if accepted {
+            for command in entry.commands { apply(command, node: entry.node, now: now, into: &outputs) }
+        }
+        handle(.tick, now: now, into: &outputs)
+        for (id, since) in detached where now - since > timings.sessionGrace { close(id, now: now, into: &outputs) }
+        return outputs
+    }
+
+    // MARK: Commands
+
+    private mutating func apply(_ command: ReplicaCommand, node: String, now: Double, into outputs: inout [ReplicaOutput]) {
+        switch command {
+        case .open(let open):
+            self.open(open, at: Attachment(node: node, stream: open.stream), now: now, into: &outputs)
+        case .detach(let id, let stream):
+            if sessions[id]?.attachment == Attachment(node: node, stream: stream) { detach(id, now: now) }
+        case .end(let id, let stream):
+            if sessions[id]?.attachment == Attachment(node: node, stream: stream) { close(id, now: now, into: &outputs) }
+        case .frame(let id, let stream, let frame):
+            // Frames of a stream that no longer holds its session (resumed elsewhere) are dropped.
+            guard let attachment = sessions[id]?.attachment, attachment == Attachment(node: node, stream: stream) else { return }
+            receive(frame, session: id, attachment: attachment, now: now, into: &outputs)
+        case .beacons(let beacons):
+            for beacon in beacons {
+                handle(.registerBeacon(id: beacon.id, appID: beacon.projectID, attachments: beacon.attachments,
+                                                  publicVisibility: beacon.isPublic, rotation: beacon.rotation), now: now, into: &outputs)
+            }
+        }
+    }
+
+    private mutating func open(_ open: ReplicaCommand.Open, at attachment: Attachment, now: Double, into outputs: inout [ReplicaOutput]) {
+        if let resume = open.resume, let existing = sessions[resume.session], existing.project.id == open.project.id,
+           APIKeys.constantTimeEqual(existing.secretHash, resume.secretHash) {
+            let id = resume.session
+            if let previous = existing.attachment, previous != attachment { outputs.append(.cutOff(previous, .replaced)) }
+            sessions[id]?.attachment = attachment
+            detached[id] = nil
+            outputs.append(.deliver(attachment, welcome(id, project: existing.project, resumed: true)))
+            if let token = core.token(of: id) { outputs.append(.deliver(attachment, ServerFrame(.token(token)))) }
+            outputs.append(.opened(attachment, .success(MatcherHost.Opened(session: id, resumed: true, stream: attachment.stream))))
+            return
+        }
+        let id = open.session
+        guard sessions[id] == nil else {
+            // A fresh 96-bit id that exists already: the opening node's generator is broken.
+            outputs.append(.opened(attachment, .failure(.unavailable("session id collision"))))
+            return
+        }
+        guard sessionsPerProject[open.project.id, default: 0] < open.project.maxSessions else {
+            outputs.append(.opened(attachment, .failure(.sessionQuotaExceeded(open.project.maxSessions))))
+            return
+        }
+        sessions[id] = Session(project: open.project, keyID: open.keyID, secretHash: open.secretHash, attachment: attachment)
+        sessionsPerProject[open.project.id, default: 0] += 1
+        outputs.append(.deliver(attachment, welcome(id, project: open.project, resumed: false)))
+        handle(.openSession(id, appID: open.project.id, broadcasts: open.broadcasts), now: now, into: &outputs)
+        outputs.append(.opened(attachment, .success(MatcherHost.Opened(session: id, resumed: false, stream: attachment.stream))))
+    }
+
+    /// The Welcome of a session, without its resume secret (which only the node that opened the stream
+    /// knows; it fills it in).
+    private func welcome(_ id: SessionID, project: Project, resumed: Bool) -> ServerFrame {
+        var body = Sotto_Exchange_V1_Welcome()
+        body.sessionID = id.value
+        body.resumed = resumed
+        body.project = project.name
+        body.sessionGraceMs = UInt32(timings.sessionGrace * 1000)
+        body.heartbeatIntervalMs = UInt32(timings.heartbeatInterval * 1000)
+        var frame = ServerFrame()
+        frame.kind = .welcome(body)
+        return frame
+    }
+
+    private mutating func detach(_ id: SessionID, now: Double) {
+        guard sessions[id]?.attachment != nil else { return }
+        sessions[id]?.attachment = nil
+        detached[id] = now
+    }
+
+    private mutating func close(_ id: SessionID, now: Double, into outputs: inout [ReplicaOutput]) {
+        guard let session = sessions.removeValue(forKey: id) else { return }
+        detached[id] = nil
+        sessionsPerProject[session.project.id, default: 1] -= 1
+        if sessionsPerProject[session.project.id] == 0 { sessionsPerProject[session.project.id] = nil }
+        handle(.closeSession(id), now: now, into: &outputs)
+        outputs.append(.sessionClosed(id))
+    }
+
+    // MARK: Client frames
+
+    private mutating func receive(_ frame: ClientFrame, session: SessionID, attachment: Attachment, now: Double,
+                                  into outputs: inout [ReplicaOutput]) {
+        switch frame.kind {
+        case .publish(let body): publish(body, session: session, attachment: attachment, now: now, into: &outputs)
+        case .subscribe(let body): subscribe(body, session: session, attachment: attachment, now: now, into: &outputs)
+        case .unpublish(let body): end(body.opID, publication: true, session: session, attachment: attachment, now: now, into: &outputs)
+        case .unsubscribe(let body): end(body.opID, publication: false, session: session, attachment: attachment, now: now, into: &outputs)
+        case .observe(let body): observe(body, session: session, attachment: attachment, now: now, into: &outputs)
+        case .hello:
+            outputs.append(.deliver(attachment, .error(.protocolViolation("a session says Hello once, first"))))
+        case .heartbeat: break
+        case .none:
+            outputs.append(.deliver(attachment, .error(.protocolViolation("an empty or unknown frame"))))
+        }
+    }
+
+    private func operationID(_ raw: UInt32) -> OperationID? { raw == 0 ? nil : OperationID(Int(raw)) }
+
+    private mutating func publish(_ body: Sotto_Exchange_V1_Publish, session: SessionID, attachment: Attachment, now: Double,
+                                  into outputs: inout [ReplicaOutput]) {
+        do throws(ExchangeError) {
+            guard let op = operationID(body.opID) else { throw .protocolViolation("operation ids start at 1") }
+            guard body.hasMessage else { throw .protocolViolation("a publication needs a message") }
+            let message = try body.message.validated()
+            let strategy = try (body.hasStrategy ? body.strategy : Sotto_Exchange_V1_Strategy()).validated(subscription: false)
+            try record(.publication(message, strategy), op: op, session: session, attachment: attachment, into: &outputs) { core in
+                core.handle(.publish(session, op, message, strategy), now: now)
+            }
+        } catch {
+            outputs.append(.deliver(attachment, .status(.rejected(body.opID, error))))
+        }
+    }
+
+    private mutating func subscribe(_ body: Sotto_Exchange_V1_Subscribe, session: SessionID, attachment: Attachment, now: Double,
+                                    into outputs: inout [ReplicaOutput]) {
+        do throws(ExchangeError) {
+            guard let op = operationID(body.opID) else { throw .protocolViolation("operation ids start at 1") }
+            let filter = try MessageFilter.validated(body.includes)
+            let strategy = try (body.hasStrategy ? body.strategy : Sotto_Exchange_V1_Strategy()).validated(subscription: true)
+            let lostTimeout = body.lostTimeoutMs == 0 ? timings.defaultLostTimeout : Double(body.lostTimeoutMs) / 1000
+            guard ExchangeLimits.lostTimeoutRange.contains(lostTimeout) else { throw .invalidLostTimeout(lostTimeout) }
+            try record(.subscription(filter, strategy, lostTimeout: lostTimeout), op: op, session: session, attachment: attachment,
+                       into: &outputs) { core in
+                core.handle(.subscribe(session, op, filter, strategy, lostTimeout: lostTimeout), now: now)
+            }
+        } catch {
+            outputs.append(.deliver(attachment, .status(.rejected(body.opID, error))))
+        }
+    }
+
+    /// Records an operation and runs it through the core. Sending an operation again with the same
+    /// parameters (a client re-establishing it after a reconnection) changes nothing and answers with what
+    /// a subscription has found.
+    private mutating func record(_ operation: Operation, op: OperationID, session: SessionID, attachment: Attachment,
+                                 into outputs: inout [ReplicaOutput],
+                                 _ run: (inout MatcherCore) -> [MatcherEvent]) throws(ExchangeError) {
+        guard let state = sessions[session] else { return }
+        if let existing = state.operations[op] {
+            if existing == operation {
+                let visible: [Message]
+                if case .subscription = operation { visible = core.visibleMessages(session: session, operation: op) } else { visible = [] }
+                outputs.append(.deliver(attachment, .status(.accepted(UInt32(op.value), visible: visible))))
+                return
+            }
+            switch (existing, operation) {
+            case (.publication, .publication), (.subscription, .subscription): break  // replaced below
+            default: throw .duplicateOperation
+            }
+        } else if state.operations.count >= ExchangeLimits.maxOperationsPerApp {
+            throw .quotaExceeded(ExchangeLimits.maxOperationsPerApp)
+        }
+        sessions[session]?.operations[op] = operation
+        outputs.append(.deliver(attachment, .status(.accepted(UInt32(op.value)))))
+        let events = run(&core)
+        route(events, into: &outputs)
+    }
+
+    private mutating func end(_ raw: UInt32, publication: Bool, session: SessionID, attachment: Attachment, now: Double,
+                              into outputs: inout [ReplicaOutput]) {
+        guard let op = operationID(raw), let existing = sessions[session]?.operations[op] else {
+            outputs.append(.deliver(attachment, .status(.rejected(raw, .unknownOperation))))
+            return
+        }
+        let isPublication: Bool
+        if case .publication = existing { isPublication = true } else { isPublication = false }
+        guard isPublication == publication else {
+            outputs.append(.deliver(attachment, .status(.rejected(raw, .unknownOperation))))
+            return
+        }
+        sessions[session]?.operations[op] = nil
+        handle(publication ? .unpublish(session, op) : .unsubscribe(session, op), now: now, into: &outputs)
+    }
+
+    private mutating func observe(_ body: Sotto_Exchange_V1_Observe, session: SessionID, attachment: Attachment, now: Double,
+                                  into outputs: inout [ReplicaOutput]) {
+        guard body.sightings.count <= ExchangeLimits.maxSightingsPerReport else {
+            outputs.append(.deliver(attachment, .error(.protocolViolation(
+                "at most \(ExchangeLimits.maxSightingsPerReport) sightings per report, got \(body.sightings.count)"))))
+            return
+        }
+        for sighting in body.sightings {
+            // A modem token is 1 to 16 bytes; anything else did not come from a Sotto modem.
+            guard (2...16).contains(sighting.frame.count), let payload = Payload(frame: Array(sighting.frame)) else { continue }
+            let snr = sighting.snrDb.isFinite ? min(max(sighting.snrDb, -100), 200) : 0
+            let level = sighting.levelDbfs.isFinite ? min(max(sighting.levelDbfs, -200), 20) : 0
+            handle(.observe(session, payload, snr: snr, level: level), now: now, into: &outputs)
+        }
+    }
+
+    // MARK: Routing
+
+    /// Runs one input through the core and routes its events (the events first: `route` reads the core's
+    /// state after the input, so it must not be handed a copy of `self` taken before).
+    private mutating func handle(_ input: MatcherInput, now: Double, into outputs: inout [ReplicaOutput]) {
+        let events = core.handle(input, now: now)
+        route(events, into: &outputs)
+    }
+
+    /// The core's events as frames for the streams holding their sessions (a detached session's are dropped:
+    /// a resumed client reconciles against what its subscriptions have found).
+    private func route(_ events: [MatcherEvent], into outputs: inout [ReplicaOutput]) {
+        for event in events {
+            let (session, notice) = event.notice
+            guard let attachment = sessions[session]?.attachment else { continue }
+            var frame = ServerFrame(notice)
+            if case .found(let session, let op, let message) = event, case .found(var body) = frame.kind,
+               let signal = core.signal(session: session, operation: op, message: message) {
+                body.snrDb = signal.snr
+                body.levelDbfs = signal.level
+                frame.kind = .found(body)
+            }
+            outputs.append(.deliver(attachment, frame))
+        }
+    }
+}

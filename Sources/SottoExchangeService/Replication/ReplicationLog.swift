@@ -1,0 +1,144 @@
+import Foundation
+import SottoExchange
+import SottoExchangeWire
+import SwiftProtobuf
+
+/// An entry as read back from the log: its place, the log's time for it (s since the log's origin) and the
+/// database's wall clock then (s since 1970).
+struct LoggedEntry: Sendable {
+    var sequence: Int64
+    var time: Double
+    var wallClock: Double
+    var entry: ReplicaEntry
+}
+
+/// The ordered log that several nodes share: appends are numbered without gaps in commit order and stamped
+/// with the database's clock; every node reads every entry in that order.
+protocol ReplicationLog: Sendable {
+    /// Appends one entry; returns its sequence number.
+    func append(_ entry: ReplicaEntry) async throws -> Int64
+    /// The entries after `sequence`, in order, at most `limit`.
+    func entries(after sequence: Int64, limit: Int) async throws -> [LoggedEntry]
+    /// Yields whenever some node appended (a hint: readers also poll on their own ticks).
+    func appended() -> AsyncStream<Void>
+}
+
+/// Why a log entry could not be read.
+struct LogEntryError: Error, CustomStringConvertible {
+    let description: String
+}
+
+// MARK: The entry's wire form (replication.proto)
+
+extension ReplicaEntry {
+    /// The entry as stored in the log.
+    func serialized() throws -> [UInt8] {
+        var entry = Sotto_Exchange_Replication_V1_Entry()
+        entry.node = node
+        entry.seed = Data(seed)
+        entry.nodeClock = nodeClock
+        entry.commands = try commands.map { try $0.wire() }
+        return try entry.serializedBytes()
+    }
+
+    /// An entry read from the log; a command that does not decode is dropped by every replica alike.
+    init(serialized bytes: [UInt8]) throws {
+        let wire: Sotto_Exchange_Replication_V1_Entry
+        do { wire = try Sotto_Exchange_Replication_V1_Entry(serializedBytes: bytes) } catch {
+            throw LogEntryError(description: "a log entry does not decode: \(error)")
+        }
+        self.init(node: wire.node, seed: Array(wire.seed), nodeClock: wire.nodeClock,
+                  commands: wire.commands.compactMap(ReplicaCommand.init(wire:)))
+    }
+}
+
+extension ReplicaCommand {
+    func wire() throws -> Sotto_Exchange_Replication_V1_Command {
+        var command = Sotto_Exchange_Replication_V1_Command()
+        switch self {
+        case .open(let open):
+            var body = Sotto_Exchange_Replication_V1_Open()
+            body.attachment = open.stream
+            body.session = open.session.value
+            body.secretHash = Data(open.secretHash)
+            if let resume = open.resume {
+                body.resumeSession = resume.session.value
+                body.resumeSecretHash = Data(resume.secretHash)
+            }
+            body.projectID = open.project.id
+            body.projectName = open.project.name
+            body.maxSessions = UInt32(clamping: open.project.maxSessions)
+            body.keyID = open.keyID
+            body.broadcasts = open.broadcasts
+            command.kind = .open(body)
+        case .detach(let session, let stream):
+            var body = Sotto_Exchange_Replication_V1_Detach()
+            body.session = session.value
+            body.attachment = stream
+            command.kind = .detach(body)
+        case .end(let session, let stream):
+            var body = Sotto_Exchange_Replication_V1_End()
+            body.session = session.value
+            body.attachment = stream
+            command.kind = .end(body)
+        case .frame(let session, let stream, let frame):
+            var body = Sotto_Exchange_Replication_V1_Frame()
+            body.session = session.value
+            body.attachment = stream
+            body.clientFrame = try frame.serializedBytes()
+            command.kind = .frame(body)
+        case .beacons(let beacons):
+            var body = Sotto_Exchange_Replication_V1_Beacons()
+            body.beacons = beacons.map { beacon in
+                var wire = Sotto_Exchange_Replication_V1_Beacon()
+                wire.id = Data(beacon.id)
+                wire.projectID = beacon.projectID
+                wire.public = beacon.isPublic
+                if let rotation = beacon.rotation {
+                    wire.rotates = true
+                    wire.rotationKey = rotation.key
+                    wire.rotationPeriod = rotation.period
+                }
+                wire.attachments = beacon.attachments.map { message in
+                    var attachment = Sotto_Exchange_Replication_V1_Attachment()
+                    attachment.namespace = message.namespace
+                    attachment.type = message.type
+                    attachment.content = Data(message.content)
+                    return attachment
+                }
+                return wire
+            }
+            command.kind = .beacons(body)
+        }
+        return command
+    }
+
+    init?(wire command: Sotto_Exchange_Replication_V1_Command) {
+        switch command.kind {
+        case .open(let body):
+            let resume = body.resumeSession.isEmpty ? nil : (SessionID(body.resumeSession), Array(body.resumeSecretHash))
+            self = .open(Open(stream: body.attachment, session: SessionID(body.session), secretHash: Array(body.secretHash),
+                              resume: resume,
+                              project: Project(id: body.projectID, name: body.projectName, maxSessions: Int(body.maxSessions)),
+                              keyID: body.keyID, broadcasts: body.broadcasts))
+        case .detach(let body): self = .detach(SessionID(body.session), stream: body.attachment)
+        case .end(let body): self = .end(SessionID(body.session), stream: body.attachment)
+        case .frame(let body):
+            guard let frame = try? ClientFrame(serializedBytes: body.clientFrame) else { return nil }
+            self = .frame(SessionID(body.session), stream: body.attachment, frame)
+        case .beacons(let body):
+            var beacons: [BeaconRecord] = []
+            for wire in body.beacons {
+                // Exactly as the store gave them (validated there).
+                let attachments = wire.attachments.map {
+                    Message(delivered: $0.namespace, type: $0.type, content: Array($0.content))
+                }
+                let rotation = wire.rotates ? BeaconRotation(key: wire.rotationKey, period: wire.rotationPeriod) : nil
+                beacons.append(BeaconRecord(id: Array(wire.id), projectID: wire.projectID, isPublic: wire.public,
+                                            rotation: rotation, attachments: attachments))
+            }
+            self = .beacons(beacons)
+        case .none: return nil
+        }
+    }
+}
