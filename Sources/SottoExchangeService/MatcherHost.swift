@@ -176,9 +176,10 @@ public actor MatcherHost {
             stream.waiter?.resume(returning: .failure(.unavailable("the service is shutting down")))
             if let session = stream.session, log == nil { perform(apply([.end(session, stream: number)])) }
         }
-        if let log, !pending.isEmpty {
-            _ = try? await log.append(entry(pending))
+        if let log {
+            if !pending.isEmpty { _ = try? await log.append(entry(pending)) }
             pending = []
+            log.close()
         }
     }
 

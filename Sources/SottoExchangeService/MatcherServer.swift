@@ -51,7 +51,13 @@ public struct MatcherServer: Service {
         self.onListening = onListening
         let metrics = ServiceMetrics()
         self.metrics = metrics
-        host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger)
+        if let shared = store as? any SharedStore {
+            // Several nodes: the matcher is replicated through a log in the store's PostgreSQL.
+            host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger,
+                               log: PostgresLog(configuration: shared.databaseConfiguration, logger: logger))
+        } else {
+            host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger)
+        }
     }
 
     public func run() async throws {
@@ -78,8 +84,9 @@ public struct MatcherServer: Service {
         await host.start()
         var http: HTTPStatusEndpoint?
         if let metricsEndpoint {
-            http = try await HTTPStatusEndpoint.start(endpoint: metricsEndpoint, metrics: metrics, ready: { [store] in
-                (try? await store.registryVersion()) != nil
+            http = try await HTTPStatusEndpoint.start(endpoint: metricsEndpoint, metrics: metrics, ready: { [store, host] in
+                guard await host.serving else { return false }
+                return (try? await store.registryVersion()) != nil
             })
         }
         let httpAddress = http?.address

@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import SottoExchange
 import SottoExchangeWire
 import SwiftProtobuf
@@ -21,6 +22,14 @@ protocol ReplicationLog: Sendable {
     func entries(after sequence: Int64, limit: Int) async throws -> [LoggedEntry]
     /// Yields whenever some node appended (a hint: readers also poll on their own ticks).
     func appended() -> AsyncStream<Void>
+    /// Ends the log's connections.
+    func close()
+}
+
+/// A store that several nodes share: the service replicates its matcher through the store's database.
+protocol SharedStore: ExchangeStore {
+    /// Where the replication log lives (the log opens connections of its own).
+    var databaseConfiguration: PostgresClient.Configuration { get }
 }
 
 /// Why a log entry could not be read.
