@@ -11,7 +11,10 @@ import Synchronization
 /// report of a pair of neighbours to each one's `found` (median, p99).
 public enum ServiceLoad {
     public struct Configuration: Sendable {
-        public var address: MatcherAddress
+        /// The service; several nodes of one service (sharing a PostgreSQL) take the devices in turn, so
+        /// neighbours sit on different nodes.
+        public var addresses: [MatcherAddress]
+        public var address: MatcherAddress { addresses[0] }
         public var apiKey: String
         public var trustRoots: String?
         public var tls = false
@@ -29,7 +32,12 @@ public enum ServiceLoad {
         public var messageBytes = 64
 
         public init(address: MatcherAddress, apiKey: String) {
-            self.address = address
+            self.init(addresses: [address], apiKey: apiKey)
+        }
+
+        public init(addresses: [MatcherAddress], apiKey: String) {
+            precondition(!addresses.isEmpty, "a load needs at least one address")
+            self.addresses = addresses
             self.apiKey = apiKey
         }
     }
@@ -137,14 +145,17 @@ public enum ServiceLoad {
     /// - Parameter onOpen: called once every session is open (before sightings start), e.g. to read memory.
     public static func run(_ configuration: Configuration, progress: @escaping @Sendable (String) -> Void = { _ in },
                            onOpen: @escaping @Sendable () -> Void = {}) async throws -> Report {
-        let target: any ResolvableTarget
-        switch configuration.address {
-        case .tcp(let host, let port):
-            target = host.first?.isNumber == true ? .ipv4(address: host, port: port) : .dns(host: host, port: port)
-        case .unix(let path): target = .unixDomainSocket(path: path)
+        let targets: [any ResolvableTarget] = configuration.addresses.map { address in
+            switch address {
+            case .tcp(let host, let port):
+                return host.first?.isNumber == true ? .ipv4(address: host, port: port) : .dns(host: host, port: port)
+            case .unix(let path): return .unixDomainSocket(path: path)
+            }
         }
         var clients: [GRPCClient<HTTP2ClientTransport.Posix>] = []
-        for _ in 0..<max(1, configuration.connections) {
+        // Connections alternate between the nodes: device i uses connection i % count.
+        for index in 0..<max(1, configuration.connections) * targets.count {
+            let target = targets[index % targets.count]
             let security: HTTP2ClientTransport.Posix.TransportSecurity = configuration.tls || configuration.trustRoots != nil
                 ? .tls { config in
                     if let roots = configuration.trustRoots { config.trustRoots = .certificates([.file(path: roots, format: .pem)]) }

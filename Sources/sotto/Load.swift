@@ -14,15 +14,16 @@ struct Load: AsyncParsableCommand {
         seconds. Latency is from the first report of a pair of neighbours to each one's found.
         """)
 
-    @Option(help: "The service: HOST:PORT or unix:PATH.") var server: String
+    @Option(help: "The service: HOST:PORT or unix:PATH; repeat for the nodes of one service (devices take them in turn).")
+    var server: [String]
     @Option(help: "API key of a project whose key allows the rate (sotto admin key create --rate).") var apiKey: String
     @Option(help: "CA certificate (PEM) for TLS.") var ca: String?
     @Option(help: "Simulated devices (one session each).") var sessions: Int = 1_000
     @Option(help: "Devices in earshot of each other.") var cluster: Int = 5
     @Option(help: "Sightings per second over all devices.") var rate: Double = 1_000
     @Option(help: "Seconds of sightings.") var duration: Double = 20
-    @Option(help: "HTTP/2 connections shared by the sessions.") var connections: Int = 8
-    @Option(help: "Process id of the service, to report its memory per session (from /proc).") var serverPid: Int32?
+    @Option(help: "HTTP/2 connections shared by the sessions, per server.") var connections: Int = 8
+    @Option(help: "Process ids of the service's nodes, to report their memory per session (from /proc).") var serverPid: [Int32] = []
 
     func validate() throws {
         try NumericOption("--sessions", 1...200_000).check(sessions)
@@ -33,26 +34,42 @@ struct Load: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let address: MatcherAddress
-        do { address = try MatcherAddress(parsing: server) } catch { throw ValidationError("--server: \(error)") }
-        var configuration = ServiceLoad.Configuration(address: address, apiKey: apiKey)
+        var addresses: [MatcherAddress] = []
+        for text in server {
+            do { addresses.append(try MatcherAddress(parsing: text)) } catch { throw ValidationError("--server \(text): \(error)") }
+        }
+        guard !addresses.isEmpty else { throw ValidationError("--server: give at least one address") }
+        var configuration = ServiceLoad.Configuration(addresses: addresses, apiKey: apiKey)
         configuration.trustRoots = ca
         configuration.sessions = sessions
         configuration.clusterSize = cluster
         configuration.sightingsPerSecond = rate
         configuration.duration = duration
         configuration.connections = connections
-        let before = serverPid.flatMap(Self.residentMemory)
+        let pids = serverPid
+        let before = Self.residentMemory(pids)
         let during = Mutex<Int?>(nil)
-        let pid = serverPid
         let report = try await ServiceLoad.run(configuration, progress: { printError($0) },
-                                               onOpen: { during.withLock { $0 = pid.flatMap(Self.residentMemory) } })
+                                               onOpen: { during.withLock { $0 = Self.residentMemory(pids) } })
         let after = during.withLock { $0 }
         print(report)
         if let before, let after {
-            print(String(format: "service memory: %.1f MB before, %.1f MB with the sessions: %.1f kB per session",
-                         Double(before) / 1e6, Double(after) / 1e6, Double(after - before) / 1e3 / Double(max(1, report.sessionsOpen))))
+            // Each node of a shared service holds every session (the replicated matcher): the sum over nodes.
+            print(String(format: "service memory (%d process%@): %.1f MB before, %.1f MB with the sessions: %.1f kB per session",
+                         pids.count, pids.count == 1 ? "" : "es", Double(before) / 1e6, Double(after) / 1e6,
+                         Double(after - before) / 1e3 / Double(max(1, report.sessionsOpen))))
         }
+    }
+
+    /// Resident memory summed over processes (bytes), from /proc; nil without processes or when one is gone.
+    static func residentMemory(_ pids: [Int32]) -> Int? {
+        guard !pids.isEmpty else { return nil }
+        var total = 0
+        for pid in pids {
+            guard let memory = residentMemory(pid) else { return nil }
+            total += memory
+        }
+        return total
     }
 
     /// Resident memory of a process (bytes), from /proc.
