@@ -157,30 +157,30 @@ extension MatcherCore {
 // MARK: Encoding of the state's types (fields in declaration order; enum tags in case order)
 
 extension SessionID: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) { writer.write(value) }
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self.init(try reader.read(String.self)) }
+    package func write(to writer: inout SnapshotWriter) { writer.write(value) }
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self.init(try reader.read(String.self)) }
 }
 
 extension OperationID: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) { writer.write(value) }
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self.init(try reader.read(Int.self)) }
+    package func write(to writer: inout SnapshotWriter) { writer.write(value) }
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self.init(try reader.read(Int.self)) }
 }
 
 extension Message: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.write(namespace)
         writer.write(type)
         writer.write(content)
     }
 
     /// As the core holds it: checked when it entered the core (the reserved namespace is the core's own).
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         self.init(delivered: try reader.read(), type: try reader.read(), content: try reader.read())
     }
 }
 
 extension MessageFilter: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.writeVarint(UInt64(includes.count))
         for include in includes {
             switch include {
@@ -198,7 +198,7 @@ extension MessageFilter: SnapshotCodable {
     }
 
     /// Checked like a filter made with ``init(_:)``.
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         var includes: [Include] = []
         for _ in 0..<(try reader.readCount()) {
             switch try reader.readTag(upTo: 3, of: "filter include") {
@@ -217,7 +217,7 @@ extension MessageFilter: SnapshotCodable {
 }
 
 extension Strategy: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         switch discoveryMode {
         case .broadcast: writer.writeByte(0)
         case .scan: writer.writeByte(1)
@@ -236,7 +236,7 @@ extension Strategy: SnapshotCodable {
     }
 
     /// Checked like a strategy made with ``init(discoveryMode:distanceType:ttl:)``.
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         let modes: [DiscoveryMode] = [.broadcast, .scan, .both], distances: [DistanceType] = [.default, .earshot]
         let mode = modes[Int(try reader.readTag(upTo: UInt8(modes.count - 1), of: "discovery mode"))]
         let distance = distances[Int(try reader.readTag(upTo: UInt8(distances.count - 1), of: "distance type"))]
@@ -250,30 +250,30 @@ extension Strategy: SnapshotCodable {
 }
 
 extension BeaconRotation: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.write(key)
         writer.write(period)
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         self.init(key: try reader.read(), period: try reader.read())
     }
 }
 
 extension MatcherCore.Publication: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.write(message)
         writer.write(strategy)
         writer.write(expires)
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         self.init(message: try reader.read(), strategy: try reader.read(), expires: try reader.read())
     }
 }
 
 extension MatcherCore.Subscription: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.write(filter)
         writer.write(strategy)
         writer.write(lostTimeout)
@@ -283,7 +283,7 @@ extension MatcherCore.Subscription: SnapshotCodable {
         writer.write(reported)
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         self.init(filter: try reader.read(), strategy: try reader.read(), lostTimeout: try reader.read(),
                   expires: try reader.read(), supporters: try reader.read(), supportedBy: try reader.read(),
                   reported: try reader.read())
@@ -291,7 +291,7 @@ extension MatcherCore.Subscription: SnapshotCodable {
 }
 
 extension MatcherCore.Session: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.write(appID)
         writer.write(broadcasts)
         writer.write(token)
@@ -300,37 +300,37 @@ extension MatcherCore.Session: SnapshotCodable {
         writer.write(subscriptions)
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         self.init(appID: try reader.read(), broadcasts: try reader.read(), token: try reader.read(),
                   tokenIssued: try reader.read(), publications: try reader.read(), subscriptions: try reader.read())
     }
 }
 
 extension MatcherCore.RegisteredBeacon: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.write(appID)
         writer.write(attachments)
         writer.write(isPublic)
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         self.init(appID: try reader.read(), attachments: try reader.read(), isPublic: try reader.read())
     }
 }
 
 extension MatcherCore.TokenOwner: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.write(session)
         writer.write(validUntil)
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         self.init(session: try reader.read(), validUntil: try reader.read())
     }
 }
 
 extension MatcherCore.Source: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         switch self {
         case .session(let id):
             writer.writeByte(0)
@@ -344,7 +344,7 @@ extension MatcherCore.Source: SnapshotCodable {
         }
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         switch try reader.readTag(upTo: 2, of: "source") {
         case 0: self = .session(try reader.read())
         case 1: self = .beacon(try reader.read())
@@ -354,19 +354,19 @@ extension MatcherCore.Source: SnapshotCodable {
 }
 
 extension MatcherCore.Sighting: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.write(last)
         writer.write(snr)
         writer.write(level)
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         self.init(last: try reader.read(), snr: try reader.read(), level: try reader.read())
     }
 }
 
 extension MatcherCore.Deadline: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.write(due)
         writer.write(sequence)
         switch kind {
@@ -401,7 +401,7 @@ extension MatcherCore.Deadline: SnapshotCodable {
         }
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         let due = try reader.read(Double.self), sequence = try reader.read(UInt64.self)
         let kind: Kind
         switch try reader.readTag(upTo: 5, of: "deadline") {

@@ -14,7 +14,7 @@
 // Reading never traps: every read checks what is left and throws `MatcherSnapshotError.corrupt`.
 
 /// A value the snapshot format writes and reads.
-protocol SnapshotCodable {
+package protocol SnapshotCodable {
     /// Appends the value's encoding.
     func write(to writer: inout SnapshotWriter)
     /// Reads a value written by `write(to:)`.
@@ -22,19 +22,22 @@ protocol SnapshotCodable {
 }
 
 /// Accumulates the bytes of a snapshot.
-struct SnapshotWriter {
+package struct SnapshotWriter {
     /// Bytes written so far.
-    var bytes: [UInt8] = []
+    package var bytes: [UInt8] = []
+
+    /// An empty writer.
+    package init() {}
 
     /// Appends `value`'s encoding.
-    mutating func write(_ value: some SnapshotCodable) { value.write(to: &self) }
+    package mutating func write(_ value: some SnapshotCodable) { value.write(to: &self) }
 
     /// Appends one byte.
-    mutating func writeByte(_ byte: UInt8) { bytes.append(byte) }
+    package mutating func writeByte(_ byte: UInt8) { bytes.append(byte) }
 
     /// Appends `value` as a LEB128 varint: 7 bits per byte, least significant first, high bit set on all
     /// bytes but the last.
-    mutating func writeVarint(_ value: UInt64) {
+    package mutating func writeVarint(_ value: UInt64) {
         var rest = value
         while rest >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: rest) | 0x80)
@@ -44,19 +47,19 @@ struct SnapshotWriter {
     }
 
     /// Appends `value` as 8 bytes, little-endian.
-    mutating func writeFixed64(_ value: UInt64) {
+    package mutating func writeFixed64(_ value: UInt64) {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
     /// Appends a count, then `count` bytes.
-    mutating func writeBytes(_ data: some Collection<UInt8>) {
+    package mutating func writeBytes(_ data: some Collection<UInt8>) {
         writeVarint(UInt64(data.count))
         bytes.append(contentsOf: data)
     }
 }
 
 /// Reads the bytes of a snapshot from a start offset to the end, throwing on anything malformed.
-struct SnapshotReader {
+package struct SnapshotReader {
     /// The whole snapshot.
     let bytes: [UInt8]
     /// Where the next read starts.
@@ -65,26 +68,26 @@ struct SnapshotReader {
     static let maxVarintLength = 10
 
     /// A reader of `bytes` from `offset` on.
-    init(_ bytes: [UInt8], from offset: Int) {
+    package init(_ bytes: [UInt8], from offset: Int) {
         self.bytes = bytes
         self.offset = offset
     }
 
     /// Bytes not read yet.
-    var remaining: Int { bytes.count - offset }
+    package var remaining: Int { bytes.count - offset }
 
     /// Reads a value of type `T`.
-    mutating func read<T: SnapshotCodable>(_: T.Type = T.self) throws(MatcherSnapshotError) -> T { try T(from: &self) }
+    package mutating func read<T: SnapshotCodable>(_: T.Type = T.self) throws(MatcherSnapshotError) -> T { try T(from: &self) }
 
     /// Reads one byte.
-    mutating func readByte() throws(MatcherSnapshotError) -> UInt8 {
+    package mutating func readByte() throws(MatcherSnapshotError) -> UInt8 {
         guard offset < bytes.count else { throw .corrupt("the state ends early, at byte \(offset)") }
         defer { offset += 1 }
         return bytes[offset]
     }
 
     /// Reads a LEB128 varint.
-    mutating func readVarint() throws(MatcherSnapshotError) -> UInt64 {
+    package mutating func readVarint() throws(MatcherSnapshotError) -> UInt64 {
         var value: UInt64 = 0
         for index in 0..<Self.maxVarintLength {
             let byte = try readByte()
@@ -98,7 +101,7 @@ struct SnapshotReader {
     }
 
     /// Reads 8 bytes, little-endian.
-    mutating func readFixed64() throws(MatcherSnapshotError) -> UInt64 {
+    package mutating func readFixed64() throws(MatcherSnapshotError) -> UInt64 {
         guard remaining >= MemoryLayout<UInt64>.size else { throw .corrupt("the state ends early, at byte \(offset)") }
         var value: UInt64 = 0
         for index in 0..<MemoryLayout<UInt64>.size { value |= UInt64(bytes[offset + index]) << (8 * UInt64(index)) }
@@ -108,21 +111,21 @@ struct SnapshotReader {
 
     /// Reads a count of items that take at least one byte each: no more than the bytes left, so a damaged
     /// count can never make the reader reserve memory without bound.
-    mutating func readCount() throws(MatcherSnapshotError) -> Int {
+    package mutating func readCount() throws(MatcherSnapshotError) -> Int {
         let count = try readVarint()
         guard count <= UInt64(remaining) else { throw .corrupt("a count of \(count) with \(remaining) bytes left, at byte \(offset)") }
         return Int(count)
     }
 
     /// Reads a count, then that many bytes.
-    mutating func readBytes() throws(MatcherSnapshotError) -> ArraySlice<UInt8> {
+    package mutating func readBytes() throws(MatcherSnapshotError) -> ArraySlice<UInt8> {
         let count = try readCount()
         defer { offset += count }
         return bytes[offset..<offset + count]
     }
 
     /// Reads an enum tag no greater than `last`.
-    mutating func readTag(upTo last: UInt8, of type: String) throws(MatcherSnapshotError) -> UInt8 {
+    package mutating func readTag(upTo last: UInt8, of type: String) throws(MatcherSnapshotError) -> UInt8 {
         let tag = try readByte()
         guard tag <= last else { throw .corrupt("unknown \(type) \(tag), at byte \(offset - 1)") }
         return tag
@@ -132,23 +135,23 @@ struct SnapshotReader {
 // MARK: Primitives
 
 extension UInt8: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) { writer.writeByte(self) }
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self = try reader.readByte() }
+    package func write(to writer: inout SnapshotWriter) { writer.writeByte(self) }
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self = try reader.readByte() }
 }
 
 extension UInt64: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) { writer.writeVarint(self) }
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self = try reader.readVarint() }
+    package func write(to writer: inout SnapshotWriter) { writer.writeVarint(self) }
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self = try reader.readVarint() }
 }
 
 extension Int: SnapshotCodable {
     /// Zigzag: 0, -1, 1, -2... become 0, 1, 2, 3..., so small negative numbers stay short.
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         let value = Int64(self)
         writer.writeVarint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         let zigzag = try reader.readVarint()
         let value = Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1)
         guard let int = Int(exactly: value) else { throw .corrupt("integer \(value) out of range, before byte \(reader.offset)") }
@@ -157,19 +160,19 @@ extension Int: SnapshotCodable {
 }
 
 extension Double: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) { writer.writeFixed64(bitPattern) }
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self = Double(bitPattern: try reader.readFixed64()) }
+    package func write(to writer: inout SnapshotWriter) { writer.writeFixed64(bitPattern) }
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self = Double(bitPattern: try reader.readFixed64()) }
 }
 
 extension Bool: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) { writer.writeByte(self ? 1 : 0) }
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self = try reader.readTag(upTo: 1, of: "Bool") == 1 }
+    package func write(to writer: inout SnapshotWriter) { writer.writeByte(self ? 1 : 0) }
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self = try reader.readTag(upTo: 1, of: "Bool") == 1 }
 }
 
 extension String: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) { writer.writeBytes(utf8) }
+    package func write(to writer: inout SnapshotWriter) { writer.writeBytes(utf8) }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         let start = reader.offset
         guard let string = String(validating: try reader.readBytes(), as: UTF8.self) else {
             throw .corrupt("a string is not UTF-8, at byte \(start)")
@@ -181,7 +184,7 @@ extension String: SnapshotCodable {
 // MARK: Collections
 
 extension Optional: SnapshotCodable where Wrapped: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         if let self {
             writer.writeByte(1)
             writer.write(self)
@@ -190,18 +193,18 @@ extension Optional: SnapshotCodable where Wrapped: SnapshotCodable {
         }
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         self = try reader.readTag(upTo: 1, of: "Optional") == 1 ? try reader.read(Wrapped.self) : nil
     }
 }
 
 extension Array: SnapshotCodable where Element: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.writeVarint(UInt64(count))
         for element in self { writer.write(element) }
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         let count = try reader.readCount()
         self = []
         reserveCapacity(count)
@@ -210,12 +213,12 @@ extension Array: SnapshotCodable where Element: SnapshotCodable {
 }
 
 extension Set: SnapshotCodable where Element: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.writeVarint(UInt64(count))
         for element in self { writer.write(element) }
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         let count = try reader.readCount()
         self.init(minimumCapacity: count)
         for _ in 0..<count { insert(try reader.read(Element.self)) }
@@ -223,7 +226,7 @@ extension Set: SnapshotCodable where Element: SnapshotCodable {
 }
 
 extension Dictionary: SnapshotCodable where Key: SnapshotCodable, Value: SnapshotCodable {
-    func write(to writer: inout SnapshotWriter) {
+    package func write(to writer: inout SnapshotWriter) {
         writer.writeVarint(UInt64(count))
         for (key, value) in self {
             writer.write(key)
@@ -231,7 +234,7 @@ extension Dictionary: SnapshotCodable where Key: SnapshotCodable, Value: Snapsho
         }
     }
 
-    init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         let count = try reader.readCount()
         self.init(minimumCapacity: count)
         for _ in 0..<count {

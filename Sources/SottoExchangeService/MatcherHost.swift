@@ -36,6 +36,9 @@ public struct ServiceConfiguration: Sendable {
     public var databaseGrace: Double = 10
     /// Shared log: most commands a node holds while the database is slow or away; more cuts its clients off.
     public var maxPendingCommands = 200_000
+    /// Shared log: how often the state is snapshotted into the database, so that the log before it can go
+    /// and a starting node does not replay it all (s). One node writes it: the live one with the lowest id.
+    public var snapshotInterval: Double = 60
     /// Test hook: seconds added to this node's wall clock (a skewed clock, to show that it decides nothing).
     public var clockSkew: Double = 0
 
@@ -101,6 +104,9 @@ public actor MatcherHost {
     private var appliedSequence: Int64 = 0
     private var wakeWriter: AsyncStream<Void>.Continuation?
     private var wakeReader: AsyncStream<Void>.Continuation?
+    private var lastSnapshot = ContinuousClock.now
+    private var snapshotting = false
+    private var restoredFromSnapshot = false
     /// False while this node cannot reach the database (it refuses sessions meanwhile).
     public private(set) var serving = true
 
@@ -371,6 +377,17 @@ public actor MatcherHost {
     /// Applies the log's entries after the last one applied. Returns false once stopped.
     private func applyNewEntries() async -> Bool {
         guard let log else { return false }
+        if !restoredFromSnapshot {
+            do {
+                if let (sequence, bytes) = try await log.latestSnapshot() { try restore(sequence: sequence, bytes) }
+                restoredFromSnapshot = true
+            } catch {
+                logger.error("reading the newest snapshot: \(error)")
+                try? await Task.sleep(for: .milliseconds(200))
+                wakeReader?.yield()
+                return true
+            }
+        }
         while !Task.isCancelled {
             let batch: [LoggedEntry]
             do { batch = try await log.entries(after: appliedSequence, limit: 1_000) } catch {
@@ -380,10 +397,15 @@ public actor MatcherHost {
                 return true
             }
             guard !batch.isEmpty else { return true }
+            if let first = batch.first, first.sequence != appliedSequence + 1 {
+                // The entries this node needs next were truncated (it fell a snapshot interval behind, or
+                // it starts on a log whose beginning is gone): continue from the newest snapshot.
+                logger.warning("the log continues at \(first.sequence) after \(appliedSequence): reloading the newest snapshot")
+                restoredFromSnapshot = false
+                wakeReader?.yield()
+                return true
+            }
             for logged in batch {
-                if logged.sequence != appliedSequence + 1 && appliedSequence != 0 {
-                    logger.critical("the log skips from \(appliedSequence) to \(logged.sequence): the entries between were truncated before this node read them")
-                }
                 appliedSequence = logged.sequence
                 if logged.entry.node == nodeID { metrics.clockSkew.record(logged.entry.nodeClock - logged.wallClock) }
                 metrics.logEntriesApplied.increment()
@@ -392,6 +414,33 @@ public actor MatcherHost {
         }
         return false
     }
+
+    /// Continues from a snapshot of the state after entry `sequence` (if it is ahead of this node).
+    private func restore(sequence: Int64, _ bytes: [UInt8]) throws {
+        guard sequence > appliedSequence else { return }
+        replica = try ExchangeReplica(snapshot: bytes, timings: configuration.timings)
+        appliedSequence = sequence
+        logger.info("continuing from the snapshot after entry \(sequence) (\(bytes.count) bytes, \(replica.sessions.count) sessions)")
+    }
+
+    /// Writes a snapshot when it is due and this node is the live node with the lowest id (every node agrees
+    /// on which that is: the replicas know the same nodes). The encoding runs off the actor, on a copy.
+    private func snapshotIfDue() {
+        guard let log, !snapshotting, (ContinuousClock.now - lastSnapshot).inSeconds >= configuration.snapshotInterval else { return }
+        lastSnapshot = .now
+        guard replica.nodes.keys.min() == nodeID, appliedSequence > 0 else { return }
+        snapshotting = true
+        let state = replica, sequence = appliedSequence, logger = self.logger
+        Task.detached { [weak self] in
+            let bytes = state.snapshot()
+            do { try await log.saveSnapshot(sequence: sequence, bytes: bytes) } catch {
+                logger.warning("saving a snapshot: \(error)")
+            }
+            await self?.snapshotDone()
+        }
+    }
+
+    private func snapshotDone() { snapshotting = false }
 
     /// This node cannot use the database (or was declared dead by the others): it cuts its clients off so
     /// that they resume their sessions on another node, and rejoins under a new id.
@@ -421,8 +470,11 @@ public actor MatcherHost {
         }
         if log == nil {
             perform(apply([]))
-        } else if (ContinuousClock.now - lastAppend).inSeconds >= configuration.tickInterval {
-            wakeWriter?.yield()  // an empty entry: this node's heartbeat, and the clock for everyone's timers
+        } else {
+            if (ContinuousClock.now - lastAppend).inSeconds >= configuration.tickInterval {
+                wakeWriter?.yield()  // an empty entry: this node's heartbeat, and the clock for everyone's timers
+            }
+            snapshotIfDue()
         }
     }
 

@@ -98,16 +98,16 @@ struct ExchangeReplica: Sendable {
     }
 
     private(set) var core: MatcherCore
-    private(set) var sessions: [SessionID: Session] = [:]
-    private var sessionsPerProject: [String: Int] = [:]
+    var sessions: [SessionID: Session] = [:]
+    var sessionsPerProject: [String: Int] = [:]
     /// Detached sessions and when they were detached (s).
-    private var detached: [SessionID: Double] = [:]
+    var detached: [SessionID: Double] = [:]
     /// Live nodes and when each was last heard (s).
-    private(set) var nodes: [String: Double] = [:]
+    var nodes: [String: Double] = [:]
     /// Nodes declared dead and when (s); forgotten after a day.
-    private var deadNodes: [String: Double] = [:]
+    var deadNodes: [String: Double] = [:]
     /// Time of the last entry applied (s).
-    private(set) var time: Double?
+    var time: Double?
     let timings: ReplicaTimings
 
     /// How long a dead node's id is remembered (s): its late entries are ignored meanwhile.

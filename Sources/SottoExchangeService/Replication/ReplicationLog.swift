@@ -24,6 +24,11 @@ protocol ReplicationLog: Sendable {
     func appended() -> AsyncStream<Void>
     /// Ends the log's connections.
     func close()
+    /// The newest snapshot of the replicated state and the sequence number of the last entry it includes.
+    func latestSnapshot() async throws -> (sequence: Int64, bytes: [UInt8])?
+    /// Saves a snapshot of the state after entry `sequence`, then forgets what the previous snapshot made
+    /// unnecessary: older snapshots and the entries up to the previous one (a node that far behind reloads).
+    func saveSnapshot(sequence: Int64, bytes: [UInt8]) async throws
 }
 
 /// A store that several nodes share: the service replicates its matcher through the store's database.
