@@ -4,7 +4,7 @@ import SottoExchangeWire
 
 /// One stream of one node: where a session's frames go. A node numbers its streams; the pair is unique in
 /// a cluster because every node process (and every rejoin) has a fresh random id.
-public struct Attachment: Hashable, Sendable, CustomStringConvertible {
+public struct NodeStream: Hashable, Sendable, CustomStringConvertible {
     /// The node holding the stream.
     public var node: String
     /// The stream's number on that node.
@@ -51,11 +51,11 @@ struct ReplicaEntry: Sendable {
 /// node acts on those for its own streams and ignores the rest.
 enum ReplicaOutput: Sendable {
     /// Push a frame to the stream holding the session.
-    case deliver(Attachment, ServerFrame)
+    case deliver(NodeStream, ServerFrame)
     /// The Open from this stream is done: the session the stream now holds, or why not.
-    case opened(Attachment, Result<MatcherHost.Opened, ExchangeError>)
+    case opened(NodeStream, Result<MatcherHost.Opened, ExchangeError>)
     /// The stream no longer holds its session.
-    case cutOff(Attachment, CutOff)
+    case cutOff(NodeStream, CutOff)
     /// The node was declared dead (silent for `nodeTimeout`): its sessions wait to be resumed elsewhere and
     /// its entries are ignored from now on. A node that reads this of itself must rejoin under a new id.
     case nodeDeclaredDead(String)
@@ -93,7 +93,7 @@ struct ExchangeReplica: Sendable {
         var keyID: String
         var secretHash: [UInt8]
         /// The stream holding the session; nil while detached.
-        var attachment: Attachment?
+        var attachment: NodeStream?
         var operations: [OperationID: Operation] = [:]
     }
 
@@ -151,14 +151,14 @@ struct ExchangeReplica: Sendable {
     private mutating func apply(_ command: ReplicaCommand, node: String, now: Double, into outputs: inout [ReplicaOutput]) {
         switch command {
         case .open(let open):
-            self.open(open, at: Attachment(node: node, stream: open.stream), now: now, into: &outputs)
+            self.open(open, at: NodeStream(node: node, stream: open.stream), now: now, into: &outputs)
         case .detach(let id, let stream):
-            if sessions[id]?.attachment == Attachment(node: node, stream: stream) { detach(id, now: now) }
+            if sessions[id]?.attachment == NodeStream(node: node, stream: stream) { detach(id, now: now) }
         case .end(let id, let stream):
-            if sessions[id]?.attachment == Attachment(node: node, stream: stream) { close(id, now: now, into: &outputs) }
+            if sessions[id]?.attachment == NodeStream(node: node, stream: stream) { close(id, now: now, into: &outputs) }
         case .frame(let id, let stream, let frame):
             // Frames of a stream that no longer holds its session (resumed elsewhere) are dropped.
-            guard let attachment = sessions[id]?.attachment, attachment == Attachment(node: node, stream: stream) else { return }
+            guard let attachment = sessions[id]?.attachment, attachment == NodeStream(node: node, stream: stream) else { return }
             receive(frame, session: id, attachment: attachment, now: now, into: &outputs)
         case .beacons(let beacons):
             for beacon in beacons {
@@ -168,7 +168,7 @@ struct ExchangeReplica: Sendable {
         }
     }
 
-    private mutating func open(_ open: ReplicaCommand.Open, at attachment: Attachment, now: Double, into outputs: inout [ReplicaOutput]) {
+    private mutating func open(_ open: ReplicaCommand.Open, at attachment: NodeStream, now: Double, into outputs: inout [ReplicaOutput]) {
         if let resume = open.resume, let existing = sessions[resume.session], existing.project.id == open.project.id,
            APIKeys.constantTimeEqual(existing.secretHash, resume.secretHash) {
             let id = resume.session
@@ -228,7 +228,7 @@ struct ExchangeReplica: Sendable {
 
     // MARK: Client frames
 
-    private mutating func receive(_ frame: ClientFrame, session: SessionID, attachment: Attachment, now: Double,
+    private mutating func receive(_ frame: ClientFrame, session: SessionID, attachment: NodeStream, now: Double,
                                   into outputs: inout [ReplicaOutput]) {
         switch frame.kind {
         case .publish(let body): publish(body, session: session, attachment: attachment, now: now, into: &outputs)
@@ -246,7 +246,7 @@ struct ExchangeReplica: Sendable {
 
     private func operationID(_ raw: UInt32) -> OperationID? { raw == 0 ? nil : OperationID(Int(raw)) }
 
-    private mutating func publish(_ body: Sotto_Exchange_V1_Publish, session: SessionID, attachment: Attachment, now: Double,
+    private mutating func publish(_ body: Sotto_Exchange_V1_Publish, session: SessionID, attachment: NodeStream, now: Double,
                                   into outputs: inout [ReplicaOutput]) {
         do throws(ExchangeError) {
             guard let op = operationID(body.opID) else { throw .protocolViolation("operation ids start at 1") }
@@ -261,7 +261,7 @@ struct ExchangeReplica: Sendable {
         }
     }
 
-    private mutating func subscribe(_ body: Sotto_Exchange_V1_Subscribe, session: SessionID, attachment: Attachment, now: Double,
+    private mutating func subscribe(_ body: Sotto_Exchange_V1_Subscribe, session: SessionID, attachment: NodeStream, now: Double,
                                     into outputs: inout [ReplicaOutput]) {
         do throws(ExchangeError) {
             guard let op = operationID(body.opID) else { throw .protocolViolation("operation ids start at 1") }
@@ -281,7 +281,7 @@ struct ExchangeReplica: Sendable {
     /// Records an operation and runs it through the core. Sending an operation again with the same
     /// parameters (a client re-establishing it after a reconnection) changes nothing and answers with what
     /// a subscription has found.
-    private mutating func record(_ operation: Operation, op: OperationID, session: SessionID, attachment: Attachment,
+    private mutating func record(_ operation: Operation, op: OperationID, session: SessionID, attachment: NodeStream,
                                  into outputs: inout [ReplicaOutput],
                                  _ run: (inout MatcherCore) -> [MatcherEvent]) throws(ExchangeError) {
         guard let state = sessions[session] else { return }
@@ -305,7 +305,7 @@ struct ExchangeReplica: Sendable {
         route(events, into: &outputs)
     }
 
-    private mutating func end(_ raw: UInt32, publication: Bool, session: SessionID, attachment: Attachment, now: Double,
+    private mutating func end(_ raw: UInt32, publication: Bool, session: SessionID, attachment: NodeStream, now: Double,
                               into outputs: inout [ReplicaOutput]) {
         guard let op = operationID(raw), let existing = sessions[session]?.operations[op] else {
             outputs.append(.deliver(attachment, .status(.rejected(raw, .unknownOperation))))
@@ -321,7 +321,7 @@ struct ExchangeReplica: Sendable {
         handle(publication ? .unpublish(session, op) : .unsubscribe(session, op), now: now, into: &outputs)
     }
 
-    private mutating func observe(_ body: Sotto_Exchange_V1_Observe, session: SessionID, attachment: Attachment, now: Double,
+    private mutating func observe(_ body: Sotto_Exchange_V1_Observe, session: SessionID, attachment: NodeStream, now: Double,
                                   into outputs: inout [ReplicaOutput]) {
         guard body.sightings.count <= ExchangeLimits.maxSightingsPerReport else {
             outputs.append(.deliver(attachment, .error(.protocolViolation(
