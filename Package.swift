@@ -48,6 +48,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // The PostgreSQL store and replication log, shared by several `sotto serve` nodes.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // SHA-256 of API keys (already a dependency of postgres-nio; no hand-written hash).
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3" ..< "5.0.0"),
@@ -162,7 +163,8 @@ let package = Package(
                                    .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                                    .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                                    .product(name: "NIOCore", package: "swift-nio"),
-                                   .product(name: "NIOPosix", package: "swift-nio")],
+                                   .product(name: "NIOPosix", package: "swift-nio"),
+                                   .product(name: "PostgresNIO", package: "postgres-nio")],
                     swiftSettings: strict),
         .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio"], swiftSettings: strict),
     ]

@@ -9,16 +9,36 @@ import SottoExchangeWire
 
 /// `--store sqlite:PATH | PATH | postgres://...`: where the service keeps projects, keys and beacons.
 struct StoreOption: ParsableArguments {
-    @Option(help: "Store: sqlite:PATH (default: the XDG data dir's sotto/exchange.sqlite).") var store: String?
+    @Option(help: ArgumentHelp(
+        "Store: sqlite:PATH (default: the XDG data dir's sotto/exchange.sqlite), or PostgreSQL shared by several nodes: postgres://USER:PASSWORD@HOST:PORT/DATABASE or postgres://USER@/DATABASE?host=/socket/dir.",
+        discussion: "A PostgreSQL host other than loopback needs ?sslmode=require (TLS, certificate verified; sslrootcert=FILE for a private CA).")) var store: String?
 
-    func open() throws -> any ExchangeStore {
+    /// Opens the store (a PostgreSQL store also brings its schema up to date).
+    func open() async throws -> any ExchangeStore {
         let spec = store ?? "sqlite:" + SQLiteStore.defaultPath
         if spec.hasPrefix("postgres://") || spec.hasPrefix("postgresql://") {
-            throw CommandError("PostgreSQL stores are not available in this build yet; use sqlite:PATH")
+            do { return try await PostgresStore(url: spec) } catch { throw CommandError(error.description) }
         }
         let path = spec.hasPrefix("sqlite:") ? String(spec.dropFirst("sqlite:".count)) : spec
         guard !path.isEmpty else { throw ValidationError("--store sqlite:PATH needs a path") }
         do { return try SQLiteStore(path: path) } catch { throw CommandError("\(error)") }
+    }
+
+    /// Runs `body` with the open store, then closes it (a PostgreSQL store's connections end cleanly).
+    func withStore<Value>(_ body: (any ExchangeStore) async throws -> Value) async throws -> Value {
+        let store = try await open()
+        do {
+            let value = try await body(store)
+            await Self.close(store)
+            return value
+        } catch {
+            await Self.close(store)
+            throw error
+        }
+    }
+
+    static func close(_ store: any ExchangeStore) async {
+        if let postgres = store as? PostgresStore { await postgres.shutdown() }
     }
 }
 
@@ -66,18 +86,24 @@ struct Serve: AsyncParsableCommand {
         configuration.heartbeatInterval = heartbeat
         var logger = Logger(label: "sotto.serve")
         logger.logLevel = verbose ? .debug : .notice
+        let exchangeStore = try await store.open()
         let server: MatcherServer
         do {
-            server = try MatcherServer(endpoint: endpoint, tls: tls, store: store.open(), metricsEndpoint: metricsEndpoint,
+            server = try MatcherServer(endpoint: endpoint, tls: tls, store: exchangeStore, metricsEndpoint: metricsEndpoint,
                                        configuration: configuration, logger: logger) { service, http in
                 FileHandle.standardOutput.write(Data("listening on \(service)\n".utf8))
                 if let http { FileHandle.standardOutput.write(Data("http on \(http)\n".utf8)) }
             }
-        } catch let error as MatcherServerError {
+        } catch {
+            await StoreOption.close(exchangeStore)
             throw CommandError(error.description)
         }
         let group = ServiceGroup(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        do { try await group.run() } catch { throw CommandError("the service stopped: \(error)") }
+        do { try await group.run() } catch {
+            await StoreOption.close(exchangeStore)
+            throw CommandError("the service stopped: \(error)")
+        }
+        await StoreOption.close(exchangeStore)
     }
 }
 
@@ -100,7 +126,7 @@ struct AdminProject: AsyncParsableCommand {
 
         func run() async throws {
             do {
-                let project = try await store.open().createProject(name: name, maxSessions: maxSessions)
+                let project = try await store.withStore { try await $0.createProject(name: name, maxSessions: maxSessions) }
                 print("\(project.id)\t\(project.name)")
             } catch let error as StoreError { throw CommandError(error.description) }
         }
@@ -111,7 +137,7 @@ struct AdminProject: AsyncParsableCommand {
         @OptionGroup var store: StoreOption
         func run() async throws {
             do {
-                for project in try await store.open().projects() { print("\(project.id)\t\(project.name)\tmax \(project.maxSessions) sessions") }
+                for project in try await store.withStore({ try await $0.projects() }) { print("\(project.id)\t\(project.name)\tmax \(project.maxSessions) sessions") }
             } catch let error as StoreError { throw CommandError(error.description) }
         }
     }
@@ -131,7 +157,7 @@ struct AdminKey: AsyncParsableCommand {
 
         func run() async throws {
             do {
-                let (_, key) = try await store.open().createKey(project: project, label: label, ratePerSecond: rate, burst: burst)
+                let (_, key) = try await store.withStore { try await $0.createKey(project: project, label: label, ratePerSecond: rate, burst: burst) }
                 print(key)
             } catch let error as StoreError { throw CommandError(error.description) }
         }
@@ -143,7 +169,7 @@ struct AdminKey: AsyncParsableCommand {
         @Argument(help: "Project name or id (default: all).") var project: String?
         func run() async throws {
             do {
-                for key in try await store.open().keys(project: project) {
+                for key in try await store.withStore({ try await $0.keys(project: project) }) {
                     print("\(key.id)\t\(key.projectID)\t\(key.revoked ? "revoked" : "active")\t\(key.ratePerSecond)/s burst \(key.burst)\t\(key.label)")
                 }
             } catch let error as StoreError { throw CommandError(error.description) }
@@ -155,7 +181,7 @@ struct AdminKey: AsyncParsableCommand {
         @OptionGroup var store: StoreOption
         @Argument(help: "Key id (the part after sotto_, before the second _).") var id: String
         func run() async throws {
-            do { try await store.open().revokeKey(id: id) } catch let error as StoreError { throw CommandError(error.description) }
+            do { try await store.withStore { try await $0.revokeKey(id: id) } } catch let error as StoreError { throw CommandError(error.description) }
         }
     }
 }
@@ -177,7 +203,7 @@ struct AdminBeacon: AsyncParsableCommand {
             let bytes = try TokenInput.bytes(hex: id, text: nil)
             let rotation = rotateEvery.map { BeaconRotation(key: rotationKey, period: $0) }
             do {
-                try await store.open().registerBeacon(BeaconRecord(id: bytes, projectID: project, isPublic: `public`, rotation: rotation))
+                try await store.withStore { try await $0.registerBeacon(BeaconRecord(id: bytes, projectID: project, isPublic: `public`, rotation: rotation)) }
             } catch let error as StoreError { throw CommandError(error.description) }
         }
     }
@@ -196,7 +222,7 @@ struct AdminBeacon: AsyncParsableCommand {
             let data = try TokenInput.bytes(hex: hex, text: text)
             do {
                 let attachment = try BeaconAttachment.message(namespace: namespace, type: type, data: data)
-                try await store.open().addAttachment(beacon: bytes, attachment)
+                try await store.withStore { try await $0.addAttachment(beacon: bytes, attachment) }
             } catch let error as StoreError { throw CommandError(error.description) } catch let error as ExchangeError {
                 throw CommandError(error.description)
             }
@@ -208,7 +234,7 @@ struct AdminBeacon: AsyncParsableCommand {
         @OptionGroup var store: StoreOption
         func run() async throws {
             do {
-                for beacon in try await store.open().beacons() {
+                for beacon in try await store.withStore({ try await $0.beacons() }) {
                     print("\(beacon.id.hex)\t\(beacon.projectID)\t\(beacon.isPublic ? "public" : "private")\t\(beacon.attachments.map(\.description).joined(separator: ", "))")
                 }
             } catch let error as StoreError { throw CommandError(error.description) }
