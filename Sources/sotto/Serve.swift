@@ -61,6 +61,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "HTTP address for /metrics, /ready and /health (HOST:PORT).") var metrics: String?
     @Option(help: "Seconds a session outlives its connection, to be resumed.") var sessionGrace: Double = 15
     @Option(help: "Seconds between client heartbeats (a session silent for three is cut off).") var heartbeat: Double = 5
+    @Option(help: "Shared store: seconds a node may append nothing before the others declare it dead.") var nodeTimeout: Double = 5
+    @Option(help: "Shared store: seconds a node keeps its clients waiting without its database before it cuts them off.")
+    var databaseGrace: Double = 10
+    @Option(help: "Shared store: seconds between snapshots of the shared state (the log before them is deleted).")
+    var snapshotInterval: Double = 60
+    @Option(help: .hidden) var clockSkew: Double = 0
     @Flag(help: "Log every session.") var verbose = false
 
     func validate() throws {
@@ -68,6 +74,10 @@ struct Serve: AsyncParsableCommand {
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard sessionGrace.isFinite, (0...3600).contains(sessionGrace) else { throw ValidationError("--session-grace must be 0 to 3600 s") }
         guard heartbeat.isFinite, (0.5...600).contains(heartbeat) else { throw ValidationError("--heartbeat must be 0.5 to 600 s") }
+        try NumericOption("--node-timeout", above: 0.2, upTo: 600, unit: "s").check(nodeTimeout)
+        try NumericOption("--database-grace", above: 0, upTo: 3_600, unit: "s").check(databaseGrace)
+        try NumericOption("--snapshot-interval", above: 0.1, upTo: 86_400, unit: "s").check(snapshotInterval)
+        guard clockSkew.isFinite, abs(clockSkew) <= 86_400 else { throw ValidationError("--clock-skew must be within a day") }
     }
 
     func run() async throws {
@@ -84,6 +94,10 @@ struct Serve: AsyncParsableCommand {
         var configuration = ServiceConfiguration()
         configuration.sessionGrace = sessionGrace
         configuration.heartbeatInterval = heartbeat
+        configuration.nodeTimeout = nodeTimeout
+        configuration.databaseGrace = databaseGrace
+        configuration.snapshotInterval = snapshotInterval
+        configuration.clockSkew = clockSkew
         var logger = Logger(label: "sotto.serve")
         logger.logLevel = verbose ? .debug : .notice
         let exchangeStore = try await store.open()
