@@ -75,8 +75,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// Where the matcher service keeps what outlives a session: projects, API keys (hashed), beacons and their
-/// attachments. Sessions, tokens and sightings live in the matcher core. The SQLite store serves one node;
-/// a PostgreSQL store can implement the same protocol for several.
+/// attachments. Sessions, tokens and sightings live in the matcher core. ``SQLiteStore`` serves one node;
+/// ``PostgresStore`` several, sharing one database.
 public protocol ExchangeStore: Sendable {
     func createProject(name: String, maxSessions: Int) async throws(StoreError) -> Project
     func projects() async throws(StoreError) -> [Project]
