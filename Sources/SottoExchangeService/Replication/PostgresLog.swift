@@ -11,6 +11,9 @@ import PostgresNIO
 /// other nodes; they also read after each of their own appends (at least every tick), so a lost
 /// notification only delays.
 ///
+/// Encoding and decoding run off the caller's actor (`@concurrent`): a node's matcher goes on while a batch
+/// is written or read.
+///
 /// The log's connections run with `synchronous_commit = off`: an append returns before its WAL reaches
 /// the disk. What the log holds is the ephemeral state of sessions (the store's projects and keys keep
 /// their own, synchronous, connections), and a database crash would lose at most the last moment of it.
@@ -38,7 +41,7 @@ final class PostgresLog: ReplicationLog {
     /// Ends the log's connections.
     func close() { runner.cancel() }
 
-    func append(_ entry: ReplicaEntry) async throws -> Int64 {
+    @concurrent func append(_ entry: ReplicaEntry) async throws -> Int64 {
         let body = ByteBuffer(bytes: try entry.serialized())
         let rows = try await client.query("""
             WITH head AS (UPDATE exchange_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, origin),
@@ -51,7 +54,7 @@ final class PostgresLog: ReplicationLog {
         throw LogEntryError(description: "the log's head row is missing (was the schema migrated?)")
     }
 
-    func entries(after sequence: Int64, limit: Int) async throws -> [LoggedEntry] {
+    @concurrent func entries(after sequence: Int64, limit: Int) async throws -> [LoggedEntry] {
         let rows = try await client.query("""
             SELECT l.seq, l.at, l.at + h.origin, l.body FROM exchange_log l, exchange_head h
             WHERE l.seq > \(sequence) ORDER BY l.seq LIMIT \(limit)
