@@ -108,6 +108,10 @@ public actor MessageManager {
     private var connected = false
     private var lastReported: [Payload: Double] = [:]
     private var pendingAccepts: [OperationID: CheckedContinuation<ExchangeError?, Never>] = [:]
+    /// Operations being sent, and the answers that arrived before their sender waited for them (a link whose
+    /// `send` suspends, as a ``LocalMatcher``'s does, can have the answer handled during the send).
+    private var sending: Set<OperationID> = []
+    private var earlyAnswers: [OperationID: ExchangeError?] = [:]
     private var lostTimeouts: [OperationID: Double] = [:]
     /// What each subscription has reported found (found and lost alternate against this).
     private var reported: [OperationID: Set<Message>] = [:]
@@ -277,13 +281,20 @@ public actor MessageManager {
     /// Sends an operation over the link and waits for the matcher's answer while connected.
     private func request(_ request: MatcherRequest, id: OperationID, over link: any MatcherLink) async throws(ExchangeError) {
         startLink()
+        sending.insert(id)
         await link.send(request)
-        guard connected else { return }  // re-established with the others when the link is back
-        let refusal: ExchangeError? = await withCheckedContinuation { continuation in
-            pendingAccepts[id] = continuation
-            Task { [weak self] in
-                try? await Task.sleep(for: .seconds(Self.acceptTimeout))
-                await self?.resolveAccept(id, with: nil)
+        sending.remove(id)
+        let refusal: ExchangeError?
+        if let early = earlyAnswers.removeValue(forKey: id) {
+            refusal = early
+        } else {
+            guard connected else { return }  // re-established with the others when the link is back
+            refusal = await withCheckedContinuation { continuation in
+                pendingAccepts[id] = continuation
+                Task { [weak self] in
+                    try? await Task.sleep(for: .seconds(Self.acceptTimeout))
+                    await self?.resolveAccept(id, with: nil)
+                }
             }
         }
         if let refusal {
@@ -295,7 +306,11 @@ public actor MessageManager {
     }
 
     private func resolveAccept(_ id: OperationID, with refusal: ExchangeError?) {
-        pendingAccepts.removeValue(forKey: id)?.resume(returning: refusal)
+        if let waiter = pendingAccepts.removeValue(forKey: id) {
+            waiter.resume(returning: refusal)
+        } else if sending.contains(id) {
+            earlyAnswers[id] = .some(refusal)
+        }
     }
 
     /// Ends an operation; `cancelled` (the user's cancel, not the session's end) also drops events not
@@ -452,8 +467,8 @@ public actor MessageManager {
             resolveAccept(op, with: nil)
         case .rejected(let op, let error):
             logger.debug("operation \(op.value) refused: \(error)")
-            if let waiting = pendingAccepts.removeValue(forKey: op) {
-                waiting.resume(returning: error)
+            if pendingAccepts[op] != nil || sending.contains(op) {
+                resolveAccept(op, with: error)
             } else if statuses[op] == .active || statuses[op] == .starting {
                 statuses[op] = .failed
                 modes[op] = nil

@@ -197,6 +197,46 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
         await publication.cancel()
         #expect(!(await manager.transmitPlan).contains(.audioBytes([5, 6, 7])))
     }
+
+    /// A link whose matcher answers each operation while `send` is still running, as a `LocalMatcher` can
+    /// (its `send` hops to the matcher's actor, and the answer may be handled before the hop back).
+    final class AnswerDuringSendLink: MatcherLink {
+        let notices: AsyncStream<MatcherNotice>
+        private let continuation: AsyncStream<MatcherNotice>.Continuation
+        private let refusal: ExchangeError?
+
+        init(refusal: ExchangeError? = nil) {
+            (notices, continuation) = AsyncStream.makeStream(of: MatcherNotice.self)
+            self.refusal = refusal
+            continuation.yield(.connected(resumed: false))
+        }
+
+        func send(_ request: MatcherRequest) async {
+            switch request {
+            case .publish(let op, _, _), .subscribe(let op, _, _, _):
+                continuation.yield(refusal.map { .rejected(op, $0) } ?? .accepted(op, visible: []))
+                try? await Task.sleep(for: .milliseconds(200))  // the manager handles the answer meanwhile
+            default: break
+            }
+        }
+
+        func close() async { continuation.finish() }
+    }
+
+    @Test func anAnswerHandledBeforeSendReturnsIsNotMissed() async throws {
+        let manager = MessageManager(link: AnswerDuringSendLink())
+        try await manager.connect(timeout: 5)
+        let started = ContinuousClock.now
+        let subscription = try await manager.subscribe(now: 0)
+        #expect(ContinuousClock.now - started < .seconds(MessageManager.acceptTimeout / 2), "waited for the accept timeout")
+        #expect(await subscription.status() == .active)
+
+        let refused = MessageManager(link: AnswerDuringSendLink(refusal: .quotaExceeded(1)))
+        try await refused.connect(timeout: 5)
+        await #expect(throws: ExchangeError.quotaExceeded(1)) { _ = try await refused.publish(AudioBytes.message([1]), now: 0) }
+        await manager.close(now: 0)
+        await refused.close(now: 0)
+    }
 }
 
 @Suite struct ConsentTests {

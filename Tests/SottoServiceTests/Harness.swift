@@ -56,10 +56,11 @@ func metric(_ name: String, in exposition: String) -> Double? {
     return nil
 }
 
-/// A matcher service on loopback or a Unix socket, with its own SQLite store, project and key.
+/// A matcher service on loopback or a Unix socket, with its own store (SQLite unless given one: a PostgreSQL
+/// store makes it a node that replicates through the database's log), project and key.
 final class TestServer: Sendable {
     let directory: String
-    let store: SQLiteStore
+    let store: any ExchangeStore
     let server: MatcherServer
     let task: Task<Void, any Error>
     /// The bound gRPC address (`HOST:PORT` or `unix:PATH`) and HTTP address, if any.
@@ -67,6 +68,8 @@ final class TestServer: Sendable {
     let httpAddress: String?
     let project: Project
     let apiKey: String
+    /// Run by `stop()` once the server ended (a PostgreSQL store closes its pool there).
+    private let onStop: (@Sendable () async -> Void)?
 
     var metrics: ServiceMetrics { server.metrics }
     func metric(_ name: String) -> Double? { SottoServiceTests.metric(name, in: server.metrics.exposition()) }
@@ -89,21 +92,56 @@ final class TestServer: Sendable {
             project = try await store.createProject(name: "museum-app", maxSessions: 100)
             apiKey = try await store.createKey(project: project.id, label: "test", ratePerSecond: rate, burst: burst).key
         }
+        onStop = nil
+        (server, task, address, httpAddress) = try await Self.launch(endpoint: endpoint, tls: tls, store: store,
+                                                                     metricsEndpoint: metricsEndpoint, configuration: configuration)
+    }
+
+    /// Starts a server on `store`, which holds `project` and `apiKey` already (a node of a ``TestCluster``, or
+    /// a server on PostgreSQL); `onStop` runs when `stop()` has ended it.
+    init(store: any ExchangeStore, project: Project, apiKey: String, configuration: ServiceConfiguration = TestServer.fastConfiguration,
+         metricsEndpoint: MatcherAddress? = nil, onStop: (@Sendable () async -> Void)? = nil) async throws {
+        directory = ""
+        self.store = store
+        self.project = project
+        self.apiKey = apiKey
+        self.onStop = onStop
+        (server, task, address, httpAddress) = try await Self.launch(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store,
+                                                                     metricsEndpoint: metricsEndpoint, configuration: configuration)
+    }
+
+    /// A server alone on a fresh database of the shared test PostgreSQL (so it replicates through the log,
+    /// as a cluster of one), with its own project and key.
+    static func postgres(configuration: ServiceConfiguration = TestServer.fastConfiguration) async throws -> TestServer {
+        let store = try await PostgresStore(url: try await PostgresServer.shared().createDatabase())
+        do {
+            let project = try await store.createProject(name: "museum-app", maxSessions: 100)
+            let key = try await store.createKey(project: project.id, label: "test", ratePerSecond: 10_000, burst: 10_000).key
+            return try await TestServer(store: store, project: project, apiKey: key, configuration: configuration,
+                                        onStop: { await store.shutdown() })
+        } catch {
+            await store.shutdown()
+            throw error
+        }
+    }
+
+    /// Runs a server and waits (at most 10 s) until it listens.
+    private static func launch(endpoint: MatcherAddress, tls: MatcherServer.TLS?, store: any ExchangeStore,
+                               metricsEndpoint: MatcherAddress?, configuration: ServiceConfiguration) async throws
+        -> (MatcherServer, Task<Void, any Error>, MatcherAddress, String?) {
         let (listening, continuation) = AsyncStream.makeStream(of: (String, String?).self)
-        server = try MatcherServer(endpoint: endpoint, tls: tls, store: store, metricsEndpoint: metricsEndpoint,
-                                   configuration: configuration) { service, http in
+        let server = try MatcherServer(endpoint: endpoint, tls: tls, store: store, metricsEndpoint: metricsEndpoint,
+                                       configuration: configuration) { service, http in
             continuation.yield((service, http))
             continuation.finish()
         }
-        let server = self.server
-        task = Task { try await server.run() }
+        let task = Task { try await server.run() }
         let bound = try await withDeadline(10, "the server to listen") { () -> (String, String?)? in
             for await pair in listening { return pair }
             return nil
         }
         guard let bound else { task.cancel(); throw TimedOut(what: "onListening") }
-        address = try MatcherAddress(parsing: bound.0)
-        httpAddress = bound.1
+        return (server, task, try MatcherAddress(parsing: bound.0), bound.1)
     }
 
     /// Short timings for tests.
@@ -132,6 +170,7 @@ final class TestServer: Sendable {
         task.cancel()
         let task = self.task
         _ = try? await withDeadline(10, "the server to stop") { _ = try? await task.value; return true }
+        await onStop?()
     }
 
     /// A connected manager of this service (at most 5 s to connect).
