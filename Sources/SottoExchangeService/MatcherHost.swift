@@ -472,6 +472,11 @@ public actor MatcherHost {
         if log == nil {
             perform(apply([]))
         } else {
+            if serving, (ContinuousClock.now - lastAppend).inSeconds > configuration.databaseGrace {
+                // An append that hangs (a partition that drops packets rather than refusing connections) never
+                // fails: what counts is how long ago an append last got through.
+                loseDatabase("no append got through to the log for \(configuration.databaseGrace) s")
+            }
             if (ContinuousClock.now - lastAppend).inSeconds >= configuration.tickInterval {
                 wakeWriter?.yield()  // an empty entry: this node's heartbeat, and the clock for everyone's timers
             }
