@@ -157,8 +157,10 @@ let package = Package(
                     dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoModem", "SottoAudio", "SottoLive",
                                    .product(name: "HeapModule", package: "swift-collections")],
                     swiftSettings: strict),
+        // Test harnesses shared by test targets (a real PostgreSQL server in a temporary directory).
+        .target(name: "SottoTestSupport", path: "Tests/SottoTestSupport", swiftSettings: strict),
         .testTarget(name: "SottoServiceTests",
-                    dependencies: ["SottoExchange", "SottoExchangeWire", "SottoExchangeService", "SottoExchangeClient",
+                    dependencies: ["SottoExchange", "SottoExchangeWire", "SottoExchangeService", "SottoExchangeClient", "SottoTestSupport",
                                    .product(name: "GRPCCore", package: "grpc-swift-2"),
                                    .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                                    .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -166,6 +168,9 @@ let package = Package(
                                    .product(name: "NIOPosix", package: "swift-nio"),
                                    .product(name: "PostgresNIO", package: "postgres-nio")],
                     swiftSettings: strict),
-        .testTarget(name: "SottoCLITests", dependencies: ["sotto", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio"], swiftSettings: strict),
+        .testTarget(name: "SottoCLITests",
+                    dependencies: ["sotto", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
+                                   "SottoTestSupport"],
+                    swiftSettings: strict),
     ]
 )

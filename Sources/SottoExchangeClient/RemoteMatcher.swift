@@ -10,11 +10,20 @@ import Synchronization
 /// ``SottoExchange/MessageManager/init(link:appID:lostTimeout:consent:onConnection:)`` and the manager works
 /// as with an embedded core. The link reconnects with back-off (0.2 s doubling to 5 s, with jitter), resumes
 /// its session when the service still holds it, and sends its live operations again otherwise; the manager
-/// keeps found and lost alternating across it.
+/// keeps found and lost alternating across it. Given several nodes of one service (sharing a PostgreSQL), it
+/// tries them in turn: after each failure (a refused connection, a stream that ended or was cut off) it
+/// moves to the next, so a client of a node that died or lost its database resumes its session on another.
 public final class RemoteMatcher: MatcherLink, Sendable {
     /// How to reach and authenticate to the service.
     public struct Options: Sendable {
-        public var endpoint: MatcherAddress
+        /// The service's nodes in the order they are tried: the first one first, then the next one after each
+        /// failure, round the list. Never empty.
+        public var endpoints: [MatcherAddress]
+        /// The first endpoint; setting it leaves only that one.
+        public var endpoint: MatcherAddress {
+            get { endpoints[0] }
+            set { endpoints = [newValue] }
+        }
         public var apiKey: String
         /// TLS: nil for plaintext (loopback and Unix sockets only).
         public var tls: TLSOptions?
@@ -26,7 +35,14 @@ public final class RemoteMatcher: MatcherLink, Sendable {
 
         public init(endpoint: MatcherAddress, apiKey: String, tls: TLSOptions? = nil, broadcasts: Bool = true,
                     clientVersion: String = "sotto-swift") {
-            self.endpoint = endpoint
+            self.init(endpoints: [endpoint], apiKey: apiKey, tls: tls, broadcasts: broadcasts, clientVersion: clientVersion)
+        }
+
+        /// Several nodes of one service, tried in this order.
+        public init(endpoints: [MatcherAddress], apiKey: String, tls: TLSOptions? = nil, broadcasts: Bool = true,
+                    clientVersion: String = "sotto-swift") {
+            precondition(!endpoints.isEmpty, "a remote matcher needs at least one endpoint")
+            self.endpoints = endpoints
             self.apiKey = apiKey
             self.tls = tls
             self.broadcasts = broadcasts
@@ -59,18 +75,27 @@ public final class RemoteMatcher: MatcherLink, Sendable {
     private let continuation: AsyncStream<MatcherNotice>.Continuation
     private let state = Mutex(State())
     private let options: Options
-    private let client: GRPCClient<HTTP2ClientTransport.Posix>
+    /// One client per endpoint, in the order of `options.endpoints`.
+    private let clients: [GRPCClient<HTTP2ClientTransport.Posix>]
     private let logger: Logger
     private let runner = Mutex<Task<Void, Never>?>(nil)
 
     /// Starts connecting at once.
-    /// - Throws: when the endpoint cannot be used (a malformed address).
+    /// - Throws: when an endpoint cannot be used (a malformed address), or none is given.
     public init(options: Options, logger: Logger = Logger(label: "sotto.client")) throws {
+        guard !options.endpoints.isEmpty else { throw ExchangeError.unavailable("no endpoint to connect to") }
         self.options = options
         self.logger = logger
         (notices, continuation) = AsyncStream.makeStream(of: MatcherNotice.self)
+        clients = try options.endpoints.map { try Self.client(for: $0, tls: options.tls) }
+        let task = Task { [self] in await self.run() }
+        runner.withLock { $0 = task }
+    }
+
+    /// A gRPC client of one endpoint (it connects when first used).
+    private static func client(for endpoint: MatcherAddress, tls: TLSOptions?) throws -> GRPCClient<HTTP2ClientTransport.Posix> {
         let target: any ResolvableTarget
-        switch options.endpoint {
+        switch endpoint {
         case .tcp(let host, let port):
             if host.contains(":") { target = .ipv6(address: host, port: port) }
             else if host.split(separator: ".").count == 4, host.allSatisfy({ $0.isNumber || $0 == "." }) { target = .ipv4(address: host, port: port) }
@@ -78,7 +103,7 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         case .unix(let path): target = .unixDomainSocket(path: path)
         }
         let security: HTTP2ClientTransport.Posix.TransportSecurity
-        if let tls = options.tls {
+        if let tls {
             security = .tls { config in
                 if let roots = tls.trustRoots { config.trustRoots = .certificates([.file(path: roots, format: .pem)]) }
             }
@@ -89,9 +114,7 @@ public final class RemoteMatcher: MatcherLink, Sendable {
             config.backoff.initial = .milliseconds(200)
             config.backoff.max = .seconds(5)
         })
-        client = GRPCClient(transport: transport)
-        let task = Task { [self] in await self.run() }
-        runner.withLock { $0 = task }
+        return GRPCClient(transport: transport)
     }
 
     public func send(_ request: MatcherRequest) async {
@@ -124,7 +147,7 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         // Give the stream a moment to end cleanly (the service then ends the session at once).
         let deadline = ContinuousClock.now + .seconds(2)
         while ContinuousClock.now < deadline, state.withLock({ $0.welcomed }) { try? await Task.sleep(for: .milliseconds(10)) }
-        client.beginGracefulShutdown()
+        for client in clients { client.beginGracefulShutdown() }
         task?.cancel()
         await task?.value
     }
@@ -133,10 +156,11 @@ public final class RemoteMatcher: MatcherLink, Sendable {
 
     private func run() async {
         await withDiscardingTaskGroup { group in
-            group.addTask { try? await self.client.runConnections() }
+            for client in clients { group.addTask { try? await client.runConnections() } }
             var delay = options.backoff.lowerBound
+            var index = 0
             while !isClosed && !Task.isCancelled {
-                let outcome = await attempt()
+                let outcome = await attempt(clients[index])
                 if isClosed || Task.isCancelled { break }
                 switch outcome {
                 case .fatal(let error):
@@ -146,12 +170,14 @@ public final class RemoteMatcher: MatcherLink, Sendable {
                     continuation.yield(.disconnected(reason: reason))
                     if wasWelcomed { delay = options.backoff.lowerBound }
                     let wait = delay * Double.random(in: 0.75...1.25)
-                    logger.info("matcher connection lost (\(reason)); again in \(String(format: "%.1f", wait)) s")
+                    let failed = options.endpoints[index]
+                    index = (index + 1) % clients.count
+                    logger.info("matcher connection to \(failed) lost (\(reason)); \(options.endpoints[index]) in \(String(format: "%.1f", wait)) s")
                     try? await Task.sleep(for: .seconds(wait))
                     delay = min(delay * 2, options.backoff.upperBound)
                 }
             }
-            client.beginGracefulShutdown()
+            for client in clients { client.beginGracefulShutdown() }
         }
         continuation.finish()
     }
@@ -161,8 +187,8 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         case transient(String, welcomed: Bool)
     }
 
-    /// One stream, from Hello until it ends.
-    private func attempt() async -> Outcome {
+    /// One stream on `client`, from Hello until it ends.
+    private func attempt(_ client: GRPCClient<HTTP2ClientTransport.Posix>) async -> Outcome {
         let (outbound, writer) = AsyncStream.makeStream(of: ClientFrame.self)
         var hello = Sotto_Exchange_V1_Hello()
         hello.apiKey = options.apiKey
@@ -180,7 +206,9 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         let reachedWelcome = Atomic<Bool>(false)
         let exchange = Sotto_Exchange_V1_Exchange.Client(wrapping: client)
         var callOptions = CallOptions.defaults
-        callOptions.waitForReady = true
+        // One endpoint: wait for it to come back. Several: one that cannot be reached fails the attempt at
+        // once, and the next is tried.
+        callOptions.waitForReady = clients.count == 1
         callOptions.maxResponseMessageBytes = 4 << 20
         do {
             try await exchange.session(options: callOptions, requestProducer: { requests in

@@ -63,6 +63,11 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                                 metrics.rejected.increment()
                                 throw RPCError(code: .failedPrecondition, message: "the first frame of a session must be a Hello")
                             }
+                            // A node cut off from its database refuses at once (checking the key would wait for
+                            // the database), so that the client tries another node.
+                            guard await host.serving else {
+                                throw RPCError(code: .unavailable, message: "this node cannot reach its database; try another node")
+                            }
                             let key: AuthenticatedKey?
                             do { key = try await APIKeys.authenticate(hello.apiKey, in: store) } catch {
                                 logger.error("store: \(error)")

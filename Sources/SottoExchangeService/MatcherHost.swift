@@ -28,8 +28,9 @@ public struct ServiceConfiguration: Sendable {
     /// Shared log: a node that appended nothing for this long is declared dead, and its sessions wait to be
     /// resumed on another node (s).
     public var nodeTimeout: Double = 5
-    /// Shared log: a pause of the whole log longer than this is a database outage (every node was cut off),
-    /// after which no node is declared dead for its silence during the outage (s).
+    /// Shared log: a pause of the whole log longer than this (or than half the node timeout, if shorter) is a
+    /// database outage (every node was cut off), after which no node is declared dead for its silence during
+    /// the outage (s).
     public var outageGap: Double = 2
     /// Shared log: how long a node keeps its clients waiting while it cannot reach the database (a restart)
     /// before it cuts them off so that they move to another node (s).
@@ -471,6 +472,11 @@ public actor MatcherHost {
         if log == nil {
             perform(apply([]))
         } else {
+            if serving, (ContinuousClock.now - lastAppend).inSeconds > configuration.databaseGrace {
+                // An append that hangs (a partition that drops packets rather than refusing connections) never
+                // fails: what counts is how long ago an append last got through.
+                loseDatabase("no append got through to the log for \(configuration.databaseGrace) s")
+            }
             if (ContinuousClock.now - lastAppend).inSeconds >= configuration.tickInterval {
                 wakeWriter?.yield()  // an empty entry: this node's heartbeat, and the clock for everyone's timers
             }

@@ -152,7 +152,7 @@ struct Publish: AsyncParsableCommand {
     func run() async throws {
         guard let discovery = DiscoveryModeArgument.parse(mode) else { throw ValidationError("--mode must be broadcast, scan or both") }
         try NumericOption.ttl.check(ttl)
-        if server.server != nil {
+        if server.given {
             let content: [UInt8]
             if let file {
                 guard text == nil, hex == nil else { throw ValidationError("give the content with one of --text, --hex or --file") }
@@ -253,7 +253,7 @@ struct Subscribe: AsyncParsableCommand {
         let strategy: Strategy
         do { strategy = try Strategy(discoveryMode: discovery, ttl: ttl.map { .seconds($0) } ?? .infinite) } catch { throw CommandError(error.description) }
         let printer = EventPrinter(json: format == "json")
-        if server.server != nil {
+        if server.given {
             guard ExchangeLimits.lostTimeoutRange.contains(lostTimeout) else {
                 throw ValidationError(ExchangeError.invalidLostTimeout(lostTimeout).description)
             }

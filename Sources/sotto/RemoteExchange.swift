@@ -9,24 +9,32 @@ import SottoLive
 import SottoModem
 import Synchronization
 
-/// `--server URL --api-key K`: use a matcher service (`sotto serve`).
+/// `--server URL --api-key K`: use a matcher service (`sotto serve`); `--server` again for more nodes of it.
 struct ServerOptions: ParsableArguments {
-    @Option(help: "Matcher service: HOST:PORT, unix:PATH, sotto://HOST:PORT or sottos://HOST:PORT (TLS).") var server: String?
+    @Option(help: ArgumentHelp(
+        "Matcher service: HOST:PORT, unix:PATH, sotto://HOST:PORT or sottos://HOST:PORT (TLS).",
+        discussion: "Repeat for the nodes of one service (sharing a PostgreSQL): they are tried in turn, the next one when one fails."))
+    var server: [String] = []
     @Option(help: "API key of a project (default: $SOTTO_API_KEY).") var apiKey: String?
     @Option(help: "CA certificate (PEM) to verify the service with (implies TLS).") var ca: String?
     @Flag(help: "TLS with the system's trust roots.") var tls = false
 
+    /// Whether a service was given.
+    var given: Bool { !server.isEmpty }
+
     /// A link to the service, for a session that broadcasts or not.
     func link(broadcasts: Bool) throws -> RemoteMatcher {
-        guard let server else { throw ValidationError("--server is needed") }
+        guard given else { throw ValidationError("--server is needed") }
         guard let key = apiKey ?? ProcessInfo.processInfo.environment["SOTTO_API_KEY"], !key.isEmpty else {
             throw ValidationError("--api-key (or SOTTO_API_KEY) is needed with --server")
         }
-        let address: MatcherAddress
-        do { address = try MatcherAddress(parsing: server) } catch { throw ValidationError("--server: \(error)") }
-        let secure = tls || ca != nil || server.hasPrefix("sottos://")
+        var addresses: [MatcherAddress] = []
+        for text in server {
+            do { addresses.append(try MatcherAddress(parsing: text)) } catch { throw ValidationError("--server \(text): \(error)") }
+        }
+        let secure = tls || ca != nil || server.contains { $0.hasPrefix("sottos://") }
         if let ca, !FileManager.default.isReadableFile(atPath: ca) { throw CommandError("cannot read \(ca)") }
-        var options = RemoteMatcher.Options(endpoint: address, apiKey: key, tls: secure ? .init(trustRoots: ca) : nil,
+        var options = RemoteMatcher.Options(endpoints: addresses, apiKey: key, tls: secure ? .init(trustRoots: ca) : nil,
                                             broadcasts: broadcasts, clientVersion: "sotto-cli")
         options.backoff = 0.2...5
         do { return try RemoteMatcher(options: options) } catch { throw CommandError("--server: \(error)") }

@@ -6,6 +6,7 @@ import SottoExchangeClient
 import SottoExchangeService
 import SottoExchangeWire
 import Synchronization
+import SottoTestSupport
 import Testing
 
 /// A deadline passed while waiting for something.

@@ -2,6 +2,7 @@ import Foundation
 import PostgresNIO
 import SottoExchange
 import SottoExchangeService
+import SottoTestSupport
 import Testing
 
 /// What only the PostgreSQL store does: nodes migrating together, URLs, an unreachable database.

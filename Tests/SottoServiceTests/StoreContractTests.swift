@@ -1,6 +1,7 @@
 import Foundation
 import SottoExchange
 import SottoExchangeService
+import SottoTestSupport
 import Testing
 
 /// The stores that implement `ExchangeStore`; every contract test runs on each.

@@ -74,7 +74,14 @@ struct ReplicaTimings: Sendable {
     /// A node with no entry for this long is declared dead (s).
     var nodeTimeout: Double
     /// A pause of the whole log longer than this is a database outage, not a dead node: liveness restarts (s).
+    /// A pause longer than half the node timeout is one too (see ``outageThreshold``).
     var outageGap: Double
+
+    /// The pause of the whole log beyond which it counts as an outage (s): the outage gap, or half the node
+    /// timeout when that is shorter. A node is declared dead only for a silence during which the log moved
+    /// for at least half the node timeout; otherwise a short database restart (a pause longer than the node
+    /// timeout but shorter than the outage gap) would have every node declare every other one dead.
+    var outageThreshold: Double { min(outageGap, nodeTimeout / 2) }
 }
 
 /// The replicated state of the matcher service: the pure ``MatcherCore`` plus the session registry
@@ -122,7 +129,7 @@ struct ExchangeReplica: Sendable {
     mutating func apply(_ entry: ReplicaEntry, at entryTime: Double) -> [ReplicaOutput] {
         var outputs: [ReplicaOutput] = []
         let now = max(entryTime, time ?? entryTime)
-        if let last = time, now - last > timings.outageGap {
+        if let last = time, now - last > timings.outageThreshold {
             // Nobody could append: the database was away. Every node gets its full timeout again.
             for node in nodes.keys { nodes[node]! += now - last }
         }

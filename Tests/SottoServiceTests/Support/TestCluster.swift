@@ -5,6 +5,7 @@ import PostgresNIO
 import SottoExchange
 import SottoExchangeService
 import SottoExchangeWire
+import SottoTestSupport
 import Synchronization
 
 /// Several `sotto serve` nodes on loopback sharing one fresh database of the shared test PostgreSQL: each

@@ -5,8 +5,8 @@ import Glibc
 #endif
 
 /// Why a test PostgreSQL server could not be made or driven.
-struct PostgresServerError: Error, CustomStringConvertible {
-    let description: String
+public struct PostgresServerError: Error, CustomStringConvertible {
+    public let description: String
 }
 
 /// A real PostgreSQL server for tests, in a fresh temporary directory of its own: data, log and Unix socket.
@@ -17,20 +17,20 @@ struct PostgresServerError: Error, CustomStringConvertible {
 /// run as the `postgres` user the package creates (initdb refuses root). Without them, starting fails and
 /// says to run `scripts/install-deps`. A server still running when the test process exits is stopped (fast
 /// shutdown) and its directory deleted.
-final class PostgresServer: Sendable {
+public final class PostgresServer: Sendable {
     /// The temporary directory: `data/`, `server.log`, `commands.log` and the Unix socket.
-    let directory: String
-    let port: Int
+    public let directory: String
+    public let port: Int
     /// The directory of initdb, pg_ctl, postgres, createdb.
-    let binaries: String
+    public let binaries: String
     private let runsAsPostgresUser: Bool
     private let running = Mutex(false)
 
-    var dataDirectory: String { directory + "/data" }
-    var logFile: String { directory + "/server.log" }
+    public var dataDirectory: String { directory + "/data" }
+    public var logFile: String { directory + "/server.log" }
 
     /// Initialises a cluster in a new directory and starts it (at most about a minute).
-    init() async throws {
+    public init() async throws {
         binaries = try Self.findBinaries()
         runsAsPostgresUser = getuid() == 0
         var owner: (uid: uid_t, gid: gid_t)?
@@ -77,7 +77,7 @@ final class PostgresServer: Sendable {
     }
 
     /// The server most tests share (started once per test process); each test makes its own database.
-    static func shared() async throws -> PostgresServer {
+    public static func shared() async throws -> PostgresServer {
         let task = sharedServer.withLock { shared in
             if let shared { return shared }
             let task = Task { try await PostgresServer() }
@@ -88,39 +88,39 @@ final class PostgresServer: Sendable {
     }
 
     /// A new, empty database; its URL over TCP (`postgres://postgres@127.0.0.1:PORT/NAME`).
-    func createDatabase() async throws -> String {
+    public func createDatabase() async throws -> String {
         let name = "test_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
         try await command("createdb", ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", name], asServer: false, timeout: 60)
         return url(database: name)
     }
 
     /// The URL of `database` over TCP.
-    func url(database: String) -> String { "postgres://postgres@127.0.0.1:\(port)/\(database)" }
+    public func url(database: String) -> String { "postgres://postgres@127.0.0.1:\(port)/\(database)" }
 
     /// The URL of `database` over the Unix socket.
-    func unixURL(database: String) -> String { "postgres://postgres@/\(database)?host=\(directory)&port=\(port)" }
+    public func unixURL(database: String) -> String { "postgres://postgres@/\(database)?host=\(directory)&port=\(port)" }
 
     /// Starts the server (waits until it accepts connections, at most 30 s).
-    func start() async throws {
+    public func start() async throws {
         try await command("pg_ctl", ["-D", dataDirectory, "-l", logFile, "-w", "-t", "30", "start"], asServer: true, timeout: 45)
         running.withLock { $0 = true }
     }
 
     /// Stops the server: fast shutdown (sessions are cut, their transactions rolled back); waits at most 30 s.
-    func stop() async throws {
+    public func stop() async throws {
         guard running.withLock({ $0 }) else { return }
         try await command("pg_ctl", ["-D", dataDirectory, "-m", "fast", "-w", "-t", "30", "stop"], asServer: true, timeout: 45)
         running.withLock { $0 = false }
     }
 
     /// Stops the server if it runs and starts it again: same port, same data.
-    func restart() async throws {
+    public func restart() async throws {
         try await stop()
         try await start()
     }
 
     /// Stops the server and deletes its directory.
-    func destroy() async {
+    public func destroy() async {
         try? await stop()
         try? FileManager.default.removeItem(atPath: directory)
         Self.unregister(self)
