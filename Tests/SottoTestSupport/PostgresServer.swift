@@ -69,7 +69,18 @@ public final class PostgresServer: Sendable {
             try configuration.seekToEnd()
             try configuration.write(contentsOf: Data(settings.utf8))
             try configuration.close()
-            try await start()
+            // A first start can fail on a machine busy with other servers starting at the same moment (seen
+            // once in a full run beside other PostgreSQL tests): try again, twice, before giving up.
+            var attempt = 1
+            while true {
+                do {
+                    try await start()
+                    break
+                } catch where attempt < 3 {
+                    attempt += 1
+                    try await Task.sleep(for: .seconds(1))
+                }
+            }
         } catch {
             await destroy()
             throw error
