@@ -107,16 +107,34 @@ extension MatcherCore {
 
     // MARK: Tokens
 
-    mutating func freshToken(now: Double) -> [UInt8] {
-        while true {
+    /// Random draws before a short token space is searched in order (and a long one given up on).
+    static let tokenDraws = 10_000
+
+    /// A token neither in use nor retired within `retiredMemory`, or nil when none can be found: every token
+    /// of a short space is taken (a length of 0 to 2 bytes, in tests or from a damaged snapshot), or, for a
+    /// longer one, `tokenDraws` random draws all hit taken tokens.
+    mutating func freshToken(now: Double) -> [UInt8]? {
+        func isFree(_ token: [UInt8]) -> Bool {
+            tokenOwners[token] == nil && retired[token].map({ now - $0 > Self.retiredMemory }) ?? true
+        }
+        for _ in 0..<Self.tokenDraws {
             var token = [UInt8](repeating: 0, count: tokenLength)
             for i in token.indices { token[i] = UInt8.random(in: 0...255, using: &generator) }
-            if tokenOwners[token] == nil && retired[token].map({ now - $0 > Self.retiredMemory }) ?? true { return token }
+            if isFree(token) { return token }
         }
+        guard tokenLength <= 2 else { return nil }
+        // At most 65 536 tokens: the first free one in order, if any.
+        for value in 0..<(1 << (8 * tokenLength)) {
+            let token = (0..<tokenLength).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
+            if isFree(token) { return token }
+        }
+        return nil
     }
 
+    /// Issues a new token to session `id` (retiring its old one); without a free token the session keeps
+    /// what it has (or broadcasts nothing).
     mutating func issueToken(for id: SessionID, now: Double) -> [MatcherEvent] {
-        let token = freshToken(now: now)
+        guard let token = freshToken(now: now) else { return [] }
         if let old = sessions[id]?.token {
             let validUntil = now + rotationGrace
             tokenOwners[old] = TokenOwner(session: id, validUntil: validUntil)

@@ -114,6 +114,28 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
         } }
     }
 
+    /// A token space with every token taken (found by FuzzMatcherSnapshot: a restored core of token length 0
+    /// spun forever at its next rotation): the session goes without a new token, and nothing hangs.
+    @Test func anExhaustedTokenSpaceIssuesNoTokenInsteadOfSpinning() {
+        var core = MatcherCore(tokenLength: 0, rotationInterval: 1, rotationGrace: 0, generator: CountingGenerator(state: 1))
+        let first = core.handle(.openSession(SessionID("a"), appID: "app", broadcasts: true), now: 0)
+        #expect(first == [.broadcastToken(SessionID("a"), [])])
+        #expect(core.handle(.openSession(SessionID("b"), appID: "app", broadcasts: true), now: 0).isEmpty)
+        #expect(core.token(of: SessionID("b")) == nil)
+        // Rotation finds no free token either: "a" keeps the only one.
+        #expect(core.handle(.tick, now: 5).isEmpty)
+        #expect(core.token(of: SessionID("a")) == [])
+        // One byte: 256 tokens for 300 sessions; the first 256 get distinct tokens, the rest none.
+        var small = MatcherCore(tokenLength: 1, rotationInterval: 1_000, rotationGrace: 0, generator: CountingGenerator(state: 3))
+        var issued: Set<[UInt8]> = []
+        for i in 0..<300 {
+            for case .broadcastToken(_, let token) in small.handle(.openSession(SessionID("s\(i)"), appID: "app", broadcasts: true), now: 0) {
+                #expect(issued.insert(token).inserted)
+            }
+        }
+        #expect(issued.count == 256)
+    }
+
     @Test func beaconAttachmentsAndAudioBytes() throws {
         var core = MatcherCore(generator: CountingGenerator(state: 2))
         let b = SessionID("B")

@@ -65,3 +65,10 @@ enum Base {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 }
+
+/// The executable's entry point (SwiftPM's name for it): libFuzzer's driver with this target's input function.
+@_cdecl("FuzzMatcherSnapshot_main")
+public func fuzzMatcherSnapshotMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc, argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv, { data, size in fuzzMatcherSnapshot(data, size) })
+}
