@@ -502,7 +502,13 @@ public actor MatcherHost {
                 }
                 push(frame, to: attachment.stream)
             case .opened(let attachment, let result):
-                guard attachment.node == nodeID, let waiter = streams[attachment.stream]?.waiter else { continue }
+                guard attachment.node == nodeID else { continue }
+                guard let waiter = streams[attachment.stream]?.waiter else {
+                    // The stream stopped waiting (the database answered after databaseGrace) or went away before
+                    // its session opened: detach the session, which no stream of this node will ever serve.
+                    if case .success(let opened) = result { submit(.detach(opened.session, stream: attachment.stream)) }
+                    continue
+                }
                 streams[attachment.stream]?.waiter = nil
                 switch result {
                 case .success(let opened):
