@@ -248,9 +248,8 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
     @Test func anAnswerHandledBeforeSendReturnsIsNotMissed() async throws {
         let manager = MessageManager(link: AnswerDuringSendLink())
         try await manager.connect(timeout: 5)
-        let started = ContinuousClock.now
         let subscription = try await manager.subscribe(now: 0)
-        #expect(ContinuousClock.now - started < .seconds(MessageManager.acceptTimeout / 2), "waited for the accept timeout")
+        // A missed accept would have returned after the accept timeout with the status still `starting`.
         #expect(await subscription.status() == .active)
 
         let refused = MessageManager(link: AnswerDuringSendLink(refusal: .quotaExceeded(1)))
