@@ -102,6 +102,8 @@ public actor MatcherHost {
     private var pending: [ReplicaCommand] = []
     private var lastAppend = ContinuousClock.now
     private var appendFailingSince: ContinuousClock.Instant?
+    /// The append in flight; abandoned when this node's id is retired.
+    private var appendInFlight: Task<Deadline.Outcome<Int64>, Never>?
     private var appliedSequence: Int64 = 0
     private var wakeWriter: AsyncStream<Void>.Continuation?
     private var wakeReader: AsyncStream<Void>.Continuation?
@@ -174,6 +176,7 @@ public actor MatcherHost {
     public func stop() async {
         for task in tasks { task.cancel() }
         tasks = []
+        appendInFlight?.cancel()
         wakeWriter?.finish()
         wakeReader?.finish()
         let held = streams
@@ -339,6 +342,13 @@ public actor MatcherHost {
 
     /// Appends what is pending (or an empty entry as this node's heartbeat), retrying while the database is
     /// away; after `databaseGrace` of failures the node cuts its clients off. Returns false once stopped.
+    ///
+    /// An append that does not answer within `databaseGrace` is abandoned and cuts the clients off too: a
+    /// query can hang rather than fail (a partition that drops packets; the database's pool queues requests
+    /// while it cannot connect; a query sent as a restart closes its connection may never answer), and a
+    /// writer waiting on it would never append again. The abandoned entry may still land, so it is never sent
+    /// again and this node's id goes with it. An append in flight when the node loses its database for
+    /// another reason (the others declared it dead) is abandoned at once, so that it rejoins at once.
     private func appendPending() async -> Bool {
         guard let log else { return false }
         let batch = pending
@@ -346,8 +356,21 @@ public actor MatcherHost {
         let entry = entry(batch)
         var delay = 0.05
         while !Task.isCancelled {
+            let grace = configuration.databaseGrace
+            let attempt = Task { await Deadline.race(.seconds(grace)) { try await log.append(entry) } }
+            appendInFlight = attempt
+            let outcome = await attempt.value
+            appendInFlight = nil
+            guard case .finished(let result) = outcome else {
+                if serving {
+                    loseDatabase("an append to the log got no answer within \(configuration.databaseGrace) s")
+                } else if !batch.isEmpty {
+                    nodeID = Self.freshNodeID()
+                }
+                return true
+            }
             do {
-                _ = try await log.append(entry)
+                _ = try result.get()
                 metrics.logAppends.increment()
                 metrics.logCommands.increment(by: Int64(batch.count))
                 lastAppend = .now
@@ -380,7 +403,11 @@ public actor MatcherHost {
         guard let log else { return false }
         if !restoredFromSnapshot {
             do {
-                if let (sequence, bytes) = try await log.latestSnapshot() { try restore(sequence: sequence, bytes) }
+                let outcome = await Deadline.race(.seconds(configuration.databaseGrace)) { try await log.latestSnapshot() }
+                guard case .finished(let result) = outcome else {
+                    throw LogEntryError(description: "no answer within \(configuration.databaseGrace) s")
+                }
+                if let (sequence, bytes) = try result.get() { try restore(sequence: sequence, bytes) }
                 restoredFromSnapshot = true
             } catch {
                 logger.error("reading the newest snapshot: \(error)")
@@ -391,7 +418,14 @@ public actor MatcherHost {
         }
         while !Task.isCancelled {
             let batch: [LoggedEntry]
-            do { batch = try await log.entries(after: appliedSequence, limit: 1_000) } catch {
+            // A read can hang like an append; it changes nothing, so one that does not answer within 2 s is
+            // abandoned and made again.
+            let sequence = appliedSequence, limit = min(configuration.databaseGrace, 2)
+            let outcome = await Deadline.race(.seconds(limit)) { try await log.entries(after: sequence, limit: 1_000) }
+            do {
+                guard case .finished(let result) = outcome else { throw LogEntryError(description: "no answer within \(limit) s") }
+                batch = try result.get()
+            } catch {
                 logger.debug("reading the log: \(error)")
                 try? await Task.sleep(for: .milliseconds(100))
                 wakeReader?.yield()
@@ -449,6 +483,7 @@ public actor MatcherHost {
         logger.error("\(reason): cutting off \(streams.count) streams")
         serving = log == nil
         pending = []
+        appendInFlight?.cancel()
         let held = streams
         streams = [:]
         for (_, stream) in held {
