@@ -170,7 +170,9 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoCLITests",
                     dependencies: ["sotto", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
-                                   "SottoTestSupport"],
+                                   "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport",
+                                   .product(name: "NIOCore", package: "swift-nio"),
+                                   .product(name: "NIOPosix", package: "swift-nio")],
                     swiftSettings: strict),
     ]
 )
