@@ -26,15 +26,10 @@ import Glibc
     @Test(.timeLimit(.minutes(2))) func aKilledNodesSubscriberResumesOnAnotherNodeWithNoEventLostOrRepeated() async throws {
         try await FaultCluster.run { cluster in
             let a = try await cluster.startNode(), b = try await cluster.startNode(), c = try await cluster.startNode()
-            let publisherLog = NoticeLog(), subscriberLog = NoticeLog()
-            let publisher = try await cluster.manager([c.address], log: publisherLog)
+            let pair = try await cluster.pair(publisherNodes: [c.address], subscriberNodes: [a.address, b.address])
+            let (publisher, publisherLog, subscriberLog, events, token) = (pair.publisher, pair.publisherLog, pair.subscriberLog, pair.events, pair.token)
             let staying = try await publisher.publish(Self.night, now: 0)
             let leaving = try await publisher.publish(Self.onLoan, now: 0)
-            let token = try await cluster.token(of: publisher)
-            let subscriber = try await cluster.manager([a.address, b.address], log: subscriberLog)
-            let events = SubscriptionLog()
-            let subscription = try await subscriber.subscribe(filter: Self.filter, lostTimeout: 30, now: 0, handler: events.handler)
-            cluster.hear(token, by: subscriber)
             #expect(await events.wait(15) { $0.found.count == 2 }, "found before the kill: \(events.all)")
 
             let killed = ContinuousClock.now
@@ -68,7 +63,7 @@ import Glibc
             #expect(cli.process.terminationStatus == 0, "\(cli.standardError)")
             #expect(cli.output.filter { $0.contains("\"found\"") }.count == 1 && cli.output.filter { $0.contains("\"lost\"") }.count == 1,
                     "\(cli.output)\n\(cli.standardError)")
-            keep(subscription, staying, leaving, published)
+            keep(pair.subscription, staying, leaving, published)
         }
     }
 
@@ -82,14 +77,9 @@ import Glibc
         try await FaultCluster.run { cluster in
             // A grace longer than the restart: the nodes keep their clients meanwhile.
             let a = try await cluster.startNode(["--database-grace", "15"]), b = try await cluster.startNode(["--database-grace", "15"])
-            let publisherLog = NoticeLog(), subscriberLog = NoticeLog()
-            let publisher = try await cluster.manager([a.address], log: publisherLog)
+            let pair = try await cluster.pair(publisherNodes: [a.address], subscriberNodes: [b.address])
+            let (publisher, publisherLog, subscriberLog, events) = (pair.publisher, pair.publisherLog, pair.subscriberLog, pair.events)
             let first = try await publisher.publish(Self.night, now: 0)
-            let token = try await cluster.token(of: publisher)
-            let subscriber = try await cluster.manager([b.address], log: subscriberLog)
-            let events = SubscriptionLog()
-            let subscription = try await subscriber.subscribe(filter: Self.filter, lostTimeout: 30, now: 0, handler: events.handler)
-            cluster.hear(token, by: subscriber)
             #expect(await events.wait(15) { $0.found == [Self.night] }, "\(events.all)")
 
             let down = ContinuousClock.now
@@ -128,7 +118,7 @@ import Glibc
             }
             #expect(await a.ready() == 200)
             #expect(await b.ready() == 200)
-            keep(subscription, second)
+            keep(pair.subscription, second)
         }
     }
 
@@ -139,14 +129,9 @@ import Glibc
         try await FaultCluster.run { cluster in
             let grace = 2.0
             let a = try await cluster.startNode(["--database-grace", "\(grace)"]), b = try await cluster.startNode(["--database-grace", "\(grace)"])
-            let publisherLog = NoticeLog(), subscriberLog = NoticeLog()
-            let publisher = try await cluster.manager([a.address, b.address], log: publisherLog)
+            let pair = try await cluster.pair(publisherNodes: [a.address, b.address], subscriberNodes: [b.address, a.address])
+            let (publisher, publisherLog, subscriberLog, events) = (pair.publisher, pair.publisherLog, pair.subscriberLog, pair.events)
             let publication = try await publisher.publish(Self.night, now: 0)
-            let token = try await cluster.token(of: publisher)
-            let subscriber = try await cluster.manager([b.address, a.address], log: subscriberLog)
-            let events = SubscriptionLog()
-            let subscription = try await subscriber.subscribe(filter: Self.filter, lostTimeout: 30, now: 0, handler: events.handler)
-            cluster.hear(token, by: subscriber)
             #expect(await events.wait(15) { $0.found == [Self.night] }, "\(events.all)")
 
             let down = ContinuousClock.now
@@ -154,7 +139,8 @@ import Glibc
             let cutOff = await eventually(grace + 5) { !publisherLog.disconnections.isEmpty && !subscriberLog.disconnections.isEmpty }
             let cutAfter = seconds(since: down)
             #expect(cutOff, "\(publisherLog.all) \(subscriberLog.all)\nA: \(a.log)\nB: \(b.log)")
-            #expect(cutAfter < grace + 2, "clients cut off \(cutAfter) s after the database went away (grace \(grace) s)")
+            // Not before the grace (a slower machine only makes it later, so no upper bound is asserted).
+            #expect(cutAfter >= grace * 0.9, "clients cut off \(cutAfter) s after the database went away (grace \(grace) s)")
             #expect(await eventually(5) { await a.ready() == 503 }, "/ready of A while the database is away")
             #expect(await eventually(5) { await b.ready() == 503 }, "/ready of B while the database is away")
             try await Task.sleep(for: .seconds(max(0, 5 - seconds(since: down))))  // the fault itself: away 5 s
@@ -174,7 +160,7 @@ import Glibc
             #expect(publisherLog.failures.isEmpty && subscriberLog.failures.isEmpty)
             #expect(!publisherLog.all.dropFirst().contains(.connected(resumed: false)) && !subscriberLog.all.dropFirst().contains(.connected(resumed: false)),
                     "sessions resumed, none new: \(publisherLog.all) \(subscriberLog.all)")
-            keep(subscription)
+            keep(pair.subscription)
         }
     }
 
@@ -189,14 +175,9 @@ import Glibc
             let grace = 3.0
             let a = try await cluster.startNode(["--database-grace", "\(grace)"], store: cluster.database.url(database: cluster.databaseName, port: relay.port))
             let b = try await cluster.startNode(["--database-grace", "\(grace)"])
-            let publisherLog = NoticeLog(), subscriberLog = NoticeLog()
-            let publisher = try await cluster.manager([b.address], log: publisherLog)
+            let pair = try await cluster.pair(publisherNodes: [b.address], subscriberNodes: [a.address, b.address])
+            let (publisher, publisherLog, subscriberLog, events, token) = (pair.publisher, pair.publisherLog, pair.subscriberLog, pair.events, pair.token)
             let publication = try await publisher.publish(Self.night, now: 0)
-            let token = try await cluster.token(of: publisher)
-            let subscriber = try await cluster.manager([a.address, b.address], log: subscriberLog)
-            let events = SubscriptionLog()
-            let subscription = try await subscriber.subscribe(filter: Self.filter, lostTimeout: 30, now: 0, handler: events.handler)
-            cluster.hear(token, by: subscriber)
             #expect(await events.wait(15) { $0.found == [Self.night] }, "\(events.all)")
             #expect(await a.ready() == 200)
 
@@ -205,7 +186,7 @@ import Glibc
             let cutOff = await eventually(grace + 5) { !subscriberLog.disconnections.isEmpty }
             let stoppedAfter = seconds(since: cut)
             #expect(cutOff, "the partitioned node kept its client: \(subscriberLog.all)\nA: \(a.log)")
-            #expect(stoppedAfter < grace + 2, "cut off after \(stoppedAfter) s")
+            #expect(stoppedAfter >= grace * 0.9, "cut off \(stoppedAfter) s after the cut, before the grace (\(grace) s)")
             #expect(subscriberLog.disconnections.first?.contains("unavailable") == true, "\(subscriberLog.all)")
             #expect(await eventually(5) { await a.ready() == 503 }, "/ready of the partitioned node")
             #expect(await eventually(10) { subscriberLog.all.contains(.connected(resumed: true)) }, "resumed on B: \(subscriberLog.all)")
@@ -215,7 +196,9 @@ import Glibc
             let joining = ContinuousClock.now
             let newcomer = try await cluster.manager([a.address, b.address], log: newcomerLog)
             let joinedAfter = seconds(since: joining)
-            #expect(joinedAfter < 3, "a new client waited \(joinedAfter) s for the partitioned node: \(newcomerLog.all)")
+            // A refuses it (it cannot keep a session it cannot log), B takes it.
+            #expect(newcomerLog.all.count == 2 && newcomerLog.disconnections.first?.contains("cannot reach its database") == true
+                    && newcomerLog.all.last == .connected(resumed: false), "refused by A, joined through B: \(newcomerLog.all)")
             print(String(format: "partition: the node cut its client off %.2f s after the cut (database grace %.0f s); resumed on "
                          + "another node after %.2f s; a new client joined in %.2f s", stoppedAfter, grace, resumedAfter, joinedAfter))
 
@@ -237,23 +220,19 @@ import Glibc
             try await Task.sleep(for: .milliseconds(500))
             #expect(events.found == [Self.night] && events.lost == [Self.night], "\(events.all)")
             #expect(subscriberLog.failures.isEmpty && publisherLog.all == [.connected(resumed: false)] && lateLog.all == [.connected(resumed: false)])
-            keep(subscription, lateSubscription, newcomer)
+            keep(pair.subscription, lateSubscription, newcomer)
         }
     }
 
-    /// Two nodes whose clocks are 4 s ahead and 3 s behind: a publication with a 3 s TTL made through one and
+    /// Two nodes whose clocks are 6 s ahead and 6 s behind: a publication with a 3 s TTL made through one and
     /// found through the other expires once, about 3 s after it was published (the database's clock decides),
-    /// and each node's /metrics shows its skew.
+    /// and each node's /metrics shows its skew. Had either node's clock decided, it would have expired at
+    /// once (-3 s) or after 9 s: the bounds below are that wide, so a busy machine does not fail them.
     @Test(.timeLimit(.minutes(2))) func aTTLExpiresOnceOnTimeAcrossNodesWithSkewedClocks() async throws {
         try await FaultCluster.run { cluster in
-            let a = try await cluster.startNode(["--clock-skew=4"]), b = try await cluster.startNode(["--clock-skew=-3"])
-            let publisherLog = NoticeLog(), subscriberLog = NoticeLog()
-            let publisher = try await cluster.manager([a.address], log: publisherLog)
-            let token = try await cluster.token(of: publisher)
-            let subscriber = try await cluster.manager([b.address], log: subscriberLog)
-            let events = SubscriptionLog()
-            let subscription = try await subscriber.subscribe(filter: Self.filter, lostTimeout: 30, now: 0, handler: events.handler)
-            cluster.hear(token, by: subscriber)
+            let a = try await cluster.startNode(["--clock-skew=6"]), b = try await cluster.startNode(["--clock-skew=-6"])
+            let pair = try await cluster.pair(publisherNodes: [a.address], subscriberNodes: [b.address])
+            let (publisher, publisherLog, subscriberLog, events) = (pair.publisher, pair.publisherLog, pair.subscriberLog, pair.events)
             // The subscriber has heard the publisher's session before it publishes.
             #expect(await eventually(10) { await b.metric("sotto_sightings_total").map { $0 >= 1 } == true })
 
@@ -270,15 +249,15 @@ import Glibc
             let lifetime = (lost - published).inSeconds, longest = (lost - publishing).inSeconds
             print(String(format: "skew: found %.2f s after the publish call, lost %.2f s after it returned (TTL 3 s)",
                          (found - publishing).inSeconds, lifetime))
-            #expect(lifetime > 2.5 && longest < 5, "expired \(lifetime) s after publishing (TTL 3 s)")
+            #expect(lifetime > 2.5 && longest < 7.5, "expired \(lifetime) s after publishing (TTL 3 s)")
 
             let skewA = await a.metric("sotto_clock_skew_seconds"), skewB = await b.metric("sotto_clock_skew_seconds")
-            print("skew: sotto_clock_skew_seconds \(skewA ?? .nan) on the node 4 s ahead, \(skewB ?? .nan) on the node 3 s behind")
-            #expect(skewA.map { abs($0 - 4) < 1 } == true, "A's skew \(String(describing: skewA))")
-            #expect(skewB.map { abs($0 + 3) < 1 } == true, "B's skew \(String(describing: skewB))")
+            print("skew: sotto_clock_skew_seconds \(skewA ?? .nan) on the node 6 s ahead, \(skewB ?? .nan) on the node 6 s behind")
+            #expect(skewA.map { abs($0 - 6) < 1 } == true, "A's skew \(String(describing: skewA))")
+            #expect(skewB.map { abs($0 + 6) < 1 } == true, "B's skew \(String(describing: skewB))")
             #expect(publisherLog.all == [.connected(resumed: false)] && subscriberLog.all == [.connected(resumed: false)],
                     "no node was declared dead: \(publisherLog.all) \(subscriberLog.all)")
-            keep(subscription, publication)
+            keep(pair.subscription, publication)
         }
     }
 
@@ -368,6 +347,30 @@ final class FaultCluster: Sendable {
         held.withLock { $0.managers.append(manager) }
         try await manager.connect(timeout: timeout)
         return manager
+    }
+
+    /// A publisher connected to `publisherNodes` and a subscriber (to the museum's exhibits) connected to
+    /// `subscriberNodes` that hears the publisher's session from now on; each node list is tried in order.
+    func pair(publisherNodes: [MatcherAddress], subscriberNodes: [MatcherAddress]) async throws -> Pair {
+        let publisherLog = NoticeLog(), subscriberLog = NoticeLog(), events = SubscriptionLog()
+        let publisher = try await manager(publisherNodes, log: publisherLog)
+        let token = try await token(of: publisher)
+        let subscriber = try await manager(subscriberNodes, log: subscriberLog)
+        let subscription = try await subscriber.subscribe(filter: ClusterFaultTests.filter, lostTimeout: 30, now: 0, handler: events.handler)
+        hear(token, by: subscriber)
+        return Pair(publisher: publisher, publisherLog: publisherLog, subscriber: subscriber, subscriberLog: subscriberLog,
+                    token: token, events: events, subscription: subscription)
+    }
+
+    /// What ``pair(publisherNodes:subscriberNodes:)`` makes.
+    struct Pair {
+        let publisher: MessageManager, publisherLog: NoticeLog
+        let subscriber: MessageManager, subscriberLog: NoticeLog
+        /// The publisher's session token, which the subscriber hears.
+        let token: [UInt8]
+        /// What the subscription reported.
+        let events: SubscriptionLog
+        let subscription: SubscriptionHandle
     }
 
     /// The session token of a manager (at most 10 s).
