@@ -129,9 +129,13 @@ public actor MessageManager {
 
     /// An embedded manager with its own matcher core.
     /// - Parameters:
+    ///   - appID: the app; only its own messages and public beacon attachments are found.
+    ///   - session: this device's session in the core.
     ///   - lostTimeout: default time without a sighting before `lost` (s).
     ///   - broadcasts: whether this device plays a token (scan-only devices do not).
+    ///   - core: the matcher core to own (a fresh one by default, or one shared state restored from a snapshot).
     ///   - consent: when given, publishing and subscribing need the user's consent.
+    ///   - now: the caller's clock at creation (s): the same clock as every later `now`.
     public init(appID: String, session: SessionID = SessionID(UUID().uuidString), lostTimeout: Double = 10,
                 broadcasts: Bool = true, core: MatcherCore = MatcherCore(), consent: Consent? = nil, now: Double = 0) {
         self.consent = consent
@@ -149,8 +153,10 @@ public actor MessageManager {
     /// A manager whose matcher is at the other end of `link` (a ``LocalMatcher`` session or a connection to
     /// `sotto serve`). Time is this manager's monotonic clock; the `now` arguments are ignored.
     /// - Parameters:
+    ///   - link: the session of a matcher this manager uses.
     ///   - appID: for logs only (the matcher knows the project from the link).
     ///   - lostTimeout: default time without a sighting before `lost` (s).
+    ///   - consent: when given, publishing and subscribing need the user's consent.
     ///   - onConnection: called with `connected`, `disconnected` and `failed` notices.
     public init(link: any MatcherLink, appID: String = "", lostTimeout: Double = 10, consent: Consent? = nil,
                 onConnection: (@Sendable (MatcherNotice) -> Void)? = nil) {
@@ -249,7 +255,12 @@ public actor MessageManager {
 
     /// Subscribes with `filter`; events come through the handle's `events` and `handler`. With a link,
     /// returns once the matcher accepted it (or after ``acceptTimeout`` with the status `starting`).
-    /// - Parameter lostTimeout: time without a sighting before `lost` (s); the manager's default if nil.
+    /// - Parameters:
+    ///   - filter: which messages to find (namespace and type, or all of this app's types).
+    ///   - strategy: discovery mode and TTL.
+    ///   - lostTimeout: time without a sighting before `lost` (s); the manager's default if nil.
+    ///   - now: the caller's clock (s); ignored with a link.
+    ///   - handler: called with each event, in order, besides the handle's `events`.
     public func subscribe(filter: MessageFilter = .allMyTypes, strategy: Strategy = .default, lostTimeout: Double? = nil,
                           now: Double, handler: (@Sendable (SubscriptionEvent) -> Void)? = nil) async throws(ExchangeError) -> SubscriptionHandle {
         let id = try newID()

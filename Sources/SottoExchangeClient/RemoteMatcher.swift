@@ -7,7 +7,7 @@ import SottoExchangeWire
 import Synchronization
 
 /// A session of a remote matcher (`sotto serve`) over one gRPC stream: give it to
-/// ``SottoExchange/MessageManager/init(link:appID:lostTimeout:consent:onConnection:)`` and the manager works
+/// `MessageManager.init(link:appID:lostTimeout:consent:onConnection:)` and the manager works
 /// as with an embedded core. The link reconnects with back-off (0.2 s doubling to 5 s, with jitter), resumes
 /// its session when the service still holds it, and sends its live operations again otherwise; the manager
 /// keeps found and lost alternating across it. Given several nodes of one service (sharing a PostgreSQL), it

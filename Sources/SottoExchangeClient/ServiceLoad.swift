@@ -142,7 +142,10 @@ public enum ServiceLoad {
     }
 
     /// Runs the load against a running service and reports what it measured.
-    /// - Parameter onOpen: called once every session is open (before sightings start), e.g. to read memory.
+    /// - Parameters:
+    ///   - configuration: the service, the key, and the load (sessions, rate, duration).
+    ///   - progress: called with a line of progress now and then.
+    ///   - onOpen: called once every session is open (before sightings start), e.g. to read memory.
     public static func run(_ configuration: Configuration, progress: @escaping @Sendable (String) -> Void = { _ in },
                            onOpen: @escaping @Sendable () -> Void = {}) async throws -> Report {
         let targets: [any ResolvableTarget] = configuration.addresses.map { address in

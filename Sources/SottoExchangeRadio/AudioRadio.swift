@@ -23,7 +23,7 @@ public enum AudioDeviceError: Error, Sendable, Equatable {
     }
 }
 
-/// Connects a ``MessageManager`` to the sound card: listens on a capture device and feeds every decoded
+/// Connects a `MessageManager` to the sound card: listens on a capture device and feeds every decoded
 /// frame to the manager, plays what the manager wants broadcast (its token and audio-bytes publications)
 /// on a playback device with jittered repetition, checks that it hears its own token, and reports device
 /// problems. Time is the monotonic clock from `start`.
@@ -47,8 +47,11 @@ public final class AudioRadio: @unchecked Sendable {
     public var onOwnTokenNotHeard: (@Sendable (Int) -> Void)?
 
     /// - Parameters:
+    ///   - manager: the exchange this radio hears and broadcasts for.
+    ///   - capture: the capture device and the format asked of it.
     ///   - playback: nil for a scan-only device.
-    ///   - interval, jitter: repetition of each broadcast frame (s): every `interval` plus 0...`jitter`.
+    ///   - interval: repetition of each broadcast frame (s): every `interval` plus 0...`jitter`.
+    ///   - jitter: the random part of the repetition (s), so that two devices do not keep colliding.
     public init(manager: MessageManager, capture: PCMConfiguration, playback: PCMConfiguration?,
                 interval: Double = 1.5, jitter: Double = 1.0) {
         self.manager = manager

@@ -52,8 +52,8 @@ public struct ServiceConfiguration: Sendable {
 }
 
 /// The matcher of a `sotto serve` node: owns the streams of its clients, applies per-key rate limits, and
-/// turns what they send into commands for the replicated state (``ExchangeReplica``: the pure
-/// ``MatcherCore`` plus the session registry). Serving alone, a node applies each command at once; sharing a
+/// turns what they send into commands for the replicated state (`ExchangeReplica`: the pure
+/// `MatcherCore` plus the session registry). Serving alone, a node applies each command at once; sharing a
 /// PostgreSQL log with other nodes, it appends commands in batches and applies every node's entries in the
 /// log's order. Either way it delivers what the replica outputs for its own streams. No network and no
 /// database here: the gRPC service and the log feed it.

@@ -50,6 +50,8 @@ public final class Listener: @unchecked Sendable {
 
     /// Opens `configuration.device` and starts listening for `profiles` (those the negotiated rate can carry).
     /// - Parameters:
+    ///   - configuration: the capture device and the format asked of it.
+    ///   - profiles: the profiles to listen for; those the negotiated rate cannot carry are left out.
     ///   - duration: stop after this much captured audio (s, sample clock, across reopened devices).
     ///   - retryInterval: seconds between attempts to reopen a failed device.
     ///   - bufferingNewest: events kept when the consumer falls behind (older ones are dropped); nil keeps all.

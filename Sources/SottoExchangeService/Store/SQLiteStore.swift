@@ -16,7 +16,9 @@ public final class SQLiteStore: ExchangeStore {
     }
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
-    /// - Parameter maxPages: test hook: a page limit that makes writes fail as on a full disk.
+    /// - Parameters:
+    ///   - path: the database file.
+    ///   - maxPages: test hook: a page limit that makes writes fail as on a full disk.
     public init(path: String, maxPages: Int? = nil) throws(StoreError) {
         do {
             let directory = (path as NSString).deletingLastPathComponent
