@@ -41,12 +41,7 @@ struct Decode: ParsableCommand {
             do {
                 let label = file == "-" ? "standard input" : file
                 let summary = try RecordingDecoder.decode(path: file, raw: raw.format, profiles: receiver.profile.profiles, channel: channel.selection,
-                                                          onProgress: { progress in
-                    // Only for long inputs: a short file is done before a line would be worth reading.
-                    guard progress.seconds >= 60 else { return }
-                    let done = progress.fraction.map { "\(Int(100 * $0))%" } ?? "\(fixed(progress.seconds, 0)) s"
-                    ProgressLine.shared.update("\(label): \(done)")
-                }) { frame in
+                                                          onProgress: ProgressLine.shared.decoding(label)) { frame in
                     Output.line(FrameText.line(frame, format: format.format, file: named ? file : nil))
                 }
                 ProgressLine.shared.clear()

@@ -284,7 +284,9 @@ struct Subscribe: AsyncParsableCommand {
         let duration: Double
         var readFailure: RecordingDecoder.ReadFailure?
         do {
-            duration = try RecordingDecoder.decode(path: path, raw: raw.format, profiles: Profile.all, channel: .mix) { frames.append($0) }.seconds
+            duration = try RecordingDecoder.decode(path: path, raw: raw.format, profiles: Profile.all, channel: .mix,
+                                                   onProgress: ProgressLine.shared.decoding(path == "-" ? "standard input" : path)) { frames.append($0) }.seconds
+            ProgressLine.shared.clear()
         } catch let failure as RecordingDecoder.ReadFailure {
             (duration, readFailure) = (failure.secondsRead, failure)
         } catch { throw CommandError("\(path): \(error)") }

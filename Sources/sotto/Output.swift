@@ -37,6 +37,15 @@ final class ProgressLine: @unchecked Sendable {
         }
     }
 
+    /// The progress of decoding a recording named `label`, shown once it is longer than a minute (a short
+    /// one is done before a line would be worth reading).
+    func decoding(_ label: String) -> (RecordingDecoder.Progress) -> Void {
+        { [self] progress in
+            guard progress.seconds >= 60 else { return }
+            update("\(label): " + (progress.fraction.map { "\(Int(100 * $0))%" } ?? "\(fixed(progress.seconds, 0)) s"))
+        }
+    }
+
     /// Erases the line, if one is shown.
     func clear() {
         lock.withLock {

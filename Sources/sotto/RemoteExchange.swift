@@ -157,7 +157,11 @@ enum RemoteExchange {
         if let input {
             // The recording as heard now: every frame reported at once, then events until nothing is left found.
             var frames: [DecodedFrame] = []
-            do { try RecordingDecoder.decode(path: input, raw: raw, profiles: Profile.all, channel: .mix) { frames.append($0) } } catch {
+            do {
+                try RecordingDecoder.decode(path: input, raw: raw, profiles: Profile.all, channel: .mix,
+                                            onProgress: ProgressLine.shared.decoding(input == "-" ? "standard input" : input)) { frames.append($0) }
+                ProgressLine.shared.clear()
+            } catch {
                 throw CommandError("\(input): \(error)")
             }
             for frame in frames { await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: 0) }

@@ -36,10 +36,23 @@ struct Sotto: AsyncParsableCommand {
         }
     }
 
+    /// The subcommand names leading to `command`, e.g. ["bench", "sweep"].
+    static func names(of command: any ParsableCommand.Type, under root: any ParsableCommand.Type = Sotto.self) -> [String] {
+        for sub in root.configuration.subcommands {
+            if sub == command { return [sub._commandName] }
+            let below = names(of: command, under: sub)
+            if !below.isEmpty { return [sub._commandName] + below }
+        }
+        return []
+    }
+
     static func report(_ error: any Error, of command: any ParsableCommand.Type) -> Never {
         switch error {
         case let error as ValidationError:
-            printError("Error: \(error.message)\n\(Sotto.usageString(for: command))\n  See 'sotto help \(command._commandName)' for more information.")
+            // A long usage is shortened by ArgumentParser to the command and "<options>", without its label.
+            var usage = Sotto.usageString(for: command).trimmingCharacters(in: .whitespaces)
+            if !usage.hasPrefix("Usage:") { usage = "Usage: " + usage }
+            printError("Error: \(error.message)\n\(usage)\n  See 'sotto help \(names(of: command).joined(separator: " "))' for more information.")
             Foundation.exit(ExitStatus.usage.rawValue)
         case let error as ExitCode:
             Foundation.exit(error.rawValue)

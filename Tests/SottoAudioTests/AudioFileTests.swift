@@ -20,7 +20,7 @@ func scratchPath(_ name: String) -> String {
         let (samples, info) = try AudioFile.read(path: path)
         #expect(info.sampleRate == 44_100 && info.channels == 1 && info.frames == 4_800)
         #expect(samples.count == Self.signal.count)
-        let tolerance: Float = format == .wavFloat ? 1e-7 : (format == .wav16 || format == .flac16 || format == .aiff16) ? 1.0 / 32_000 : 1.0 / 8_000_000
+        let tolerance: Float = format == .wavFloat ? 1e-7 : (format == .wav16 || format == .flac16 || format == .aiff16 || format == .au16) ? 1.0 / 32_000 : 1.0 / 8_000_000
         #expect(zip(samples, Self.signal).allSatisfy { abs($0 - $1) <= tolerance })
     }
 

@@ -34,7 +34,7 @@ import Testing
             let help = try Sotto.run([command, "--help"])
             #expect(!help.stdout.contains("ProfileSelection") && !help.stdout.contains("Profile("), "\(help.stdout)")
         }
-        #expect(try Sotto.run(["decode", "--help"]).stdout.contains("(default: all)"))
+        #expect(try Sotto.run(["decode", "--help"]).stdout.contains("default: all)"))
         #expect(try Sotto.run(["--help"]).stdout.contains("64  usage error"))
     }
 

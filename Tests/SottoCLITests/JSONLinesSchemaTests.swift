@@ -57,7 +57,7 @@ import Testing
         try FilePluginRig.raw([Float](repeating: 0, count: 4_800) + modulator.modulate([7, 7]) + [Float](repeating: 0, count: 48_000)).write(to: rig.input)
         let listen = try Sotto.run(["listen", "--device", "sotto_capture", "--format", "json", "--duration", "1.5"], environment: rig.environment)
         #expect(try Self.validateAll(listen.stdout) == ["frame"], "\(listen.stderr)")
-        let devices = try Sotto.run(["devices", "--format", "json"], environment: rig.environment)
+        let devices = try Sotto.run(["devices", "--format", "json"], environment: ["ALSA_CONFIG_PATH": "/usr/share/alsa/alsa.conf"])
         let types = try Self.validateAll(devices.stdout)
         #expect(!types.isEmpty && types.allSatisfy { $0 == "device" }, "\(devices.stdout)")
     }
