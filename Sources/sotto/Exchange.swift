@@ -59,10 +59,8 @@ struct TransmitTarget: ParsableArguments {
         // On a device: one broadcaster per period of an unchanging frame.
         let stop = StopFlag()
         let current = CurrentBroadcaster()
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        signal(SIGINT, SIG_IGN)
-        interrupt.setEventHandler { stop.set(); current.value?.stop() }
-        interrupt.resume()
+        let interrupt = Interruption.onControlC { stop.set(); current.value?.stop() }
+        defer { interrupt.cancel() }
         let started = Date()
         var sent = 0, underruns = 0
         while !stop.isSet {
@@ -117,7 +115,7 @@ struct Publish: AsyncParsableCommand {
     @Option(help: "Type (needs --server).") var type: String?
     @Option(help: "Content as text; - reads standard input.") var text: String?
     @Option(help: "Content as hex; - reads standard input.") var hex: String?
-    @Option(help: "Content from a file (needs --server).") var file: String?
+    @Option(help: "Content from a file (needs --server); - reads standard input.") var file: String?
     @Option(parsing: .unconditional, help: "Seconds to publish (1-86400).") var ttl: Int = ExchangeLimits.defaultTTL
     @Option(help: "Discovery mode: broadcast, scan or both (broadcast and both play this session's token).") var mode: String = "both"
     @OptionGroup var server: ServerOptions
@@ -127,7 +125,7 @@ struct Publish: AsyncParsableCommand {
     func validate() throws {
         guard DiscoveryModeArgument.parse(mode) != nil else { throw ValidationError("--mode must be broadcast, scan or both") }
         try NumericOption.ttl.check(ttl)
-        if text == "-" && hex == "-" { throw ValidationError("only one of --text and --hex can be read from standard input") }
+        if [text, hex, file].filter({ $0 == "-" }).count > 1 { throw ValidationError("only one of --text, --hex and --file can be read from standard input") }
         if file != nil && (text != nil || hex != nil) { throw ValidationError("give the content with one of --text, --hex or --file") }
         if !server.given && (namespace != nil || type != nil || file != nil) {
             throw ValidationError("namespaces, types and files need a matcher (--server); without one, publish audio bytes")
@@ -141,8 +139,12 @@ struct Publish: AsyncParsableCommand {
         if server.given {
             let content: [UInt8]
             if let file {
-                guard let data = FileManager.default.contents(atPath: file) else { throw CommandError("cannot read \(file)") }
-                content = Array(data)
+                if file == "-" {
+                    content = Array(FileHandle.standardInput.readDataToEndOfFile())
+                } else {
+                    guard let data = FileManager.default.contents(atPath: file) else { throw CommandError("cannot read \(file)") }
+                    content = Array(data)
+                }
             } else {
                 content = try TokenInput.bytes(hex: hex, text: text)
             }
@@ -305,10 +307,8 @@ struct Subscribe: AsyncParsableCommand {
         let manager = MessageManager(appID: "sotto-cli", broadcasts: false, now: 0)
         let lostTimeout = self.lostTimeout
         let stopFlag = StopFlag()
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        signal(SIGINT, SIG_IGN)
-        interrupt.setEventHandler { stopFlag.set(); listener.stop() }
-        interrupt.resume()
+        let interrupt = Interruption.onControlC { stopFlag.set(); listener.stop() }
+        defer { interrupt.cancel() }
         let start = Date()
         let subscription: SubscriptionHandle
         do {

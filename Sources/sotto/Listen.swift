@@ -38,10 +38,8 @@ struct Listen: AsyncParsableCommand {
             listener = try Listener(configuration: configuration, profiles: profiles, duration: duration,
                                     bufferingNewest: nil, onCapture: capture)
         } catch { throw CommandError(error.description) }
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        signal(SIGINT, SIG_IGN)
-        interrupt.setEventHandler { listener.stop() }
-        interrupt.resume()
+        let interrupt = Interruption.onControlC { listener.stop() }
+        defer { interrupt.cancel() }
         var frames = 0
         var failure: (any Error)?
         for await event in listener.events {

@@ -58,6 +58,16 @@ enum Interruption {
         source.resume()
         return source
     }
+    /// Runs `handler` on SIGINT (Ctrl-C) instead of ending the process, while the returned source is kept.
+    /// (SIGTERM still ends a command that runs a device: a test or supervisor can always stop it.)
+    static func onControlC(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler(handler: handler)
+        source.resume()
+        return source
+    }
+
     /// Starts catching the signals; true once one arrived.
     static var happened: Bool {
         _ = sources

@@ -132,10 +132,8 @@ struct Send: ParsableCommand {
                 for await event in events { if case .frame(let frame) = event { check.heard(frame) } }
             }
         }
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        signal(SIGINT, SIG_IGN)
-        interrupt.setEventHandler { broadcaster.stop() }
-        interrupt.resume()
+        let interrupt = Interruption.onControlC { broadcaster.stop() }
+        defer { interrupt.cancel() }
         let failure = ErrorBox()
         let heardAfter = broadcaster.airtime + 0.5
         let checking = listener != nil
