@@ -307,7 +307,8 @@ public struct SweepRunner {
             let decoder = try StreamingDecoder(sampleRate: rate, profiles: profiles)
             var buffer = [Float](repeating: 0, count: block)
             var position = 0, frames = 0, cpu = 0.0
-            for _ in 0..<Int(seconds) {
+            for second in 0..<Int(seconds) {
+                if second % 60 == 0 { output.status("\(name): \(second / 60) of \(Int(seconds) / 60) min") }
                 for i in 0..<block {
                     let base: Float = clip.isEmpty ? 0 : clip[(position + i) % clip.count]
                     buffer[i] = base + 0.01 * Float(random.gaussian())
