@@ -87,6 +87,11 @@ let package = Package(
         .target(name: "SottoLive",
                 dependencies: ["SottoAudio", "SottoModem", "SottoDSP"],
                 swiftSettings: strict),
+        // What the `sotto` command does, for programs that embed Sotto: decoding recordings and streams, the
+        // JSON Lines records, robustness sweeps, the simulated room, fixtures and their benchmark.
+        .target(name: "SottoTools",
+                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange"],
+                swiftSettings: strict),
         // Nearby-style publish/subscribe: messages, the pure matcher core, the manager an app talks to.
         // No audio, no network: the embedded core and the remote client plug in behind one protocol.
         .target(name: "SottoExchange",
@@ -133,18 +138,13 @@ let package = Package(
                                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
-        // What the `sotto` command does, for programs that embed Sotto: decoding recordings and streams, the
-        // JSON Lines records, robustness sweeps, the simulated room, fixtures and their benchmark.
-        .target(name: "SottoTools",
-                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange"],
-                swiftSettings: strict),
         .executableTarget(name: "sotto",
-                dependencies: ["SottoTools", "SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange",
+                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange",
                                "SottoExchangeRadio", "SottoExchangeService", "SottoExchangeClient", "SottoExchangeWire",
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                               .product(name: "Logging", package: "swift-log")],
+                               .product(name: "Logging", package: "swift-log"), "SottoTools"],
                 swiftSettings: strict),
 
         .testTarget(name: "SottoDSPTests",
