@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "SottoExchangeWire", targets: ["SottoExchangeWire"]),
         .library(name: "SottoExchangeClient", targets: ["SottoExchangeClient"]),
         .library(name: "SottoExchangeService", targets: ["SottoExchangeService"]),
+        .library(name: "SottoTools", targets: ["SottoTools"]),
         .executable(name: "sotto", targets: ["sotto"]),
         // Test fixture, not for use: an ALSA I/O plugin that can be unplugged and suspended on demand, so the
         // live tests drive device failures through real libasound (ALSA dlopens it by this file name).
@@ -74,7 +75,7 @@ let package = Package(
         // Error-correcting and error-detecting codes. Pure Swift, no dependencies.
         .target(name: "SottoCodes", swiftSettings: hot),
         // Acoustic channel simulator (noise, clock offset, reverberation, roll-off, clipping). No I/O.
-        .target(name: "SottoChannel", dependencies: ["SottoDSP"], swiftSettings: hot),
+        .target(name: "SottoChannel", dependencies: ["SottoDSP", "SottoCodes"], swiftSettings: hot),
         // Profiles, frame format, modulator and streaming demodulator/decoder.
         .target(name: "SottoModem",
                 dependencies: ["SottoDSP", "SottoCodes", .product(name: "RealModule", package: "swift-numerics")],
@@ -88,10 +89,16 @@ let package = Package(
         .target(name: "SottoLive",
                 dependencies: ["SottoAudio", "SottoModem", "SottoDSP"],
                 swiftSettings: strict),
+        // What the `sotto` command does, for programs that embed Sotto: decoding recordings and streams, the
+        // JSON Lines records, robustness sweeps, the simulated room, fixtures and their benchmark.
+        .target(name: "SottoTools",
+                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange"],
+                swiftSettings: strict),
         // Nearby-style publish/subscribe: messages, the pure matcher core, the manager an app talks to.
         // No audio, no network: the embedded core and the remote client plug in behind one protocol.
         .target(name: "SottoExchange",
-                dependencies: [.product(name: "DequeModule", package: "swift-collections"),
+                dependencies: ["SottoCodes",
+                               .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "HeapModule", package: "swift-collections"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
@@ -139,7 +146,7 @@ let package = Package(
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                               .product(name: "Logging", package: "swift-log")],
+                               .product(name: "Logging", package: "swift-log"), "SottoTools"],
                 swiftSettings: strict),
 
         .testTarget(name: "SottoDSPTests",
@@ -171,7 +178,7 @@ let package = Package(
                                    .product(name: "PostgresNIO", package: "postgres-nio")],
                     swiftSettings: strict),
         .testTarget(name: "SottoCLITests",
-                    dependencies: ["sotto", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
+                    dependencies: ["sotto", "SottoTools", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
                                    "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport",
                                    .product(name: "NIOCore", package: "swift-nio"),
                                    .product(name: "NIOPosix", package: "swift-nio")],

@@ -40,6 +40,8 @@ public enum AudioFileError: Error, Sendable, Equatable, CustomStringConvertible 
     case invalidSampleRate(Double)
     /// The file's header gives a sample rate outside ``AudioFileReader/supportedSampleRates``.
     case unsupportedSampleRate(path: String, rate: Int)
+    /// An output name whose extension is no format written here.
+    case unknownExtension(path: String, known: [String])
 
     public var description: String {
         switch self {
@@ -60,6 +62,8 @@ public enum AudioFileError: Error, Sendable, Equatable, CustomStringConvertible 
         case .unsupportedSampleRate(let path, let rate):
             let range = AudioFileReader.supportedSampleRates
             return "\(path): the header gives a sample rate of \(rate) Hz; supported input files are \(Int(range.lowerBound)) to \(Int(range.upperBound)) Hz (corrupt header, or resample the file)"
+        case .unknownExtension(let path, let known):
+            return "\(path): no audio format is written for this extension; use one of .\(known.joined(separator: ", ."))"
         }
     }
 }
@@ -67,22 +71,46 @@ public enum AudioFileError: Error, Sendable, Equatable, CustomStringConvertible 
 /// Output container and sample encoding.
 public enum AudioFileFormat: String, Sendable, CaseIterable {
     case wav16, wav24, wav32, wavFloat, flac16, flac24, aiff16
+    /// Ogg Vorbis at its highest quality (lossy: keep to tests of the band it keeps).
+    case oggVorbis
+    /// MPEG-1 Layer III at its highest bit rate (lossy).
+    case mp3
+    /// Sun/NeXT AU, 16-bit: a header without sizes to patch, so it streams to a pipe.
+    case au16
+    /// Headerless 16-bit signed little-endian PCM (what `aplay -t raw -f S16_LE` plays).
+    case raw16
 
-    /// The format for a path's extension: .flac is FLAC 16-bit, .aif/.aiff AIFF 16-bit, anything else WAV 16-bit.
-    public init(path: String) {
-        let lower = path.lowercased()
-        if lower.hasSuffix(".flac") { self = .flac16 }
-        else if lower.hasSuffix(".aif") || lower.hasSuffix(".aiff") { self = .aiff16 }
-        else { self = .wav16 }
+    /// The format each file extension (lower case, without the dot) is written as.
+    public static let byExtension: [String: AudioFileFormat] = [
+        "wav": .wav16, "wave": .wav16, "flac": .flac16, "aif": .aiff16, "aiff": .aiff16, "ogg": .oggVorbis, "oga": .oggVorbis,
+        "mp3": .mp3, "au": .au16, "snd": .au16, "raw": .raw16, "pcm": .raw16,
+    ]
+
+    /// The format for a path's extension (``byExtension``). Standard output (`-`) and a name without an
+    /// extension are WAV 16-bit; an extension of no format written here is an error naming those that are.
+    public init(path: String) throws(AudioFileError) {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        guard path != "-", let dot = name.lastIndex(of: "."), dot != name.startIndex else { self = .wav16; return }
+        let ext = name[name.index(after: dot)...].lowercased()
+        guard let format = Self.byExtension[ext] else {
+            throw .unknownExtension(path: path, known: Self.byExtension.keys.sorted())
+        }
+        self = format
     }
 
-    /// Bytes per sample in the file for WAV and AIFF, whose chunk sizes are 32-bit; nil for FLAC (no limit).
+    /// True for lossy codecs (Vorbis, MP3), which may filter the 18-20 kHz band away.
+    public var isLossy: Bool { self == .oggVorbis || self == .mp3 }
+
+    /// True when libsndfile writes the format to a pipe as it goes (no header to rewrite at the end).
+    var streamsToPipes: Bool { self == .au16 || self == .raw16 }
+
+    /// Bytes per sample in the file for WAV and AIFF, whose chunk sizes are 32-bit; nil for the others (no limit).
     var bytesPerSampleInSizedChunk: Int? {
         switch self {
         case .wav16, .aiff16: return 2
         case .wav24: return 3
         case .wav32, .wavFloat: return 4
-        case .flac16, .flac24: return nil
+        case .flac16, .flac24, .oggVorbis, .mp3, .au16, .raw16: return nil
         }
     }
 
@@ -100,7 +128,43 @@ public enum AudioFileFormat: String, Sendable, CaseIterable {
         case .flac16: return Int32(SF_FORMAT_FLAC | SF_FORMAT_PCM_16)
         case .flac24: return Int32(SF_FORMAT_FLAC | SF_FORMAT_PCM_24)
         case .aiff16: return Int32(SF_FORMAT_AIFF | SF_FORMAT_PCM_16)
+        case .oggVorbis: return Int32(SF_FORMAT_OGG | SF_FORMAT_VORBIS)
+        case .mp3: return Int32(SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III)
+        case .au16: return Int32(SF_FORMAT_AU | SF_FORMAT_PCM_16)
+        case .raw16: return Int32(SF_FORMAT_RAW | SF_FORMAT_PCM_16 | SF_ENDIAN_LITTLE)
         }
+    }
+}
+
+/// The layout of headerless PCM (a raw file or stream such as `arecord -t raw`), which no header states.
+public struct RawPCMFormat: Sendable, Hashable {
+    /// Sample encoding, little-endian (the names of sox's and arecord's `-e`/`-f`, shortened).
+    public enum Encoding: String, Sendable, CaseIterable {
+        case s8, u8, s16, s24, s32, f32, f64
+
+        var sndfileSubtype: Int {
+            switch self {
+            case .s8: return SF_FORMAT_PCM_S8
+            case .u8: return SF_FORMAT_PCM_U8
+            case .s16: return SF_FORMAT_PCM_16
+            case .s24: return SF_FORMAT_PCM_24
+            case .s32: return SF_FORMAT_PCM_32
+            case .f32: return SF_FORMAT_FLOAT
+            case .f64: return SF_FORMAT_DOUBLE
+            }
+        }
+    }
+
+    /// Frames per second (Hz).
+    public var sampleRate: Double
+    /// Interleaved channels per frame.
+    public var channels: Int
+    public var encoding: Encoding
+
+    public init(sampleRate: Double, channels: Int = 1, encoding: Encoding = .s16) {
+        self.sampleRate = sampleRate
+        self.channels = channels
+        self.encoding = encoding
     }
 }
 
@@ -166,14 +230,31 @@ public final class AudioFileReader {
     /// the simulator or receiver span days of samples) and is refused when the file is opened.
     public static let supportedSampleRates: ClosedRange<Double> = 8_000...384_000
 
-    /// Opens `path` for reading.
-    public init(path: String, channel: ChannelSelection = .mix) throws(AudioFileError) {
+    /// Opens `path` for reading; `-` reads standard input (a pipe is read as it comes, never sought).
+    /// With `raw`, the data is headerless PCM of that layout instead of a file with a header.
+    public init(path: String, channel: ChannelSelection = .mix, raw: RawPCMFormat? = nil) throws(AudioFileError) {
         self.path = path
         var sfInfo = SF_INFO()
-        guard let handle = sf_open(path, Int32(SFM_READ), &sfInfo) else {
-            let reason = String(cString: sf_strerror(nil))
-            throw .cannotOpen(path: path, reason: reason.isEmpty ? "unknown error" : reason)
+        if let raw {
+            guard raw.channels > 0, raw.channels <= Self.maximumChannels else {
+                throw .unsupported(path: path, reason: "raw input with \(raw.channels) channels: expected 1 to \(Self.maximumChannels)")
+            }
+            guard Self.supportedSampleRates.contains(raw.sampleRate) else {
+                throw .unsupportedSampleRate(path: path, rate: Int(raw.sampleRate))
+            }
+            sfInfo.samplerate = Int32(raw.sampleRate.rounded())
+            sfInfo.channels = Int32(raw.channels)
+            sfInfo.format = Int32(SF_FORMAT_RAW | raw.encoding.sndfileSubtype | SF_ENDIAN_LITTLE)
         }
+        let standardInput = path == "-"
+        let opened = standardInput ? sf_open_fd(0, Int32(SFM_READ), &sfInfo, 0) : sf_open(path, Int32(SFM_READ), &sfInfo)
+        guard let handle = opened else {
+            let reason = String(cString: sf_strerror(nil))
+            throw .cannotOpen(path: standardInput ? "standard input" : path,
+                              reason: (reason.isEmpty ? "unknown error" : reason) + (raw == nil && !standardInput && path.lowercased().hasSuffix(".raw") ? " (a raw file needs its rate, encoding and channels)" : ""))
+        }
+        // A stream has no length to announce (libsndfile gives the largest count, or a header's guess).
+        let streamed = standardInput && lseek(0, 0, SEEK_CUR) < 0
         file = handle
         guard sfInfo.channels > 0, sfInfo.channels <= Int32(Self.maximumChannels) else {
             sf_close(handle)
@@ -183,9 +264,9 @@ public final class AudioFileReader {
             sf_close(handle)
             throw .unsupportedSampleRate(path: path, rate: Int(sfInfo.samplerate))
         }
-        guard sfInfo.frames > 0 else {
+        guard sfInfo.frames > 0 || streamed else {
             sf_close(handle)
-            throw .empty(path: path)
+            throw .empty(path: standardInput ? "standard input" : path)
         }
         if case .channel(let index) = channel, !(0..<Int(sfInfo.channels)).contains(index) {
             sf_close(handle)
@@ -194,7 +275,7 @@ public final class AudioFileReader {
         // Integer formats are scaled to [-1, 1); float files are read as they are.
         sf_command(handle, Int32(SFC_SET_NORM_FLOAT), nil, Int32(SF_TRUE))
         // libsndfile reports an unknown length (FLAC streamed without a total) as SF_COUNT_MAX.
-        let announcedFrames: Int64? = sfInfo.frames == Int64.max ? nil : Int64(sfInfo.frames)
+        let announcedFrames: Int64? = sfInfo.frames == Int64.max || streamed ? nil : Int64(sfInfo.frames)
         info = AudioFileInfo(sampleRate: Double(sfInfo.samplerate), channels: Int(sfInfo.channels),
                              frames: announcedFrames, format: describeFormat(sfInfo.format))
         selection = channel
@@ -306,6 +387,8 @@ public final class AudioFileWriter {
     private let format: AudioFileFormat
     /// Frames per second (Hz).
     private let sampleRate: Double
+    /// The file being made in memory, for standard output when it is a pipe.
+    private var memory: MemoryFile?
 
     public init(path: String, sampleRate: Double, format: AudioFileFormat = .wav16, channels: Int = 1,
                 atomically: Bool = true) throws(AudioFileError) {
@@ -323,11 +406,31 @@ public final class AudioFileWriter {
         guard sf_format_check(&sfInfo) != 0 else {
             throw .writeFailed(path: path, reason: "libsndfile cannot write \(format.rawValue) at \(Int(sampleRate)) Hz")
         }
-        temporaryPath = !atomically || Self.isSpecialFile(path) ? path : Self.temporaryName(for: path)
-        guard let handle = sf_open(temporaryPath, Int32(SFM_WRITE), &sfInfo) else {
+        let handle: OpaquePointer?
+        if path == "-" {
+            temporaryPath = path
+            if format.streamsToPipes || lseek(1, 0, SEEK_CUR) >= 0 {
+                handle = sf_open_fd(1, Int32(SFM_WRITE), &sfInfo, 0)
+            } else {
+                // A pipe cannot be sought back to finish a header: the file is made in memory and written at close.
+                let buffer = MemoryFile()
+                memory = buffer
+                var io = MemoryFile.virtualIO
+                handle = sf_open_virtual(&io, Int32(SFM_WRITE), &sfInfo, Unmanaged.passUnretained(buffer).toOpaque())
+            }
+        } else {
+            temporaryPath = !atomically || Self.isSpecialFile(path) ? path : Self.temporaryName(for: path)
+            handle = sf_open(temporaryPath, Int32(SFM_WRITE), &sfInfo)
+        }
+        guard let handle else {
             throw .writeFailed(path: path, reason: String(cString: sf_strerror(nil)))
         }
         file = handle
+        if format.isLossy {
+            // The highest quality (bit rate): the lowest settings cut the band above 16 kHz.
+            var level = 0.0
+            sf_command(handle, Int32(SFC_SET_COMPRESSION_LEVEL), &level, Int32(MemoryLayout<Double>.size))
+        }
         // Clip instead of wrapping around when a float beyond full scale becomes an integer.
         sf_command(handle, Int32(SFC_SET_CLIPPING), nil, Int32(SF_TRUE))
     }
@@ -357,6 +460,12 @@ public final class AudioFileWriter {
         guard sf_close(file) == 0 else {
             removeTemporary()
             throw .writeFailed(path: path, reason: "could not finish the file (disk full?)")
+        }
+        if let memory {
+            self.memory = nil
+            guard memory.copy(toDescriptor: 1) else {
+                throw .writeFailed(path: "standard output", reason: String(cString: strerror(errno)))
+            }
         }
         guard temporaryPath == path || rename(temporaryPath, path) == 0 else {
             let reason = String(cString: strerror(errno))
@@ -389,5 +498,61 @@ public final class AudioFileWriter {
         var status = stat()
         guard stat(path, &status) == 0 else { return false }
         return (status.st_mode & S_IFMT) != S_IFREG
+    }
+}
+
+/// A file in memory behind libsndfile's virtual I/O, for formats whose header is finished by seeking back
+/// (WAV, AIFF, FLAC, Ogg) written to a pipe.
+final class MemoryFile {
+    private var bytes: [UInt8] = []
+    private var position = 0
+
+    /// The callbacks; `user_data` is an unretained MemoryFile that outlives the SNDFILE.
+    static var virtualIO: SF_VIRTUAL_IO { SF_VIRTUAL_IO(
+        get_filelen: { data in sf_count_t(MemoryFile.file(data).bytes.count) },
+        seek: { offset, whence, data in
+            let memory = MemoryFile.file(data)
+            let base = whence == SEEK_SET ? 0 : whence == SEEK_END ? memory.bytes.count : memory.position
+            memory.position = max(0, base + Int(offset))
+            return sf_count_t(memory.position)
+        },
+        read: { pointer, count, data in
+            let memory = MemoryFile.file(data)
+            let n = max(0, min(Int(count), memory.bytes.count - memory.position))
+            if n > 0, let pointer {
+                memory.bytes.withUnsafeBytes { pointer.copyMemory(from: $0.baseAddress! + memory.position, byteCount: n) }
+                memory.position += n
+            }
+            return sf_count_t(n)
+        },
+        write: { pointer, count, data in
+            let memory = MemoryFile.file(data)
+            let n = Int(count)
+            guard n > 0, let pointer else { return 0 }
+            if memory.bytes.count < memory.position + n {
+                memory.bytes += [UInt8](repeating: 0, count: memory.position + n - memory.bytes.count)
+            }
+            memory.bytes.withUnsafeMutableBytes { ($0.baseAddress! + memory.position).copyMemory(from: pointer, byteCount: n) }
+            memory.position += n
+            return count
+        },
+        tell: { data in sf_count_t(MemoryFile.file(data).position) }) }
+
+    fileprivate static func file(_ data: UnsafeMutableRawPointer?) -> MemoryFile {
+        Unmanaged<MemoryFile>.fromOpaque(data!).takeUnretainedValue()
+    }
+
+    /// Writes every byte to `descriptor`; false (errno set) when it fails.
+    func copy(toDescriptor descriptor: Int32) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, bytes.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            offset += written
+        }
+        return true
     }
 }

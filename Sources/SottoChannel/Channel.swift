@@ -1,4 +1,5 @@
 import RealModule
+import SottoCodes
 import SottoDSP
 
 /// A deterministic pseudo-random generator (xoshiro256**, seeded through SplitMix64): the same sequence
@@ -7,15 +8,8 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
     private var s: (UInt64, UInt64, UInt64, UInt64)
 
     public init(seed: UInt64) {
-        var z = seed
-        func splitMix() -> UInt64 {
-            z &+= 0x9E37_79B9_7F4A_7C15
-            var r = z
-            r = (r ^ (r >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            r = (r ^ (r >> 27)) &* 0x94D0_49BB_1331_11EB
-            return r ^ (r >> 31)
-        }
-        s = (splitMix(), splitMix(), splitMix(), splitMix())
+        var seeder = SplitMix64(seed: seed)
+        s = (seeder.next(), seeder.next(), seeder.next(), seeder.next())
     }
 
     public mutating func next() -> UInt64 {

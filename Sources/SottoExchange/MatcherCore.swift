@@ -1,4 +1,5 @@
 import HeapModule
+import SottoCodes
 
 /// Identifies a client session (one process using one sound card).
 public struct SessionID: Sendable, Hashable, Codable, CustomStringConvertible {
@@ -308,14 +309,10 @@ public struct BeaconRotation: Sendable, Hashable, Codable {
 
     /// The ID broadcast during time slot `slot` (time / period), `length` bytes.
     public func id(at slot: Int64, length: Int) -> [UInt8] {
-        var state = key ^ (UInt64(bitPattern: slot) &* 0x9E37_79B9_7F4A_7C15)
+        var generator = SplitMix64(seed: key ^ (UInt64(bitPattern: slot) &* 0x9E37_79B9_7F4A_7C15))
         var bytes: [UInt8] = []
         while bytes.count < length {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            z ^= z >> 31
+            let z = generator.next()
             for shift in stride(from: 0, to: 64, by: 8) where bytes.count < length { bytes.append(UInt8(truncatingIfNeeded: z >> UInt64(shift))) }
         }
         return bytes

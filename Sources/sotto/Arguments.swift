@@ -106,6 +106,7 @@ extension Profile: ExpressibleByArgument {
         self = profile
     }
     public static var allValueStrings: [String] { Profile.all.map(\.name) }
+    public var defaultValueDescription: String { name }
 }
 
 /// `--profile P|all` for receivers.
@@ -118,6 +119,7 @@ struct ProfileSelection: ExpressibleByArgument {
     }
     init(_ profiles: [Profile]) { self.profiles = profiles }
     static var allValueStrings: [String] { Profile.all.map(\.name) + ["all"] }
+    var defaultValueDescription: String { profiles.count == Profile.all.count ? "all" : profiles.map(\.name).joined(separator: ",") }
 }
 
 extension [UInt8] {

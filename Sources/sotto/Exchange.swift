@@ -5,19 +5,21 @@ import SottoChannel
 import SottoExchange
 import SottoLive
 import SottoModem
+import SottoTools
 
 /// Where a transmitter's frames go.
 struct TransmitTarget: ParsableArguments {
     @Option(help: "ALSA playback PCM to play on.") var device: String = "default"
     @Option(help: "Write exactly what would be played over the TTL to this file instead.") var out: String?
-    @Option(help: "Seconds from one frame to the next.") var interval: Double = 1
-    @Option(help: "Random extra delay per frame (s, uniform 0...jitter), so that devices do not collide every time.") var jitter: Double = 0.25
-    @Option(help: "Seed of the jitter in --out files (reproducible).") var seed: UInt64 = 1
+    @Option(parsing: .unconditional, help: "Seconds from one frame to the next.") var interval: Double = 1
+    @Option(parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter), so that devices do not collide every time.") var jitter: Double = 0.25
+    @Option(parsing: .unconditional, help: "Seed of the jitter in --out files (reproducible).") var seed: UInt64 = 1
     @Option(help: "Profile.") var profile: Profile = .standard
 
     func validate() throws {
         try NumericOption("--interval", 0.1...3600, unit: "s").check(interval)
         try NumericOption("--jitter", 0...interval, unit: "s (at most --interval)").check(jitter)
+        if let out { do { _ = try AudioFileFormat(path: out) } catch { throw ValidationError(error.description) } }
     }
 
     /// Start times (s) of the frames sent over `duration` seconds, in order and one at a time (a day at
@@ -44,50 +46,21 @@ struct TransmitTarget: ParsableArguments {
             let rate = 48_000.0
             let modulator: Modulator
             do { modulator = try Modulator(profile: profile, sampleRate: rate) } catch { throw CommandError(error.description) }
-            var bursts: [[UInt8]: [Float]] = [:]
-            func burst(_ frame: [UInt8]) throws -> [Float] {
-                if let cached = bursts[frame] { return cached }
-                do { bursts[frame] = try modulator.modulate(frame) } catch { throw CommandError(error.description) }
-                return bursts[frame]!
-            }
-            let airtime = Double(try burst(frameAt(0)).count) / rate
-            // Written block by block (flat memory for any duration); the file appears only when complete.
-            var times = schedule(duration: duration, airtime: airtime).makeIterator()
-            var nextTime = times.next()
-            var mixer = BurstMixer()
-            var block = [Float](repeating: 0, count: 1 << 16)
-            let totalSamples = Int(duration * rate)
-            if let longest = AudioFileFormat(path: out).maximumDuration(sampleRate: rate), duration > longest {
-                throw CommandError("\(out): a \(AudioFileFormat(path: out).rawValue) file holds at most \(Int(longest)) s at \(Int(rate)) Hz: write FLAC (.flac) for longer")
-            }
-            var frameCount = 0
+            let airtime: Double
+            do { airtime = Double(try modulator.modulate(frameAt(0)).count) / rate } catch { throw CommandError(error.description) }
+            let frameCount: Int
             do {
-                let writer = try AudioFileWriter(path: out, sampleRate: rate, format: AudioFileFormat(path: out))
-                while mixer.position < totalSamples {
-                    let count = min(block.count, totalSamples - mixer.position)
-                    while let t = nextTime, Int(t * rate) < mixer.position + count {
-                        mixer.add(try burst(frameAt(t)), at: Int(t * rate))
-                        frameCount += 1
-                        nextTime = times.next()
-                    }
-                    try block.withUnsafeMutableBufferPointer { buffer throws(AudioFileError) in
-                        let part = UnsafeMutableBufferPointer(rebasing: buffer[0..<count])
-                        mixer.render(into: part)
-                        try writer.write(UnsafeBufferPointer(part))
-                    }
-                }
-                try writer.close()
-            } catch let error as AudioFileError { throw CommandError("\(error)") }
-            printError("wrote \(frameCount) frames of \(what) over \(fixed(duration, 1)) s to \(out)")
+                frameCount = try FrameScheduleWriter.write(to: out, format: AudioFileFormat(path: out), sampleRate: rate, modulator: modulator,
+                                                           times: schedule(duration: duration, airtime: airtime), duration: duration, frameAt: frameAt)
+            } catch { throw CommandError("\(error)") }
+            printError("wrote \(frameCount) frames of \(what) over \(fixed(duration, 1)) s to \(out == "-" ? "standard output" : out)")
             return
         }
         // On a device: one broadcaster per period of an unchanging frame.
         let stop = StopFlag()
         let current = CurrentBroadcaster()
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        signal(SIGINT, SIG_IGN)
-        interrupt.setEventHandler { stop.set(); current.value?.stop() }
-        interrupt.resume()
+        let interrupt = Interruption.onControlC { stop.set(); current.value?.stop() }
+        defer { interrupt.cancel() }
         let started = Date()
         var sent = 0, underruns = 0
         while !stop.isSet {
@@ -140,24 +113,38 @@ struct Publish: AsyncParsableCommand {
 
     @Option(help: "Namespace (needs --server).") var namespace: String?
     @Option(help: "Type (needs --server).") var type: String?
-    @Option(help: "Content as text.") var text: String?
-    @Option(help: "Content as hex.") var hex: String?
-    @Option(help: "Content from a file (needs --server).") var file: String?
-    @Option(help: "Seconds to publish (1-86400).") var ttl: Int = ExchangeLimits.defaultTTL
+    @Option(help: "Content as text; - reads standard input.") var text: String?
+    @Option(help: "Content as hex; - reads standard input.") var hex: String?
+    @Option(help: "Content from a file (needs --server); - reads standard input.") var file: String?
+    @Option(parsing: .unconditional, help: "Seconds to publish (1-86400).") var ttl: Int = ExchangeLimits.defaultTTL
     @Option(help: "Discovery mode: broadcast, scan or both (broadcast and both play this session's token).") var mode: String = "both"
     @OptionGroup var server: ServerOptions
     @OptionGroup var target: TransmitTarget
     @OptionGroup var devices: RadioDevices
 
-    func run() async throws {
-        guard let discovery = DiscoveryModeArgument.parse(mode) else { throw ValidationError("--mode must be broadcast, scan or both") }
+    func validate() throws {
+        guard DiscoveryModeArgument.parse(mode) != nil else { throw ValidationError("--mode must be broadcast, scan or both") }
         try NumericOption.ttl.check(ttl)
+        if [text, hex, file].filter({ $0 == "-" }).count > 1 { throw ValidationError("only one of --text, --hex and --file can be read from standard input") }
+        if file != nil && (text != nil || hex != nil) { throw ValidationError("give the content with one of --text, --hex or --file") }
+        if !server.given && (namespace != nil || type != nil || file != nil) {
+            throw ValidationError("namespaces, types and files need a matcher (--server); without one, publish audio bytes")
+        }
+        if server.given && target.out == "-" { throw ValidationError("--out -: with --server the publication stays alive for its TTL; write to a file") }
+    }
+
+    func run() async throws {
+        let discovery = DiscoveryModeArgument.parse(mode)!
+        let text = try StandardInput.resolve(self.text, asHex: false), hex = try StandardInput.resolve(self.hex, asHex: true)
         if server.given {
             let content: [UInt8]
             if let file {
-                guard text == nil, hex == nil else { throw ValidationError("give the content with one of --text, --hex or --file") }
-                guard let data = FileManager.default.contents(atPath: file) else { throw CommandError("cannot read \(file)") }
-                content = Array(data)
+                if file == "-" {
+                    content = Array(FileHandle.standardInput.readDataToEndOfFile())
+                } else {
+                    guard let data = FileManager.default.contents(atPath: file) else { throw CommandError("cannot read \(file)") }
+                    content = Array(data)
+                }
             } else {
                 content = try TokenInput.bytes(hex: hex, text: text)
             }
@@ -169,9 +156,6 @@ struct Publish: AsyncParsableCommand {
                 throw CommandError(error.description)
             }
             return
-        }
-        guard namespace == nil && type == nil && file == nil else {
-            throw ValidationError("namespaces, types and files need a matcher (--server); without one, publish audio bytes")
         }
         let content = try TokenInput.bytes(hex: hex, text: text)
         do {
@@ -201,17 +185,21 @@ enum DiscoveryModeArgument {
 struct Beacon: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Loop a beacon ID (hex, 1-15 bytes) like an audio beacon.")
     @Argument(help: "Beacon ID as hex (the stable ID the matcher registers; 1-15 bytes).") var id: String
-    @Option(help: "Seconds to run.") var duration: Double = 60
-    @Option(help: "Rotate the broadcast ID every this many seconds (EID-like), derived from --rotation-key.") var rotateEvery: Double?
-    @Option(help: "Secret key of the rotation (shared with the matcher).") var rotationKey: UInt64 = 0
+    @Option(parsing: .unconditional, help: "Seconds to run.") var duration: Double = 60
+    @Option(parsing: .unconditional, help: "Rotate the broadcast ID every this many seconds (EID-like), derived from --rotation-key.") var rotateEvery: Double?
+    @Option(parsing: .unconditional, help: "Secret key of the rotation (shared with the matcher).") var rotationKey: UInt64 = 0
     @OptionGroup var target: TransmitTarget
+
+    func validate() throws {
+        let bytes = try TokenInput.bytes(hex: id, text: nil)
+        guard (1...15).contains(bytes.count) else { throw ValidationError(ExchangeError.invalidBeaconID(bytes.count).description) }
+        try NumericOption("--duration", above: 0, upTo: 86_400, unit: "s").check(duration)
+        try NumericOption("--rotate-every", 1...86_400, unit: "s").check(rotateEvery)
+    }
 
     func run() throws {
         let bytes = try TokenInput.bytes(hex: id, text: nil)
-        guard (1...15).contains(bytes.count) else { throw CommandError(ExchangeError.invalidBeaconID(bytes.count).description) }
-        try NumericOption("--duration", above: 0, upTo: 86_400, unit: "s").check(duration)
         if let rotateEvery {
-            try NumericOption("--rotate-every", 1...86_400, unit: "s").check(rotateEvery)
             let rotation = BeaconRotation(key: rotationKey, period: rotateEvery)
             try target.send(frameAt: { Payload.beacon(rotation.id(atTime: $0, length: bytes.count)).frameBytes },
                             changesEvery: rotateEvery, duration: duration, what: "rotating beacon \(bytes.hex)")
@@ -236,27 +224,40 @@ struct Subscribe: AsyncParsableCommand {
     @Option(help: "Namespace (needs --server; with --type).") var namespace: String?
     @Option(help: "Type (needs --server; with --namespace).") var type: String?
     @Flag(help: "Also receive beacon IDs and beacon attachments (needs --server).") var beacons = false
-    @Option(help: "Seconds to subscribe (1-86400); default: until the input ends or Ctrl-C.") var ttl: Int?
-    @Option(help: "Seconds without a sighting before lost.") var lostTimeout: Double = 10
+    @Option(parsing: .unconditional, help: "Seconds to subscribe (1-86400); default: until the input ends or Ctrl-C.") var ttl: Int?
+    @Option(parsing: .unconditional, help: "Seconds without a sighting before lost.") var lostTimeout: Double = 10
     @Option(help: "Discovery mode: broadcast, scan or both (scan and both report what is heard).") var mode: String = "both"
-    @Option(help: "Output: text or json.") var format: String = "text"
+    @OptionGroup var format: FormatOption
     @Option(help: "ALSA PCM to listen on (and play this session's token on, with --server).") var device: String = "default"
-    @Option(help: "Read this recording instead of a device.") var input: String?
+    @Option(help: "Read this recording instead of a device; - reads standard input.") var input: String?
+    @OptionGroup(title: "Raw input") var raw: RawInputOptions
     @OptionGroup var server: ServerOptions
     @OptionGroup var devices: RadioDevices
 
-    func run() async throws {
-        guard ["text", "json"].contains(format) else { throw ValidationError("--format must be text or json") }
+    func validate() throws {
+        try format.refuseHex("subscribe")
         try NumericOption.ttl.check(ttl)
         try NumericOption("--lost-timeout", 1...600, unit: "s").check(lostTimeout)
-        guard let discovery = DiscoveryModeArgument.parse(mode) else { throw ValidationError("--mode must be broadcast, scan or both") }
-        let strategy: Strategy
-        do { strategy = try Strategy(discoveryMode: discovery, ttl: ttl.map { .seconds($0) } ?? .infinite) } catch { throw CommandError(error.description) }
-        let printer = EventPrinter(json: format == "json")
+        guard DiscoveryModeArgument.parse(mode) != nil else { throw ValidationError("--mode must be broadcast, scan or both") }
+        if raw.rate != nil && input == nil { throw ValidationError("--rate, --encoding and --channels describe a raw --input") }
         if server.given {
             guard ExchangeLimits.lostTimeoutRange.contains(lostTimeout) else {
                 throw ValidationError(ExchangeError.invalidLostTimeout(lostTimeout).description)
             }
+            if (namespace == nil) != (type == nil) {
+                throw ValidationError("--namespace and --type go together (without them: every message of the project's own namespace)")
+            }
+        } else if namespace != nil || type != nil || beacons {
+            throw ValidationError("namespaces, types and beacons need a matcher (--server); without one, subscribe receives audio bytes")
+        }
+    }
+
+    func run() async throws {
+        let discovery = DiscoveryModeArgument.parse(mode)!
+        let strategy: Strategy
+        do { strategy = try Strategy(discoveryMode: discovery, ttl: ttl.map { .seconds($0) } ?? .infinite) } catch { throw CommandError(error.description) }
+        let printer = EventPrinter(json: format.format == .json)
+        if server.given {
             var includes: [MessageFilter.Include] = []
             switch (namespace, type) {
             case (nil, nil): includes = [.allMyTypes]
@@ -267,152 +268,87 @@ struct Subscribe: AsyncParsableCommand {
             let filter: MessageFilter
             do { filter = try MessageFilter(includes) } catch { throw CommandError(error.description) }
             try await RemoteExchange.subscribe(filter: filter, strategy: strategy, ttl: ttl, lostTimeout: lostTimeout, server: server,
-                                               device: device, devices: devices, input: input, printer: printer)
+                                               device: device, devices: devices, input: input, raw: raw.format, printer: printer)
             return
-        }
-        guard namespace == nil && type == nil && !beacons else {
-            throw ValidationError("namespaces, types and beacons need a matcher (--server); without one, subscribe receives audio bytes")
         }
         let filter = try! MessageFilter((1...ExchangeLimits.maxAudioBytes).map { .audioBytes($0) })
         if let input {
-            try runOffline(input, filter: filter, strategy: strategy, printer: printer)
+            try await runOffline(input, filter: filter, strategy: strategy, printer: printer)
         } else {
-            try runLive(filter: filter, strategy: strategy, printer: printer)
+            try await runLive(filter: filter, strategy: strategy, printer: printer)
         }
     }
 
     /// Decodes the recording and replays its frames into the exchange on the sample clock.
-    func runOffline(_ path: String, filter: MessageFilter, strategy: Strategy, printer: EventPrinter) throws {
+    func runOffline(_ path: String, filter: MessageFilter, strategy: Strategy, printer: EventPrinter) async throws {
         var frames: [DecodedFrame] = []
         // The length is what was read, never the header's announcement (unknown in a streamed FLAC).
         let duration: Double
-        var readFailure: FileDecoder.ReadFailure?
+        var readFailure: RecordingDecoder.ReadFailure?
         do {
-            duration = try FileDecoder.decode(path: path, profiles: Profile.all, channel: .mix) { frames.append($0) }.seconds
-        } catch let failure as FileDecoder.ReadFailure {
+            duration = try RecordingDecoder.decode(path: path, raw: raw.format, profiles: Profile.all, channel: .mix,
+                                                   onProgress: ProgressLine.shared.decoding(path == "-" ? "standard input" : path)) { frames.append($0) }.seconds
+            ProgressLine.shared.clear()
+        } catch let failure as RecordingDecoder.ReadFailure {
             (duration, readFailure) = (failure.secondsRead, failure)
         } catch { throw CommandError("\(path): \(error)") }
-        let timeline = OfflineTimeline.run(frames: frames.sorted { $0.endTime < $1.endTime }.map { ($0.endTime, $0.token, $0.snr, $0.level) },
-                                           duration: duration, filter: filter, strategy: strategy, lostTimeout: lostTimeout)
+        let timeline: [(Double, SubscriptionEvent)]
+        do {
+            timeline = try await OfflineTimeline.run(frames: frames.sorted { $0.endTime < $1.endTime }.map { ($0.endTime, $0.token, $0.snr, $0.level) },
+                                                     duration: duration, filter: filter, strategy: strategy, lostTimeout: lostTimeout)
+        } catch { throw CommandError("\(error)") }
         for (time, event) in timeline { printer.print(event, at: time) }
         if let readFailure { throw CommandError("\(path): \(readFailure)") }
     }
 
-    func runLive(filter: MessageFilter, strategy: Strategy, printer: EventPrinter) throws {
+    func runLive(filter: MessageFilter, strategy: Strategy, printer: EventPrinter) async throws {
         let listener: Listener
         do { listener = try Listener(configuration: PCMConfiguration(device: device)) } catch { throw CommandError(error.description) }
         let manager = MessageManager(appID: "sotto-cli", broadcasts: false, now: 0)
-        let done = DispatchSemaphore(value: 0)
         let lostTimeout = self.lostTimeout
         let stopFlag = StopFlag()
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        signal(SIGINT, SIG_IGN)
-        interrupt.setEventHandler { stopFlag.set(); listener.stop() }
-        interrupt.resume()
-        Task.detached {
-            let start = Date()
-            let subscription = try await manager.subscribe(filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: 0) { event in
+        let interrupt = Interruption.onControlC { stopFlag.set(); listener.stop() }
+        defer { interrupt.cancel() }
+        let start = Date()
+        let subscription: SubscriptionHandle
+        do {
+            subscription = try await manager.subscribe(filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: 0) { event in
                 printer.print(event, at: Date().timeIntervalSince(start))
                 // The TTL elapsed: nothing more can come.
                 if case .expired = event { stopFlag.set(); listener.stop() }
             }
-            _ = subscription
-            let ticker = Task {
-                while !Task.isCancelled && !stopFlag.isSet {
-                    try? await Task.sleep(for: .milliseconds(200))
-                    await manager.tick(now: Date().timeIntervalSince(start))
-                }
+        } catch { throw CommandError("\(error)") }
+        let ticker = Task {
+            while !Task.isCancelled && !stopFlag.isSet {
+                try? await Task.sleep(for: .milliseconds(200))
+                await manager.tick(now: Date().timeIntervalSince(start))
             }
-            for await event in listener.events {
-                if case .frame(let frame) = event {
-                    await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: Date().timeIntervalSince(start))
-                }
-                if case .deviceError(let error, let retry) = event { printError("device error: \(error)\(retry ? " (retrying)" : "")") }
-            }
-            ticker.cancel()
-            await manager.close(now: Date().timeIntervalSince(start))
-            done.signal()
         }
-        done.wait()
-    }
-}
-
-/// The exchange over a recording: frames become observations at their end time on the sample clock,
-/// and time advances in 50 ms steps between them, so lost and expired happen when they would have live.
-enum OfflineTimeline {
-    static let step = 0.05
-
-    static func run(frames: [(time: Double, token: [UInt8], snr: Double, level: Double)], duration: Double, filter: MessageFilter,
-                    strategy: Strategy, lostTimeout: Double) -> [(Double, SubscriptionEvent)] {
-        let collector = EventCollector()
-        let semaphore = DispatchSemaphore(value: 0)
-        Task.detached {
-            let manager = MessageManager(appID: "sotto-cli", broadcasts: false, now: 0)
-            let subscription = try await manager.subscribe(filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: 0) { event in
-                collector.append(event)
+        for await event in listener.events {
+            if case .frame(let frame) = event {
+                await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: Date().timeIntervalSince(start))
             }
-            var now = 0.0
-            for frame in frames {
-                while now + step < frame.time { now += step; collector.time = now; await manager.tick(now: now) }
-                now = frame.time
-                collector.time = now
-                await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: now)
-            }
-            while now + step < duration { now += step; collector.time = now; await manager.tick(now: now) }
-            collector.time = duration
-            await manager.close(now: duration)
-            _ = subscription
-            semaphore.signal()
+            if case .deviceError(let error, let retry) = event { printError("device error: \(error)\(retry ? " (retrying)" : "")") }
         }
-        semaphore.wait()
-        return collector.events
+        ticker.cancel()
+        await manager.close(now: Date().timeIntervalSince(start))
+        _ = subscription
     }
 }
 
-/// Gathers events with the time they happened.
-final class EventCollector: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: [(Double, SubscriptionEvent)] = []
-    private var current = 0.0
-    var time: Double {
-        get { lock.withLock { current } }
-        set { lock.withLock { current = newValue } }
-    }
-    func append(_ event: SubscriptionEvent) { lock.withLock { stored.append((current, event)) } }
-    var events: [(Double, SubscriptionEvent)] { lock.withLock { stored } }
-}
-
-/// Prints subscription events, one per line.
+/// Prints subscription events, one per line, as each happens.
 struct EventPrinter: Sendable {
     let json: Bool
 
     func print(_ event: SubscriptionEvent, at time: Double) {
-        let (kind, message, snr, level): (String, Message?, Double?, Double?) = {
-            switch event {
-            case .found(let m): return ("found", m, nil, nil)
-            case .lost(let m): return ("lost", m, nil, nil)
-            case .signalChanged(let m, let snr, let level): return ("signal", m, snr, level)
-            case .expired: return ("expired", nil, nil, nil)
-            }
-        }()
-        let line: String
-        if json {
-            var fields = ["\"time\":\(fixed(time, 3))", "\"event\":\"\(kind)\""]
-            if let message {
-                fields.append("\"namespace\":\"\(message.namespace)\"")
-                fields.append("\"type\":\"\(message.type)\"")
-                fields.append("\"content\":\"\(message.content.hex)\"")
-                if let text = FrameOutput.printable(message.content) {
-                    let escaped = text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                    fields.append("\"text\":\"\(escaped)\"")
-                }
-            }
-            if let snr { fields.append("\"snr\":\(fixed(snr, 1))") }
-            if let level { fields.append("\"level\":\(fixed(level, 1))") }
-            line = "{" + fields.joined(separator: ",") + "}"
-        } else {
-            line = "\(fixed(time, 3)) s  \(kind)" + (message.map { "  \($0)" } ?? "") + (snr.map { "  SNR \(fixed($0, 1)) dB" } ?? "") + (level.map { "  level \(fixed($0, 1)) dBFS" } ?? "")
+        let record = EventRecord(event, at: time)
+        if json { Output.record(record); return }
+        var line = "\(fixed(time, 3)) s  \(record.event)"
+        switch event {
+        case .found(let m), .lost(let m), .signalChanged(let m, _, _): line += "  \(m)"
+        case .expired: break
         }
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        if case .signalChanged(_, let snr, let level) = event { line += "  SNR \(fixed(snr, 1)) dB  level \(fixed(level, 1)) dBFS" }
+        Output.line(line)
     }
 }

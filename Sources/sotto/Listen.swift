@@ -4,72 +4,71 @@ import Foundation
 import SottoAudio
 import SottoLive
 import SottoModem
+import SottoTools
 
 /// `sotto listen`: decode tokens from a live ALSA capture device as they arrive.
-struct Listen: ParsableCommand {
+struct Listen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Listen on an ALSA capture device and print tokens as they are decoded.")
 
     @Option(help: "ALSA capture PCM (default, hw:1,0, plughw:1,0, ...).") var device: String = "default"
-    @Option(help: "Profile to listen for, or all.") var profile: ProfileSelection = ProfileSelection(Profile.all)
-    @Option(help: "Output: text, json or hex.") var format: Decode.Format = .text
-    @Option(help: "Stop after this many seconds of captured audio (sample clock).") var duration: Double?
-    @Option(help: "Also record the capture to this file, for offline decoding.") var record: String?
-    @Option(help: "Preferred sample rate (Hz); the device's native rate is used when it differs.") var rate: Double = 48_000
+    @OptionGroup var receiver: ReceiverOptions
+    @OptionGroup var format: FormatOption
+    @Option(parsing: .unconditional, help: "Stop after this many seconds of captured audio (sample clock).") var duration: Double?
+    @Option(help: "Also record the capture to this file (format by extension), for offline decoding.") var record: String?
+    @Option(parsing: .unconditional, help: "Preferred sample rate (Hz); the device's native rate is used when it differs.") var rate: Double = 48_000
 
     func validate() throws {
         try NumericOption("--duration", above: 0, upTo: 366 * 86_400, unit: "s").check(duration)
         try NumericOption("--rate", AudioFileReader.supportedSampleRates, unit: "Hz").check(rate)
+        if let record {
+            if record == "-" { throw ValidationError("--record -: standard output carries the decoded tokens; record to a file") }
+            do { _ = try AudioFileFormat(path: record) } catch { throw ValidationError(error.description) }
+        }
     }
 
-    func run() throws {
-        let minimum = profile.profiles.map(\.minimumSampleRate).min() ?? 8_000
+    func run() async throws {
+        let profiles = receiver.profile.profiles
+        let minimum = profiles.map(\.minimumSampleRate).min() ?? 8_000
         let recorder = Recorder()
         var capture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)?
         if let record { capture = { @Sendable block, format in recorder.write(block, to: record, sampleRate: format.sampleRate) } }
         let configuration = PCMConfiguration(device: device, preferredRate: rate, acceptableRates: minimum...384_000)
         let listener: Listener
         do {
-            listener = try Listener(configuration: configuration, profiles: profile.profiles, duration: duration,
+            listener = try Listener(configuration: configuration, profiles: profiles, duration: duration,
                                     bufferingNewest: nil, onCapture: capture)
         } catch { throw CommandError(error.description) }
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        signal(SIGINT, SIG_IGN)
-        interrupt.setEventHandler { listener.stop() }
-        interrupt.resume()
-        let outcome = ListenOutcome()
-        let done = DispatchSemaphore(value: 0)
-        let format = self.format, device = self.device
-        Task.detached {
-            for await event in listener.events {
-                switch event {
-                case .started(let negotiated), .reopened(let negotiated):
-                    if case .reopened = event { printError("device \(device) is back") }
-                    printError("listening on \(device): \(negotiated)")
-                    if negotiated.resampledByALSA {
-                        printError("warning: ALSA resamples this device (plug/dmix): its linear converter costs about 5 dB at 19 kHz; prefer a hw: device at a native rate")
-                    }
-                case .frame(let frame):
-                    outcome.frames += 1
-                    FileHandle.standardOutput.write(Data((FrameOutput.line(frame, format: format, file: nil) + "\n").utf8))
-                case .overrun(let total):
-                    printError("warning: capture overrun (\(total) so far): samples were lost")
-                case .suspended(let total):
-                    printError("warning: the device was suspended and has resumed (\(total) so far): audio in between was lost")
-                case .bandFiltered(let level):
-                    printError("warning: the 17.5-20.5 kHz band is \(Int(-level)) dB below 12-16 kHz: the capture path filters it (echo cancellation, noise suppression?); see the live audio guide")
-                case .deviceError(let error, let retry):
-                    printError("device error: \(error)\(retry ? " (retrying)" : "")")
-                    if !retry { outcome.error = error }
-                case .stopped(let seconds, let overruns):
-                    printError("stopped: \(outcome.frames) frame\(outcome.frames == 1 ? "" : "s") in \(fixed(seconds, 1)) s of audio, \(overruns) overrun\(overruns == 1 ? "" : "s")")
+        let interrupt = Interruption.onControlC { listener.stop() }
+        defer { interrupt.cancel() }
+        var frames = 0
+        var failure: (any Error)?
+        for await event in listener.events {
+            switch event {
+            case .started(let negotiated), .reopened(let negotiated):
+                if case .reopened = event { printError("device \(device) is back") }
+                printError("listening on \(device): \(negotiated)")
+                if negotiated.resampledByALSA {
+                    printError("warning: ALSA resamples this device (plug/dmix): its linear converter costs about 5 dB at 19 kHz; prefer a hw: device at a native rate")
                 }
+            case .frame(let frame):
+                frames += 1
+                Output.line(FrameText.line(frame, format: format.format, file: nil))
+            case .overrun(let total):
+                printError("warning: capture overrun (\(total) so far): samples were lost")
+            case .suspended(let total):
+                printError("warning: the device was suspended and has resumed (\(total) so far): audio in between was lost")
+            case .bandFiltered(let level):
+                printError("warning: the 17.5-20.5 kHz band is \(Int(-level)) dB below 12-16 kHz: the capture path filters it (echo cancellation, noise suppression?); see the live audio guide")
+            case .deviceError(let error, let retry):
+                printError("device error: \(error)\(retry ? " (retrying)" : "")")
+                if !retry { failure = error }
+            case .stopped(let seconds, let overruns):
+                printError("stopped: \(frames) frame\(frames == 1 ? "" : "s") in \(fixed(seconds, 1)) s of audio, \(overruns) overrun\(overruns == 1 ? "" : "s")")
             }
-            done.signal()
         }
-        done.wait()
         listener.stop()
         recorder.close()
-        if let error = outcome.error ?? recorder.error { throw CommandError("\(error)") }
+        if let error = failure ?? recorder.error { throw CommandError("\(error)") }
     }
 }
 
@@ -86,7 +85,7 @@ final class Recorder: @unchecked Sendable {
         do {
             if writer == nil {
                 // Written in place: after a crash, what was captured until then is still there.
-                writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: AudioFileFormat(path: path), atomically: false)
+                writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: try AudioFileFormat(path: path), atomically: false)
                 self.sampleRate = sampleRate
             }
             // A reopened device may come back at another rate; one file has one rate.
@@ -107,28 +106,31 @@ final class Recorder: @unchecked Sendable {
     }
 }
 
-/// What the listening task found.
-final class ListenOutcome: @unchecked Sendable {
-    var frames = 0
-    var error: (any Error)?
-}
-
 /// `sotto devices`: ALSA PCMs.
 struct Devices: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List ALSA PCMs (capture and playback) with the rates they accept.")
 
+    @OptionGroup var format: FormatOption
+
+    func validate() throws { try format.refuseHex("devices") }
+
     func run() throws {
         let devices = ALSADevices.list()
-        if devices.isEmpty { print("no ALSA PCMs found"); return }
+        if devices.isEmpty && format.format == .text { printError("no ALSA PCMs found"); return }
         for device in devices {
+            let capture = device.direction == nil || device.direction == "Input"
+            let playback = device.direction == nil || device.direction == "Output"
+            let record = DeviceRecord(device, captureRates: capture ? ALSADevices.rates(of: device.name, capture: true) : nil,
+                                      playbackRates: playback ? ALSADevices.rates(of: device.name, capture: false) : nil)
+            if format.format == .json { Output.record(record); continue }
             var columns = [device.name]
-            for (label, capture) in [("capture", true), ("playback", false)]
-            where device.direction == nil || device.direction == (capture ? "Input" : "Output") {
-                let range = ALSADevices.rates(of: device.name, capture: capture)
-                columns.append("\(label) " + (range.map { $0.upperBound > 1e7 ? "any rate" : "\(Int($0.lowerBound))-\(Int($0.upperBound)) Hz" } ?? "(cannot open now)"))
+            for (label, applies, rates, anyRate) in [("capture", capture, record.captureRates, record.captureAnyRate),
+                                                 ("playback", playback, record.playbackRates, record.playbackAnyRate)] where applies {
+                let range = anyRate == true ? "any rate" : rates.map { "\(Int($0[0]))-\(Int($0[1])) Hz" } ?? "(cannot open now)"
+                columns.append("\(label) \(range)")
             }
             columns.append(device.description)
-            print(columns.joined(separator: "\t"))
+            Output.line(columns.joined(separator: "\t"))
         }
     }
 }

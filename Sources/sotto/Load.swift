@@ -18,11 +18,11 @@ struct Load: AsyncParsableCommand {
     var server: [String]
     @Option(help: "API key of a project whose key allows the rate (sotto admin key create --rate).") var apiKey: String
     @Option(help: "CA certificate (PEM) for TLS.") var ca: String?
-    @Option(help: "Simulated devices (one session each).") var sessions: Int = 1_000
-    @Option(help: "Devices in earshot of each other.") var cluster: Int = 5
-    @Option(help: "Sightings per second over all devices.") var rate: Double = 1_000
-    @Option(help: "Seconds of sightings.") var duration: Double = 20
-    @Option(help: "HTTP/2 connections shared by the sessions, per server.") var connections: Int = 8
+    @Option(parsing: .unconditional, help: "Simulated devices (one session each).") var sessions: Int = 1_000
+    @Option(parsing: .unconditional, help: "Devices in earshot of each other.") var cluster: Int = 5
+    @Option(parsing: .unconditional, help: "Sightings per second over all devices.") var rate: Double = 1_000
+    @Option(parsing: .unconditional, help: "Seconds of sightings.") var duration: Double = 20
+    @Option(parsing: .unconditional, help: "HTTP/2 connections shared by the sessions, per server.") var connections: Int = 8
     @Option(help: "Process ids of the service's nodes, to report their memory per session (from /proc).") var serverPid: [Int32] = []
 
     func validate() throws {
@@ -52,10 +52,10 @@ struct Load: AsyncParsableCommand {
         let report = try await ServiceLoad.run(configuration, progress: { printError($0) },
                                                onOpen: { during.withLock { $0 = Self.residentMemory(pids) } })
         let after = during.withLock { $0 }
-        print(report)
+        Output.line("\(report)")
         if let before, let after {
             // Each node of a shared service holds every session (the replicated matcher): the sum over nodes.
-            print(String(format: "service memory (%d process%@): %.1f MB before, %.1f MB with the sessions: %.1f kB per session",
+            Output.line(String(format: "service memory (%d process%@): %.1f MB before, %.1f MB with the sessions: %.1f kB per session",
                          pids.count, pids.count == 1 ? "" : "es", Double(before) / 1e6, Double(after) / 1e6,
                          Double(after - before) / 1e3 / Double(max(1, report.sessionsOpen))))
         }

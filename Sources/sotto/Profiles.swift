@@ -1,12 +1,21 @@
 import ArgumentParser
 import SottoModem
+import SottoTools
 
 /// `sotto profiles`: the table of profiles.
 struct Profiles: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List the waveform profiles with band, symbol time, bit rate and airtime.")
 
+    @OptionGroup var format: FormatOption
+
+    func validate() throws { try format.refuseHex("profiles") }
+
     func run() {
-        print(ProfileTable.render())
+        if format.format == .json {
+            for profile in Profile.all { Output.record(ProfileRecord(profile)) }
+        } else {
+            Output.line(ProfileTable.render())
+        }
     }
 }
 
@@ -24,17 +33,30 @@ enum ProfileTable {
     }
 }
 
-/// `value` with exactly `decimals` decimals.
-func fixed(_ value: Double, _ decimals: Int) -> String {
-    var scale = 1.0
-    for _ in 0..<decimals { scale *= 10 }
-    var rounded = (value * scale).rounded() / scale
-    if rounded == 0 { rounded = 0 }  // never print a negative zero
-    if decimals == 0 { return String(Int(rounded)) }
-    var s = String(rounded)
-    if let dot = s.firstIndex(of: ".") {
-        let have = s.distance(from: dot, to: s.endIndex) - 1
-        if have < decimals { s += String(repeating: "0", count: decimals - have) }
+/// Prints tables as Markdown, or their rows as JSON Lines records.
+struct TablePrinter {
+    let json: Bool
+    /// The record of one row, for JSON.
+    var record: (_ caption: String, _ columns: [String], _ cells: [String]) -> any JSONRecord
+    private var caption = ""
+    private var columns: [String] = []
+
+    init(json: Bool, record: @escaping (_ caption: String, _ columns: [String], _ cells: [String]) -> any JSONRecord) {
+        self.json = json
+        self.record = record
     }
-    return s
+
+    mutating func table(_ caption: String, _ columns: [String]) {
+        self.caption = caption
+        self.columns = columns
+        guard !json else { return }
+        Output.line(caption)
+        Output.line("| " + columns.joined(separator: " | ") + " |")
+        Output.line("|" + String(repeating: "---|", count: columns.count))
+    }
+
+    func row(_ cells: [String]) {
+        if json { Output.line(JSONLines.line(record(caption, columns, cells))) }
+        else { Output.line("| " + cells.joined(separator: " | ") + " |") }
+    }
 }

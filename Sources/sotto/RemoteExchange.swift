@@ -7,6 +7,7 @@ import SottoExchangeRadio
 import SottoExchangeWire
 import SottoLive
 import SottoModem
+import SottoTools
 import Synchronization
 
 /// `--server URL --api-key K`: use a matcher service (`sotto serve`); `--server` again for more nodes of it.
@@ -57,6 +58,16 @@ enum Interruption {
         source.resume()
         return source
     }
+    /// Runs `handler` on SIGINT (Ctrl-C) instead of ending the process, while the returned source is kept.
+    /// (SIGTERM still ends a command that runs a device: a test or supervisor can always stop it.)
+    static func onControlC(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler(handler: handler)
+        source.resume()
+        return source
+    }
+
     /// Starts catching the signals; true once one arrived.
     static var happened: Bool {
         _ = sources
@@ -135,7 +146,7 @@ enum RemoteExchange {
     }
 
     static func subscribe(filter: MessageFilter, strategy: Strategy, ttl: Int?, lostTimeout: Double, server: ServerOptions,
-                          device: String, devices: RadioDevices, input: String?, printer: EventPrinter) async throws {
+                          device: String, devices: RadioDevices, input: String?, raw: RawPCMFormat?, printer: EventPrinter) async throws {
         let broadcasts = strategy.discoveryMode != .scan && input == nil
         let manager = try await manager(link: server.link(broadcasts: broadcasts), lostTimeout: lostTimeout)
         let started = Date()
@@ -156,7 +167,11 @@ enum RemoteExchange {
         if let input {
             // The recording as heard now: every frame reported at once, then events until nothing is left found.
             var frames: [DecodedFrame] = []
-            do { try FileDecoder.decode(path: input, profiles: Profile.all, channel: .mix) { frames.append($0) } } catch {
+            do {
+                try RecordingDecoder.decode(path: input, raw: raw, profiles: Profile.all, channel: .mix,
+                                            onProgress: ProgressLine.shared.decoding(input == "-" ? "standard input" : input)) { frames.append($0) }
+                ProgressLine.shared.clear()
+            } catch {
                 throw CommandError("\(input): \(error)")
             }
             for frame in frames { await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: 0) }

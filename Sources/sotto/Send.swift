@@ -3,37 +3,48 @@ import Dispatch
 import Foundation
 import SottoAudio
 import SottoLive
+import SottoChannel
 import SottoModem
+import SottoTools
 
 /// `sotto send`: encode a token and write it to a file (or play it, with the live-audio support).
 struct Send: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Encode a token as sound and write it to a WAV file or play it.")
+    static let configuration = CommandConfiguration(
+        abstract: "Encode a token as sound and write it to a file or play it.",
+        discussion: """
+            With --out, the file holds what would be played: --padding of silence, the frame, and with --repeat N \
+            the next frames every --interval seconds (plus --jitter, seeded by --seed). The format follows the \
+            extension (\(AudioFileFormat.byExtension.keys.sorted().joined(separator: ", "))); - writes WAV to \
+            standard output. Without --out, the frames are played on --device.
+            """)
 
-    @Argument(help: "The token as hex (1-16 bytes, optional 0x), e.g. 0x0123456789abcdef.")
+    @Argument(help: "The token as hex (1-16 bytes, optional 0x), e.g. 0x0123456789abcdef; - reads it from standard input.")
     var token: String?
-    @Option(help: "The token as text (UTF-8, 1-16 bytes) instead of hex.")
+    @Option(help: "The token as text (UTF-8, 1-16 bytes) instead of hex; - reads it from standard input.")
     var text: String?
-    @Option(name: .long, help: "Write the sound to this file (WAV, FLAC or AIFF by extension) instead of playing it.")
+    @Option(name: .long, help: "Write the sound to this file instead of playing it (format by extension; - for standard output).")
     var out: String?
     @Option(help: "Waveform profile: \(Profile.all.map(\.name).joined(separator: ", ")).")
     var profile: Profile = .standard
-    @Option(help: "Sample rate of the output (Hz).")
+    @Option(parsing: .unconditional, help: "Sample rate of the output (Hz).")
     var rate: Double = 48_000
-    @Option(help: "Peak level (dBFS, -120...0). The envelope is constant: this is the level of the whole burst.")
+    @Option(parsing: .unconditional, help: "Peak level (dBFS, -120...0). The envelope is constant: this is the level of the whole burst.")
     var volume: Double = Modulator.defaultLevel
-    @Option(help: "Seconds of silence before and after the frame in the file.")
+    @Option(parsing: .unconditional, help: "Seconds of silence before the first frame and after the last in the file.")
     var padding: Double = 0.1
-    @Option(help: "ALSA playback PCM to play on (when there is no --out).")
-    var device: String = "default"
-    @Option(help: "Send the frame this many times.")
+    @Option(help: "ALSA playback PCM to play on (default: default; not with --out).")
+    var device: String?
+    @Option(parsing: .unconditional, help: "Send the frame this many times (into the file, with --out).")
     var `repeat`: Int = 1
-    @Flag(help: "Send until interrupted (Ctrl-C).")
+    @Flag(help: "Send until interrupted (Ctrl-C); not with --out.")
     var loop = false
-    @Option(help: "Seconds from the start of one frame to the start of the next.")
+    @Option(parsing: .unconditional, help: "Seconds from the start of one frame to the start of the next.")
     var interval: Double = 1
-    @Option(help: "Random extra delay (s, uniform 0...jitter) before each repetition, so that two senders do not collide every time.")
+    @Option(parsing: .unconditional, help: "Random extra delay (s, uniform 0...jitter) before each repetition, so that two senders do not collide every time.")
     var jitter: Double = 0
-    @Option(help: "While playing, listen on this capture PCM (full duplex) and warn when the own token is not heard.")
+    @Option(parsing: .unconditional, help: "Seed of the jitter in --out files (reproducible).")
+    var seed: UInt64 = 1
+    @Option(help: "While playing, listen on this capture PCM (full duplex) and warn when the own token is not heard; not with --out.")
     var selfCheck: String?
 
     func validate() throws {
@@ -43,24 +54,61 @@ struct Send: ParsableCommand {
         try NumericOption("--jitter", 0...3600, unit: "s").check(jitter)
         try NumericOption("--rate", AudioFileReader.supportedSampleRates, unit: "Hz").check(rate)
         try NumericOption("--volume", -120...0, unit: "dBFS").check(volume)
+        if let out {
+            if loop { throw ValidationError("--loop sends until interrupted, but a file needs an end: give --repeat N with --out") }
+            if selfCheck != nil { throw ValidationError("--self-check listens to what is played: it needs a device, not --out") }
+            if device != nil { throw ValidationError("--device plays the sound: give either --device or --out") }
+            do { _ = try AudioFileFormat(path: out) } catch { throw ValidationError(error.description) }
+        }
+        if token == "-" && text == "-" { throw ValidationError("only one of the token and --text can be read from standard input") }
+        _ = try makeModulator()
+        // A token from standard input is checked once it is read, in run().
+        if token != "-" && text != "-" { try check(tokenBytes()) }
+    }
+
+    /// The modulator of --profile, --rate and --volume (a rate too low for the profile is a usage error).
+    func makeModulator() throws -> Modulator {
+        do { return try Modulator(profile: profile, sampleRate: rate, level: volume) } catch { throw ValidationError(error.description) }
+    }
+
+    /// The token, read from standard input for `-`.
+    func tokenBytes() throws -> [UInt8] {
+        try TokenInput.parse(hex: StandardInput.resolve(token, asHex: true), text: StandardInput.resolve(text, asHex: false))
+    }
+
+    /// Refuses repetitions closer than the frame's airtime.
+    func check(_ bytes: [UInt8]) throws {
+        let airtime = profile.airtime(payloadBytes: bytes.count)
+        if `repeat` > 1 || loop, interval < airtime {
+            throw ValidationError("--interval \(interval) s is shorter than the frame (\(fixed(airtime, 3)) s): frames would overlap")
+        }
     }
 
     func run() throws {
-        let bytes = try TokenInput.parse(hex: token, text: text)
-        let modulator: Modulator
-        do { modulator = try Modulator(profile: profile, sampleRate: rate, level: volume) } catch { throw ValidationError(error.description) }
-        let burst = try modulator.modulate(bytes)
+        let bytes = try tokenBytes()
+        try check(bytes)
+        let modulator = try makeModulator()
         guard let out else {
             try play(bytes)
             return
         }
-        let silence = [Float](repeating: 0, count: Int(padding * rate))
+        let airtime: Double
+        do { airtime = Double(try modulator.modulate(bytes).count) / rate } catch { throw ValidationError(error.description) }
+        var random = SeededRandom(seed: seed)
+        var times: [Double] = []
+        for k in 0..<`repeat` {
+            let jitterNow = k == 0 ? 0 : random.uniform() * jitter
+            times.append(padding + Double(k) * interval + jitterNow)
+        }
+        let duration = times.last! + airtime + padding
+        let frames: Int
         do {
-            try AudioFile.write(silence + burst + silence, sampleRate: rate, to: out, format: AudioFileFormat(path: out))
+            frames = try FrameScheduleWriter.write(to: out, format: AudioFileFormat(path: out), sampleRate: rate, modulator: modulator,
+                                                   times: times, duration: duration, frameAt: { _ in bytes })
         } catch {
             throw CommandError("\(error)")
         }
-        printError("sent \(bytes.hex) (\(bytes.count) bytes, profile \(profile.name), \(fixed(Double(burst.count) / rate, 3)) s) to \(out)")
+        printError("sent \(bytes.hex) (\(bytes.count) bytes, profile \(profile.name), \(fixed(airtime, 3)) s\(frames > 1 ? ", \(frames) frames" : "")) to \(out == "-" ? "standard output" : out)")
     }
 
     /// Plays the frame on an ALSA device, `repeat` times (or until interrupted with --loop), one frame
@@ -69,9 +117,10 @@ struct Send: ParsableCommand {
     func play(_ bytes: [UInt8]) throws {
         let broadcaster: Broadcaster
         do {
-            broadcaster = try Broadcaster(configuration: PCMConfiguration(device: device, preferredRate: rate), token: bytes,
+            broadcaster = try Broadcaster(configuration: PCMConfiguration(device: device ?? "default", preferredRate: rate), token: bytes,
                                           profile: profile, level: volume)
         } catch { throw CommandError("\(error)") }
+        let device = self.device ?? "default"
         printError("playing \(bytes.hex) on \(device): \(broadcaster.negotiated)")
         let check = SelfCheck(token: bytes)
         var listener: Listener?
@@ -83,10 +132,8 @@ struct Send: ParsableCommand {
                 for await event in events { if case .frame(let frame) = event { check.heard(frame) } }
             }
         }
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        signal(SIGINT, SIG_IGN)
-        interrupt.setEventHandler { broadcaster.stop() }
-        interrupt.resume()
+        let interrupt = Interruption.onControlC { broadcaster.stop() }
+        defer { interrupt.cancel() }
         let failure = ErrorBox()
         let heardAfter = broadcaster.airtime + 0.5
         let checking = listener != nil

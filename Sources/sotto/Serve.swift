@@ -59,14 +59,14 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "TLS certificate chain (PEM).") var tlsCert: String?
     @Option(help: "TLS private key (PEM).") var tlsKey: String?
     @Option(help: "HTTP address for /metrics, /ready and /health (HOST:PORT).") var metrics: String?
-    @Option(help: "Seconds a session outlives its connection, to be resumed.") var sessionGrace: Double = 15
-    @Option(help: "Seconds between client heartbeats (a session silent for three is cut off).") var heartbeat: Double = 5
-    @Option(help: "Shared store: seconds a node may append nothing before the others declare it dead.") var nodeTimeout: Double = 5
-    @Option(help: "Shared store: seconds a node keeps its clients waiting without its database before it cuts them off.")
+    @Option(parsing: .unconditional, help: "Seconds a session outlives its connection, to be resumed.") var sessionGrace: Double = 15
+    @Option(parsing: .unconditional, help: "Seconds between client heartbeats (a session silent for three is cut off).") var heartbeat: Double = 5
+    @Option(parsing: .unconditional, help: "Shared store: seconds a node may append nothing before the others declare it dead.") var nodeTimeout: Double = 5
+    @Option(parsing: .unconditional, help: "Shared store: seconds a node keeps its clients waiting without its database before it cuts them off.")
     var databaseGrace: Double = 10
-    @Option(help: "Shared store: seconds between snapshots of the shared state (the log before them is deleted).")
+    @Option(parsing: .unconditional, help: "Shared store: seconds between snapshots of the shared state (the log before them is deleted).")
     var snapshotInterval: Double = 60
-    @Option(help: .hidden) var clockSkew: Double = 0
+    @Option(parsing: .unconditional, help: .hidden) var clockSkew: Double = 0
     @Flag(help: "Log every session.") var verbose = false
 
     func validate() throws {
@@ -136,12 +136,12 @@ struct AdminProject: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a project (prints its id).")
         @OptionGroup var store: StoreOption
         @Argument(help: "Project name.") var name: String
-        @Option(help: "Most sessions the project may hold at once.") var maxSessions: Int = 100_000
+        @Option(parsing: .unconditional, help: "Most sessions the project may hold at once.") var maxSessions: Int = 100_000
 
         func run() async throws {
             do {
                 let project = try await store.withStore { try await $0.createProject(name: name, maxSessions: maxSessions) }
-                print("\(project.id)\t\(project.name)")
+                Output.line("\(project.id)\t\(project.name)")
             } catch let error as StoreError { throw CommandError(error.description) }
         }
     }
@@ -151,7 +151,7 @@ struct AdminProject: AsyncParsableCommand {
         @OptionGroup var store: StoreOption
         func run() async throws {
             do {
-                for project in try await store.withStore({ try await $0.projects() }) { print("\(project.id)\t\(project.name)\tmax \(project.maxSessions) sessions") }
+                for project in try await store.withStore({ try await $0.projects() }) { Output.line("\(project.id)\t\(project.name)\tmax \(project.maxSessions) sessions") }
             } catch let error as StoreError { throw CommandError(error.description) }
         }
     }
@@ -166,13 +166,13 @@ struct AdminKey: AsyncParsableCommand {
         @OptionGroup var store: StoreOption
         @Argument(help: "Project name or id.") var project: String
         @Option(help: "A label for the key.") var label: String = ""
-        @Option(help: "Requests per second over all the key's sessions.") var rate: Double = 50
-        @Option(help: "Requests allowed at once above the rate.") var burst: Double = 200
+        @Option(parsing: .unconditional, help: "Requests per second over all the key's sessions.") var rate: Double = 50
+        @Option(parsing: .unconditional, help: "Requests allowed at once above the rate.") var burst: Double = 200
 
         func run() async throws {
             do {
                 let (_, key) = try await store.withStore { try await $0.createKey(project: project, label: label, ratePerSecond: rate, burst: burst) }
-                print(key)
+                Output.line(key)
             } catch let error as StoreError { throw CommandError(error.description) }
         }
     }
@@ -184,7 +184,7 @@ struct AdminKey: AsyncParsableCommand {
         func run() async throws {
             do {
                 for key in try await store.withStore({ try await $0.keys(project: project) }) {
-                    print("\(key.id)\t\(key.projectID)\t\(key.revoked ? "revoked" : "active")\t\(key.ratePerSecond)/s burst \(key.burst)\t\(key.label)")
+                    Output.line("\(key.id)\t\(key.projectID)\t\(key.revoked ? "revoked" : "active")\t\(key.ratePerSecond)/s burst \(key.burst)\t\(key.label)")
                 }
             } catch let error as StoreError { throw CommandError(error.description) }
         }
@@ -210,8 +210,8 @@ struct AdminBeacon: AsyncParsableCommand {
         @Argument(help: "Project name or id.") var project: String
         @Argument(help: "Beacon ID as hex (1-15 bytes).") var id: String
         @Flag(help: "Deliver its attachments to subscribers of every project.") var `public` = false
-        @Option(help: "Rotating beacon: seconds between ID changes.") var rotateEvery: Double?
-        @Option(help: "Rotating beacon: its secret key.") var rotationKey: UInt64 = 0
+        @Option(parsing: .unconditional, help: "Rotating beacon: seconds between ID changes.") var rotateEvery: Double?
+        @Option(parsing: .unconditional, help: "Rotating beacon: its secret key.") var rotationKey: UInt64 = 0
 
         func run() async throws {
             let bytes = try TokenInput.bytes(hex: id, text: nil)
@@ -249,7 +249,7 @@ struct AdminBeacon: AsyncParsableCommand {
         func run() async throws {
             do {
                 for beacon in try await store.withStore({ try await $0.beacons() }) {
-                    print("\(beacon.id.hex)\t\(beacon.projectID)\t\(beacon.isPublic ? "public" : "private")\t\(beacon.attachments.map(\.description).joined(separator: ", "))")
+                    Output.line("\(beacon.id.hex)\t\(beacon.projectID)\t\(beacon.isPublic ? "public" : "private")\t\(beacon.attachments.map(\.description).joined(separator: ", "))")
                 }
             } catch let error as StoreError { throw CommandError(error.description) }
         }

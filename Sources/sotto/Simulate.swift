@@ -1,6 +1,7 @@
 import ArgumentParser
 import SottoAudio
 import SottoChannel
+import SottoTools
 
 /// `sotto simulate`: pass a recording through a simulated room and devices.
 struct Simulate: ParsableCommand {
@@ -8,22 +9,22 @@ struct Simulate: ParsableCommand {
         abstract: "Pass audio through a simulated acoustic channel (reverberation, roll-off, clock offset, resampling, interference, noise, clipping, quantisation).",
         discussion: "Stages are applied in this order; each is off unless asked for. Seeded and reproducible.")
 
-    @Argument(help: "Input audio file.") var input: String
-    @Argument(help: "Output file (WAV/FLAC/AIFF by extension).") var output: String
-    @Option(help: "Reverberation time RT60 at mid frequencies (s); a synthetic room, with --distance.") var rt60: Double?
-    @Option(help: "Source-microphone distance for the synthetic room (m).") var distance: Double = 1
-    @Option(help: "Room volume for the synthetic room (m^3).") var volume: Double = 60
-    @Option(help: "Directivity factor Q of the source for the synthetic room (1 = omnidirectional).") var directivity: Double = 4
+    @Argument(help: "Input recording; - reads standard input.") var input: String
+    @Argument(help: "Output file (format by extension: \(AudioFileFormat.byExtension.keys.sorted().joined(separator: ", "))); - writes WAV to standard output.") var output: String
+    @Option(parsing: .unconditional, help: "Reverberation time RT60 at mid frequencies (s); a synthetic room, with --distance.") var rt60: Double?
+    @Option(parsing: .unconditional, help: "Source-microphone distance for the synthetic room (m; default 1).") var distance: Double?
+    @Option(parsing: .unconditional, help: "Room volume for the synthetic room (m^3; default 60).") var volume: Double?
+    @Option(parsing: .unconditional, help: "Directivity factor Q of the source for the synthetic room (1 = omnidirectional; default 4).") var directivity: Double?
     @Option(help: "Convolve with this measured room impulse response (audio file) instead.") var rir: String?
-    @Option(help: "Speaker/microphone roll-off corner (Hz), 24 dB/octave above it.") var rollOff: Double?
-    @Option(help: "Receiver sample-clock offset (ppm, positive: receiver clock fast, frame arrives stretched).") var ppm: Double?
-    @Option(help: "Output sample rate (Hz).") var rate: Double?
+    @Option(parsing: .unconditional, help: "Speaker/microphone roll-off corner (Hz), 24 dB/octave above it.") var rollOff: Double?
+    @Option(parsing: .unconditional, help: "Receiver sample-clock offset (ppm, positive: receiver clock fast, frame arrives stretched).") var ppm: Double?
+    @Option(parsing: .unconditional, help: "Output sample rate (Hz).") var rate: Double?
     @Option(help: "Add this recording (speech, music) as interference, at --sir.") var interference: String?
-    @Option(help: "Signal-to-interference ratio (dB).") var sir: Double = 0
-    @Option(help: "White noise at this SNR (dB): active signal power over noise power in 0..fs/2.") var snr: Double?
-    @Option(help: "Hard-clip at this level (full scale = 1).") var clip: Double?
+    @Option(parsing: .unconditional, help: "Signal-to-interference ratio (dB).") var sir: Double = 0
+    @Option(parsing: .unconditional, help: "White noise at this SNR (dB): active signal power over noise power in 0..fs/2.") var snr: Double?
+    @Option(parsing: .unconditional, help: "Hard-clip at this level (full scale = 1).") var clip: Double?
     @Flag(help: "Quantise to 16 bits with TPDF dither.") var quantize16 = false
-    @Option(help: "Random seed.") var seed: UInt64 = 1
+    @Option(parsing: .unconditional, help: "Random seed.") var seed: UInt64 = 1
 
     func validate() throws {
         try NumericOption("--rt60", above: 0, upTo: 10, unit: "s").check(rt60)
@@ -37,6 +38,12 @@ struct Simulate: ParsableCommand {
         try NumericOption("--clip", above: 0, upTo: 1).check(clip)
         try NumericOption("--roll-off", above: 100, upTo: 1e6, unit: "Hz").check(rollOff)
         if rt60 != nil && rir != nil { throw ValidationError("use either --rt60 (synthetic room) or --rir (measured), not both") }
+        if interference == nil && sir != 0 { throw ValidationError("--sir is the level of --interference: give the recording with --interference") }
+        if rt60 == nil && (distance != nil || volume != nil || directivity != nil) {
+            throw ValidationError("--distance, --volume and --directivity shape the synthetic room: give its --rt60")
+        }
+        if [input, rir, interference].filter({ $0 == "-" }).count > 1 { throw ValidationError("standard input (-) can be read once") }
+        do { _ = try AudioFileFormat(path: output) } catch { throw ValidationError(error.description) }
     }
 
     func run() throws {
@@ -44,9 +51,9 @@ struct Simulate: ParsableCommand {
             let (samples, info) = try AudioFile.read(path: input, channel: .mix)
             var model = ChannelModel(seed: seed)
             model.rt60 = rt60
-            model.distance = distance
-            model.volume = volume
-            model.directivity = directivity
+            model.distance = distance ?? 1
+            model.volume = volume ?? 60
+            model.directivity = directivity ?? 4
             model.snrDB = snr
             model.ppm = ppm
             model.outputRate = rate
@@ -76,7 +83,7 @@ struct Simulate: ParsableCommand {
             }
             let result = model.apply(samples, sampleRate: info.sampleRate, interference: interferer, measuredImpulseResponse: measured)
             try AudioFile.write(result.samples, sampleRate: result.sampleRate, to: output, format: AudioFileFormat(path: output))
-            printError("simulated \(input) -> \(output) (\(fixed(Double(result.samples.count) / result.sampleRate, 2)) s at \(Int(result.sampleRate)) Hz)")
+            printError("simulated \(input == "-" ? "standard input" : input) -> \(output == "-" ? "standard output" : output) (\(fixed(Double(result.samples.count) / result.sampleRate, 2)) s at \(Int(result.sampleRate)) Hz)")
         } catch let error as CommandError {
             throw error
         } catch {

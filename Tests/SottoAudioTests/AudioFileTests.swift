@@ -11,16 +11,40 @@ func scratchPath(_ name: String) -> String {
 @Suite struct AudioFileTests {
     static let signal: [Float] = (0..<4_800).map { 0.6 * Float(sin(Double($0) * 0.37)) }
 
-    @Test(arguments: AudioFileFormat.allCases)
+    /// Every lossless format with a header (raw has none; Vorbis and MP3 are lossy: tested below).
+    @Test(arguments: AudioFileFormat.allCases.filter { !$0.isLossy && $0 != .raw16 })
     func roundTripsEveryFormat(format: AudioFileFormat) throws {
-        let ext = format.rawValue.hasPrefix("flac") ? "flac" : format.rawValue.hasPrefix("aiff") ? "aiff" : "wav"
+        let ext = format.rawValue.hasPrefix("flac") ? "flac" : format.rawValue.hasPrefix("aiff") ? "aiff" : format == .au16 ? "au" : "wav"
         let path = scratchPath("round-\(format.rawValue).\(ext)")
         try AudioFile.write(Self.signal, sampleRate: 44_100, to: path, format: format)
         let (samples, info) = try AudioFile.read(path: path)
         #expect(info.sampleRate == 44_100 && info.channels == 1 && info.frames == 4_800)
         #expect(samples.count == Self.signal.count)
-        let tolerance: Float = format == .wavFloat ? 1e-7 : (format == .wav16 || format == .flac16 || format == .aiff16) ? 1.0 / 32_000 : 1.0 / 8_000_000
+        let tolerance: Float = format == .wavFloat ? 1e-7 : (format == .wav16 || format == .flac16 || format == .aiff16 || format == .au16) ? 1.0 / 32_000 : 1.0 / 8_000_000
         #expect(zip(samples, Self.signal).allSatisfy { abs($0 - $1) <= tolerance })
+    }
+
+    @Test func formatFollowsTheExtension() throws {
+        #expect(try AudioFileFormat(path: "a/b.FLAC") == .flac16)
+        #expect(try AudioFileFormat(path: "x.ogg") == .oggVorbis && AudioFileFormat(path: "x.mp3") == .mp3)
+        #expect(try AudioFileFormat(path: "x.aif") == .aiff16 && AudioFileFormat(path: "x.raw") == .raw16)
+        #expect(try AudioFileFormat(path: "-") == .wav16 && AudioFileFormat(path: "dir.d/noextension") == .wav16)
+        #expect(throws: AudioFileError.self) { try AudioFileFormat(path: "x.xyz") }
+    }
+
+    @Test func rawAndLossyFormatsRoundTrip() throws {
+        let raw = scratchPath("round.raw")
+        try AudioFile.write(Self.signal, sampleRate: 48_000, to: raw, format: .raw16)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: raw)).count == 2 * Self.signal.count)
+        let reader = try AudioFileReader(path: raw, raw: RawPCMFormat(sampleRate: 48_000, channels: 1, encoding: .s16))
+        let samples = try reader.readAll()
+        #expect(samples.count == Self.signal.count && zip(samples, Self.signal).allSatisfy { abs($0 - $1) <= 1.0 / 32_000 })
+        for (format, ext) in [(AudioFileFormat.oggVorbis, "ogg"), (.mp3, "mp3")] {
+            let path = scratchPath("round.\(ext)")
+            try AudioFile.write(Self.signal, sampleRate: 48_000, to: path, format: format)
+            let (decoded, info) = try AudioFile.read(path: path)
+            #expect(info.sampleRate == 48_000 && decoded.count >= Self.signal.count / 2, "\(format)")
+        }
     }
 
     @Test func clipsInsteadOfWrapping() throws {

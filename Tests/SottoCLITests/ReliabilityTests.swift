@@ -65,8 +65,8 @@ private func peakMemory(_ arguments: [String]) throws -> (status: Int32, bytes: 
             (["listen", "--device", "null", "--duration", "1e300"], "--duration"),
             (["listen", "--device", "null", "--duration", "2e14"], "--duration"),
             (["listen", "--device", "null", "--rate", "nan"], "--rate"),
-            (["bench", "--sweep", "reverb", "--trials", "1", "--directivity", "nan"], "--directivity"),
-            (["bench", "--sweep", "false", "--seconds", "inf"], "--seconds"),
+            (["bench", "sweep", "reverb", "--trials", "1", "--directivity", "nan"], "--directivity"),
+            (["bench", "sweep", "false", "--seconds", "inf"], "--seconds"),
             (["send", "0x01", "--rate", "nan", "--out", out], "--rate"),
             (["send", "0x01", "--volume", "inf", "--out", out], "--volume"),
             (["send", "0x01", "--padding=-1", "--out", out], "--padding"),
@@ -97,7 +97,7 @@ private func peakMemory(_ arguments: [String]) throws -> (status: Int32, bytes: 
         // b[24:32] = struct.pack('<II', 1, 2)
         try writeEdited(good, to: bad) { $0.replaceSubrange(24..<32, with: [1, 0, 0, 0, 2, 0, 0, 0]) }
         for arguments in [["simulate", bad, out, "--rate", "384000"], ["simulate", good, out, "--interference", bad],
-                          ["bench", "--sweep", "speech", "--trials", "1", "--speech", bad], ["decode", bad],
+                          ["bench", "sweep", "speech", "--trials", "1", "--speech", bad], ["decode", bad],
                           ["subscribe", "--input", bad]] {
             let result = try Sotto.run(arguments, timeout: 60)
             #expect(result.status != 0 && result.stderr.contains("sample rate of 1 Hz"), "\(arguments): \(result.status) \(result.stderr)")

@@ -4,21 +4,47 @@ import SottoChannel
 import SottoDSP
 import SottoModem
 
+/// The robustness sweeps.
+public enum SweepKind: String, CaseIterable, Sendable {
+    case snr, offset, reverb, rooms, speech, `false`, latency, exchange
+}
+
+/// Where a sweep's tables go, row by row as they are measured.
+public struct SweepOutput {
+    /// A table starts: its caption and column titles.
+    public var table: (_ caption: String, _ columns: [String]) -> Void
+    /// One row of cells, in column order.
+    public var row: ([String]) -> Void
+    /// What is being measured now (for a progress line).
+    public var status: (String) -> Void
+
+    public init(table: @escaping (String, [String]) -> Void, row: @escaping ([String]) -> Void, status: @escaping (String) -> Void) {
+        self.table = table
+        self.row = row
+        self.status = status
+    }
+}
+
 /// Robustness sweeps: frames through the channel simulator (or measured rooms) into the decoder.
 ///
 /// Conventions (as in the issue): the burst's RMS is fixed over its active part (it has a constant
 /// envelope, so this is amplitude^2 / 2); SNR is that power over the white-noise power in the whole
 /// 0...fs/2 band; Eb/N0 = SNR + 10 log10(T_active x (fs / 2) / payload bits), charging preamble, header,
 /// CRC and code to the payload.
-struct SweepRunner {
+public struct SweepRunner {
     let trials: Int
+    /// Where the tables go.
+    var output: SweepOutput
     var random: SeededRandom
     let dataDirectory: String
     let speechPath: String?
     let rate = 48_000.0
     let directivity: Double
 
-    init(trials: Int, seed: UInt64, dataDirectory: String, speechPath: String?, directivity: Double) {
+    /// `trials` frames (or runs) per point, seeded; measured rooms and noise from `dataDirectory`, speech for
+    /// the speech and false sweeps from `speechPath`; `directivity` is the source's Q in synthetic rooms.
+    public init(trials: Int, seed: UInt64, dataDirectory: String, speechPath: String?, directivity: Double, output: SweepOutput) {
+        self.output = output
         self.directivity = directivity
         self.trials = trials
         random = SeededRandom(seed: seed)
@@ -55,7 +81,8 @@ struct SweepRunner {
         return (Double(ok) / Double(trials), falseTokens)
     }
 
-    mutating func run(_ sweep: Bench.Sweep, profiles: [Profile], lengths: [Int], seconds: Double) throws {
+    /// Runs one sweep over `profiles` and token `lengths` (bytes); `seconds` of audio for the false-token sweep.
+    public mutating func run(_ sweep: SweepKind, profiles: [Profile], lengths: [Int], seconds: Double) throws {
         switch sweep {
         case .snr: sweepSNR(profiles, lengths)
         case .offset: sweepOffset(profiles, lengths)
@@ -71,15 +98,14 @@ struct SweepRunner {
     // MARK: White noise
 
     mutating func sweepSNR(_ profiles: [Profile], _ lengths: [Int]) {
-        print("White noise, \(trials) frames per point, 0.5 dB steps (Eb/N0 charges all airtime to the payload).")
-        print("| profile | bytes | airtime (s) | Eb/N0 90% (dB) | SNR 90% (dB) | Eb/N0 99% (dB) | SNR 99% (dB) | false tokens |")
-        print("|---|---|---|---|---|---|---|---|")
+        output.table("White noise, \(trials) frames per point, 0.5 dB steps (Eb/N0 charges all airtime to the payload).", ["profile", "bytes", "airtime (s)", "Eb/N0 90% (dB)", "SNR 90% (dB)", "Eb/N0 99% (dB)", "SNR 99% (dB)", "false tokens"])
         for profile in profiles {
             for bytes in lengths {
                 let offset = ebN0Offset(profile, bytes)
                 var at90: Double?, at99: Double?, falseTokens = 0
                 var ebN0 = 2.0
                 while ebN0 <= 20, at99 == nil {
+                    output.status("\(profile.name), \(bytes) bytes, Eb/N0 \(fixed(ebN0, 1)) dB")
                     let snr = ebN0 - offset
                     let r = successRate(profile, bytes) { x, rng, power in
                         Channel.addWhiteNoise(&x, snrDB: snr, signalPower: power, rng: &rng)
@@ -91,7 +117,7 @@ struct SweepRunner {
                 }
                 func show(_ v: Double?) -> String { v.map { fixed($0, 1) } ?? "> 20" }
                 func showSNR(_ v: Double?) -> String { v.map { fixed($0 - offset, 1) } ?? "-" }
-                print("| \(profile.name) | \(bytes) | \(fixed(profile.airtime(payloadBytes: bytes), 3)) | \(show(at90)) | \(showSNR(at90)) | \(show(at99)) | \(showSNR(at99)) | \(falseTokens) |")
+                output.row(["\(profile.name)", "\(bytes)", "\(fixed(profile.airtime(payloadBytes: bytes), 3))", "\(show(at90))", "\(showSNR(at90))", "\(show(at99))", "\(showSNR(at99))", "\(falseTokens)"])
             }
         }
     }
@@ -99,26 +125,25 @@ struct SweepRunner {
     // MARK: Clock and Doppler offsets
 
     /// Eb/N0 of the offset sweep: 3 dB above the 99% point of the default profile for 8-byte tokens
-    /// (7.5 dB, measured with `sotto bench --sweep snr --trials 500`).
+    /// (7.5 dB, measured with `sotto bench sweep snr --trials 500`).
     static let offsetSweepEbN0 = 10.5
 
     mutating func sweepOffset(_ profiles: [Profile], _ lengths: [Int]) {
         let offsets = stride(from: -5000.0, through: 5000, by: 1000).map { $0 }
-        print("Clock / Doppler offset at Eb/N0 \(fixed(Self.offsetSweepEbN0, 1)) dB, \(trials) frames per point.")
-        print("| profile | bytes | " + offsets.map { "\(Int($0)) ppm" }.joined(separator: " | ") + " |")
-        print("|---|---|" + offsets.map { _ in "---|" }.joined())
+        output.table("Clock / Doppler offset at Eb/N0 \(fixed(Self.offsetSweepEbN0, 1)) dB, \(trials) frames per point.", ["profile", "bytes"] + offsets.map { "\(Int($0)) ppm" })
         for profile in profiles {
             for bytes in lengths {
                 let snr = Self.offsetSweepEbN0 - ebN0Offset(profile, bytes)
                 var cells: [String] = []
                 for ppm in offsets {
+                    output.status("\(profile.name), \(bytes) bytes, \(Int(ppm)) ppm")
                     let r = successRate(profile, bytes) { x, rng, power in
                         x = Channel.clockOffset(x, ppm: ppm)
                         Channel.addWhiteNoise(&x, snrDB: snr, signalPower: power, rng: &rng)
                     }
                     cells.append("\(fixed(100 * r.rate, 1))%")
                 }
-                print("| \(profile.name) | \(bytes) | " + cells.joined(separator: " | ") + " |")
+                output.row(["\(profile.name)", "\(bytes)"] + cells)
             }
         }
     }
@@ -127,13 +152,12 @@ struct SweepRunner {
 
     mutating func sweepReverb(_ profiles: [Profile], _ lengths: [Int]) {
         let rooms: [(rt60: Double, distance: Double)] = [(0.3, 1), (0.5, 1), (0.5, 3), (0.8, 3), (1.0, 5)]
-        print("Synthetic rooms (60 m^3, source directivity Q = \(fixed(directivity, 1))) at 20 dB SNR, \(trials) frames per point.")
-        print("| profile | bytes | " + rooms.map { "RT60 \($0.rt60) s at \(Int($0.distance)) m" }.joined(separator: " | ") + " |")
-        print("|---|---|" + rooms.map { _ in "---|" }.joined())
+        output.table("Synthetic rooms (60 m^3, source directivity Q = \(fixed(directivity, 1))) at 20 dB SNR, \(trials) frames per point.", ["profile", "bytes"] + rooms.map { "RT60 \($0.rt60) s at \(Int($0.distance)) m" })
         for profile in profiles {
             for bytes in lengths {
                 var cells: [String] = []
                 for room in rooms {
+                    output.status("\(profile.name), \(bytes) bytes, RT60 \(room.rt60) s at \(Int(room.distance)) m")
                     let rate = self.rate, q = directivity
                     let r = successRate(profile, bytes) { x, rng, power in
                         let response = Room(rt60: room.rt60, distance: room.distance, directivity: q).impulseResponse(sampleRate: rate, rng: &rng)
@@ -142,7 +166,7 @@ struct SweepRunner {
                     }
                     cells.append("\(fixed(100 * r.rate, 1))%")
                 }
-                print("| \(profile.name) | \(bytes) | " + cells.joined(separator: " | ") + " |")
+                output.row(["\(profile.name)", "\(bytes)"] + cells)
             }
         }
     }
@@ -152,15 +176,14 @@ struct SweepRunner {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? []
         let rirs = names.filter { $0.hasPrefix("rir_") && $0.hasSuffix(".wav") }.sorted()
         let noises = names.filter { $0.hasPrefix("noise_") && $0.hasSuffix(".wav") }.sorted()
-        guard !rirs.isEmpty, !noises.isEmpty else { throw CommandError("no rir_*.wav and noise_*.wav in \(dataDirectory) (--data)") }
+        guard !rirs.isEmpty, !noises.isEmpty else { throw ToolError("no rir_*.wav and noise_*.wav in \(dataDirectory) (--data)") }
         let noiseClips = try noises.map { try loadAt48k(dataDirectory + "/" + $0) }
-        print("Measured rooms (\(dataDirectory)) with real noise at 20 dB in-band SNR, \(trials) frames per point.")
-        print("| profile | bytes | " + rirs.map { String($0.dropFirst(4).dropLast(4)) }.joined(separator: " | ") + " |")
-        print("|---|---|" + rirs.map { _ in "---|" }.joined())
+        output.table("Measured rooms (\(dataDirectory)) with real noise at 20 dB in-band SNR, \(trials) frames per point.", ["profile", "bytes"] + rirs.map { String($0.dropFirst(4).dropLast(4)) })
         for profile in profiles {
             for bytes in lengths {
                 var cells: [String] = []
                 for name in rirs {
+                    output.status("\(profile.name), \(bytes) bytes, \(name)")
                     var response = try loadAt48k(dataDirectory + "/" + name)
                     let peak = response.map { abs($0) }.max() ?? 1
                     for i in response.indices { response[i] /= max(peak, 1e-9) }
@@ -179,7 +202,7 @@ struct SweepRunner {
                     }
                     cells.append("\(fixed(100 * r.rate, 1))%")
                 }
-                print("| \(profile.name) | \(bytes) | " + cells.joined(separator: " | ") + " |")
+                output.row(["\(profile.name)", "\(bytes)"] + cells)
             }
         }
     }
@@ -189,28 +212,23 @@ struct SweepRunner {
     mutating func sweepExchange() {
         var all = RoomScenario.Report()
         for run in 0..<trials {
-            let report = RoomScenario(duration: 60, stopAt: 30, walkAwayAt: 40, seed: random.next() &+ UInt64(run)).run()
-            all.foundLatencies += report.foundLatencies
-            all.stopToLost += report.stopToLost
-            all.walkAwayToLost += report.walkAwayToLost
-            all.falseEvents += report.falseEvents
-            all.framesSent += report.framesSent
-            all.framesHeard += report.framesHeard
-            all.collisions += report.collisions
-            all.collidedHeard += report.collidedHeard
+            output.status("run \(run + 1) of \(trials)")
+            all.add(RoomScenario(duration: 60, stopAt: 30, walkAwayAt: 40, seed: random.next() &+ UInt64(run)).run())
         }
         func quantile(_ x: [Double], _ q: Double) -> String {
             guard !x.isEmpty else { return "-" }
             let s = x.sorted()
             return fixed(s[min(s.count - 1, Int(q * Double(s.count)))], 2)
         }
-        print("Simulated room, 3 devices (1.5-3 m apart, RT60 0.4 s, 15 dB SNR), tokens every 1.5 s + 0-1 s jitter, lost timeout 10 s, \(trials) runs of 60 s.")
-        print("| measure | median (s) | 95th percentile (s) | count |")
-        print("|---|---|---|---|")
-        print("| publication start -> found | \(quantile(all.foundLatencies, 0.5)) | \(quantile(all.foundLatencies, 0.95)) | \(all.foundLatencies.count) |")
-        print("| unpublish -> lost | \(quantile(all.stopToLost, 0.5)) | \(quantile(all.stopToLost, 0.95)) | \(all.stopToLost.count) |")
-        print("| walked out of range -> lost | \(quantile(all.walkAwayToLost, 0.5)) | \(quantile(all.walkAwayToLost, 0.95)) | \(all.walkAwayToLost.count) |")
-        print("False found/lost events: \(all.falseEvents). Frames heard (by 2 receivers each) \(all.framesHeard) of \(2 * all.framesSent) possible; \(all.collisions) frames overlapped another device's frame; \(all.collidedHeard) of their \(2 * all.collisions) receptions were still decoded.")
+        output.table("Simulated room, 3 devices (1.5-3 m apart, RT60 0.4 s, 15 dB SNR), tokens every 1.5 s + 0-1 s jitter, lost timeout 10 s, \(trials) runs of 60 s.", ["measure", "median (s)", "95th percentile (s)", "count"])
+        output.row(["publication start -> found", "\(quantile(all.foundLatencies, 0.5))", "\(quantile(all.foundLatencies, 0.95))", "\(all.foundLatencies.count)"])
+        output.row(["unpublish -> lost", "\(quantile(all.stopToLost, 0.5))", "\(quantile(all.stopToLost, 0.95))", "\(all.stopToLost.count)"])
+        output.row(["walked out of range -> lost", "\(quantile(all.walkAwayToLost, 0.5))", "\(quantile(all.walkAwayToLost, 0.95))", "\(all.walkAwayToLost.count)"])
+        output.table("Frames and events over the \(trials) runs (each frame has 2 receivers).", ["count", "value"])
+        output.row(["false found/lost events", "\(all.falseEvents)"])
+        output.row(["frames heard", "\(all.framesHeard) of \(2 * all.framesSent)"])
+        output.row(["frames overlapping another device's frame", "\(all.collisions)"])
+        output.row(["receptions of overlapping frames decoded", "\(all.collidedHeard) of \(2 * all.collisions)"])
     }
 
     // MARK: Latency
@@ -218,12 +236,11 @@ struct SweepRunner {
     /// Feeds frames in noise to the decoder in 1024-sample periods (as a capture device delivers them) and
     /// measures how much audio after a frame's last sample arrived before the frame was reported.
     mutating func sweepLatency(_ profiles: [Profile], _ lengths: [Int]) {
-        print("Report latency: audio after the frame's end until it is reported, 1024-sample periods at 48 kHz, \(trials) frames.")
-        print("| profile | bytes | median (ms) | 95th percentile (ms) | max (ms) |")
-        print("|---|---|---|---|---|")
+        output.table("Report latency: audio after the frame's end until it is reported, 1024-sample periods at 48 kHz, \(trials) frames.", ["profile", "bytes", "median (ms)", "95th percentile (ms)", "max (ms)"])
         let period = 1024
         for profile in profiles {
             for bytes in lengths {
+                output.status("\(profile.name), \(bytes) bytes")
                 var latencies: [Double] = []
                 for _ in 0..<trials {
                     let token = (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) }
@@ -246,9 +263,9 @@ struct SweepRunner {
                     }
                 }
                 latencies.sort()
-                guard !latencies.isEmpty else { print("| \(profile.name) | \(bytes) | - | - | - |"); continue }
+                guard !latencies.isEmpty else { output.row(["\(profile.name)", "\(bytes)", "-", "-", "-"]); continue }
                 func ms(_ q: Double) -> String { fixed(1000 * latencies[min(latencies.count - 1, Int(q * Double(latencies.count)))], 0) }
-                print("| \(profile.name) | \(bytes) | \(ms(0.5)) | \(ms(0.95)) | \(fixed(1000 * latencies.last!, 0)) |")
+                output.row(["\(profile.name)", "\(bytes)", "\(ms(0.5))", "\(ms(0.95))", "\(fixed(1000 * latencies.last!, 0))"])
             }
         }
     }
@@ -256,23 +273,22 @@ struct SweepRunner {
     // MARK: Speech and false tokens
 
     mutating func speechSamples() throws -> [Float] {
-        guard let speechPath else { throw CommandError("give a speech recording with --speech (scripts/make-fixtures makes one with espeak-ng)") }
+        guard let speechPath else { throw ToolError("give a speech recording with --speech (scripts/make-fixtures makes one with espeak-ng)") }
         return try loadAt48k(speechPath)
     }
 
     mutating func sweepSpeech(_ profiles: [Profile], _ lengths: [Int]) throws {
         let speech = try speechSamples()
-        print("Speech interference at SIR -10 dB plus white noise at 30 dB SNR, \(trials) frames per point.")
-        print("| profile | bytes | success | false tokens |")
-        print("|---|---|---|---|")
+        output.table("Speech interference at SIR -10 dB plus white noise at 30 dB SNR, \(trials) frames per point.", ["profile", "bytes", "success", "false tokens"])
         for profile in profiles {
             for bytes in lengths {
+                output.status("\(profile.name), \(bytes) bytes")
                 let r = successRate(profile, bytes) { x, rng, power in
                     let offset = Int.random(in: 0..<max(1, speech.count - x.count), using: &rng)
                     Channel.mix(&x, interference: Array(speech[offset..<min(speech.count, offset + x.count)]), sirDB: -10, signalPower: power, offset: 0)
                     Channel.addWhiteNoise(&x, snrDB: 30, signalPower: power, rng: &rng)
                 }
-                print("| \(profile.name) | \(bytes) | \(fixed(100 * r.rate, 1))% | \(r.falseTokens) |")
+                output.row(["\(profile.name)", "\(bytes)", "\(fixed(100 * r.rate, 1))%", "\(r.falseTokens)"])
             }
         }
     }
@@ -284,15 +300,15 @@ struct SweepRunner {
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? []).filter { $0.hasPrefix("noise_") }.sorted()
         let realNoise = try names.map { try loadAt48k(dataDirectory + "/" + $0) }.flatMap { $0 }
         let sources: [(String, [Float])] = [("white noise", []), ("speech", speech), ("real noise", realNoise)]
-        print("False tokens: \(fixed(seconds / 3600, 2)) h of each source through the decoder for \(profiles.map(\.name).joined(separator: ", ")).")
-        print("| source | hours | preamble detections | false tokens | speed (x real time) |")
-        print("|---|---|---|---|---|")
+        output.table("False tokens: \(fixed(seconds / 3600, 2)) h of each source through the decoder for \(profiles.map(\.name).joined(separator: ", ")).", ["source", "hours", "preamble detections", "false tokens", "speed (x real time)"])
         let block = Int(rate)
         for (name, clip) in sources where name == "white noise" || !clip.isEmpty {
+            output.status("\(name)")
             let decoder = try StreamingDecoder(sampleRate: rate, profiles: profiles)
             var buffer = [Float](repeating: 0, count: block)
             var position = 0, frames = 0, cpu = 0.0
-            for _ in 0..<Int(seconds) {
+            for second in 0..<Int(seconds) {
+                if second % 60 == 0 { output.status("\(name): \(second / 60) of \(Int(seconds) / 60) min") }
                 for i in 0..<block {
                     let base: Float = clip.isEmpty ? 0 : clip[(position + i) % clip.count]
                     buffer[i] = base + 0.01 * Float(random.gaussian())
@@ -304,7 +320,7 @@ struct SweepRunner {
             }
             frames += decoder.finish().count
             let detections = decoder.detections.values.reduce(0, +)
-            print("| \(name) | \(fixed(seconds / 3600, 2)) | \(detections) | \(frames) | \(fixed(seconds / max(cpu, 1e-9), 0)) |")
+            output.row(["\(name)", "\(fixed(seconds / 3600, 2))", "\(detections)", "\(frames)", "\(fixed(seconds / max(cpu, 1e-9), 0))"])
         }
     }
 
@@ -312,13 +328,13 @@ struct SweepRunner {
 }
 
 /// The first channel of an audio file, resampled (windowed sinc) to `rate` (Hz) when it differs.
-func readFirstChannel(_ path: String, at rate: Double) throws -> [Float] {
+public func readFirstChannel(_ path: String, at rate: Double) throws -> [Float] {
     let (samples, info) = try AudioFile.read(path: path, channel: .channel(0))
     return info.sampleRate == rate ? samples : Channel.resample(samples, from: info.sampleRate, to: rate)
 }
 
 /// Power of `x` inside `band` (Hz): the mean square of the band-pass filtered signal, from one FFT.
-func bandPower(_ x: [Float], sampleRate: Double, band: ClosedRange<Double>) -> Double {
+public func bandPower(_ x: [Float], sampleRate: Double, band: ClosedRange<Double>) -> Double {
     guard !x.isEmpty else { return 0 }
     let n = fastFFTSize(atLeast: x.count)
     let fft = RealFFT(size: n)

@@ -9,36 +9,63 @@ import SottoModem
 /// noise), decodes it with the real streaming decoder, and reports what it heard to one embedded matcher;
 /// every device subscribes to the app's messages. Device C stops publishing at `stopAt`; device B walks
 /// out of range (its sound drops by 50 dB) at `walkAwayAt`.
-struct RoomScenario {
-    struct Report {
+public struct RoomScenario: Sendable {
+    /// What a run measured.
+    public struct Report: Sendable {
         /// Found latency: publication start to the subscriber's found (s), per (subscriber, publisher).
-        var foundLatencies: [Double] = []
+        public var foundLatencies: [Double] = []
         /// Stop (unpublish) to lost (s).
-        var stopToLost: [Double] = []
+        public var stopToLost: [Double] = []
         /// Walking out of range to lost (s).
-        var walkAwayToLost: [Double] = []
+        public var walkAwayToLost: [Double] = []
         /// Found or lost events that should not have happened.
-        var falseEvents = 0
-        var framesSent = 0
-        var framesHeard = 0
+        public var falseEvents = 0
+        public var framesSent = 0
+        public var framesHeard = 0
         /// Frames that overlapped another device's frame in time.
-        var collisions = 0
-        var collidedHeard = 0
+        public var collisions = 0
+        /// Receptions of collided frames that were still decoded.
+        public var collidedHeard = 0
+
+        public init() {}
+
+        /// Adds another run's measurements to these.
+        public mutating func add(_ other: Report) {
+            foundLatencies += other.foundLatencies
+            stopToLost += other.stopToLost
+            walkAwayToLost += other.walkAwayToLost
+            falseEvents += other.falseEvents
+            framesSent += other.framesSent
+            framesHeard += other.framesHeard
+            collisions += other.collisions
+            collidedHeard += other.collidedHeard
+        }
     }
 
     let devices = ["A", "B", "C"]
-    let duration: Double
-    let stopAt: Double
-    let walkAwayAt: Double
+    /// Length of the run (s).
+    public let duration: Double
+    /// When C unpublishes (s).
+    public let stopAt: Double
+    /// When B walks out of range (s).
+    public let walkAwayAt: Double
     /// Repetition: every 1.5 s plus 0-1 s of uniform jitter (mean 2 s, about four times the 0.54 s airtime
     /// of a 9-byte frame), so that three devices rarely collide twice in a row.
     let interval = 1.5
     let jitter = 1.0
     let lostTimeout = 10.0
     let rate = 48_000.0
-    let seed: UInt64
+    public let seed: UInt64
 
-    func run() -> Report {
+    public init(duration: Double, stopAt: Double, walkAwayAt: Double, seed: UInt64) {
+        self.duration = duration
+        self.stopAt = stopAt
+        self.walkAwayAt = walkAwayAt
+        self.seed = seed
+    }
+
+    /// Runs the scenario (seeded: the same seed gives the same report).
+    public func run() -> Report {
         var random = SeededRandom(seed: seed)
         var core = MatcherCore(generator: random)
         var tokens: [String: [UInt8]] = [:]

@@ -1,0 +1,55 @@
+import SottoAudio
+import SottoModem
+
+/// Writes frames on a schedule into an audio file: exactly what a transmitter would play, silence between
+/// the frames, block by block (flat memory for any length; a pipe gets it as it is made where the format
+/// allows).
+public enum FrameScheduleWriter {
+    /// A frame could not be modulated, or the output is too long for its format.
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Writes `duration` seconds at `sampleRate` (Hz) to `path` (`-`: standard output) in `format`: the frame
+    /// `frameAt(t)` at each start time `t` (s, ascending) of `times` whose frame ends within the duration.
+    /// Returns the number of frames written.
+    @discardableResult
+    public static func write(to path: String, format: AudioFileFormat, sampleRate: Double, modulator: Modulator,
+                             times: some Sequence<Double>, duration: Double, frameAt: (Double) -> [UInt8]) throws -> Int {
+        if let longest = format.maximumDuration(sampleRate: sampleRate), duration > longest {
+            throw Failure(description: "\(path): a \(format.rawValue) file holds at most \(Int(longest)) s at \(Int(sampleRate)) Hz: write FLAC (.flac) for longer")
+        }
+        var bursts: [[UInt8]: [Float]] = [:]
+        func burst(_ frame: [UInt8]) throws -> [Float] {
+            if let cached = bursts[frame] { return cached }
+            do { bursts[frame] = try modulator.modulate(frame) } catch { throw Failure(description: error.description) }
+            return bursts[frame]!
+        }
+        let totalSamples = Int(duration * sampleRate)
+        var iterator = times.makeIterator()
+        var nextTime = iterator.next()
+        var mixer = BurstMixer()
+        var block = [Float](repeating: 0, count: 1 << 16)
+        var frameCount = 0
+        let writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: format)
+        while mixer.position < totalSamples {
+            let count = min(block.count, totalSamples - mixer.position)
+            while let t = nextTime, Int(t * sampleRate) < mixer.position + count {
+                let samples = try burst(frameAt(t))
+                let start = Int(t * sampleRate)
+                if start + samples.count <= totalSamples {
+                    mixer.add(samples, at: start)
+                    frameCount += 1
+                }
+                nextTime = iterator.next()
+            }
+            try block.withUnsafeMutableBufferPointer { buffer throws(AudioFileError) in
+                let part = UnsafeMutableBufferPointer(rebasing: buffer[0..<count])
+                mixer.render(into: part)
+                try writer.write(UnsafeBufferPointer(part))
+            }
+        }
+        try writer.close()
+        return frameCount
+    }
+}

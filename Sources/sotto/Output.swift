@@ -1,0 +1,131 @@
+import ArgumentParser
+import Foundation
+import SottoAudio
+import SottoTools
+
+/// Standard output, one line per event: each line is written at once (never held in a buffer when stdout
+/// is a pipe), after clearing a progress line on stderr.
+enum Output {
+    static func line(_ text: String) {
+        ProgressLine.shared.clear()
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    /// A record as one JSON line.
+    static func record(_ record: some JSONRecord) { line(JSONLines.line(record)) }
+}
+
+/// A progress line on stderr, rewritten in place: only when stderr is a terminal and not `--quiet`,
+/// cleared before anything else is printed.
+final class ProgressLine: @unchecked Sendable {
+    static let shared = ProgressLine()
+    private let lock = NSLock()
+    private var enabled = standardErrorIsTerminal
+    private var shown = false
+    private var lastWrite = Date.distantPast
+
+    /// Turns progress off (`--quiet`).
+    func silence() { lock.withLock { enabled = false } }
+
+    /// Shows `text` (at most ten times a second).
+    func update(_ text: String) {
+        lock.withLock {
+            guard enabled, Date().timeIntervalSince(lastWrite) >= 0.1 else { return }
+            lastWrite = Date()
+            shown = true
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
+        }
+    }
+
+    /// The progress of decoding a recording named `label`, shown once it is longer than a minute (a short
+    /// one is done before a line would be worth reading).
+    func decoding(_ label: String) -> (RecordingDecoder.Progress) -> Void {
+        { [self] progress in
+            guard progress.seconds >= 60 else { return }
+            update("\(label): " + (progress.fraction.map { "\(Int(100 * $0))%" } ?? "\(fixed(progress.seconds, 0)) s"))
+        }
+    }
+
+    /// Erases the line, if one is shown.
+    func clear() {
+        lock.withLock {
+            guard shown else { return }
+            shown = false
+            lastWrite = .distantPast
+            FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        }
+    }
+}
+
+/// `--quiet`: no progress on stderr.
+struct ProgressOptions: ParsableArguments {
+    @Flag(name: [.short, .long], help: "No progress line on stderr (shown only when stderr is a terminal).")
+    var quiet = false
+
+    func apply() { if quiet { ProgressLine.shared.silence() } }
+}
+
+/// `--format`: how records are printed.
+enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
+    /// Lines for people (tables for bench and profiles).
+    case text
+    /// JSON Lines of the one schema (SottoTools' JSONLines).
+    case json
+    /// The token only, one per line (frames only).
+    case hex
+}
+
+/// `--format text|json` (and `hex` for commands that print frames).
+struct FormatOption: ParsableArguments {
+    @Option(help: "Output: text, json (JSON Lines, one schema for every command) or hex (the token only; decode and listen).")
+    var format: OutputFormat = .text
+
+    /// Refuses hex for commands whose records are not frames.
+    func refuseHex(_ command: String) throws {
+        if format == .hex { throw ValidationError("--format hex prints tokens: \(command) prints no tokens; use text or json") }
+    }
+}
+
+/// Headerless PCM input (`arecord -t raw`, `sox -t raw`): the layout no header states.
+struct RawInputOptions: ParsableArguments {
+    @Option(parsing: .unconditional, help: ArgumentHelp("Read the input as headerless PCM at this sample rate (Hz).",
+                               discussion: "With --encoding and --channels; without them, the file's header says."))
+    var rate: Double?
+    @Option(help: "Raw sample encoding (little-endian): \(RawPCMFormat.Encoding.allCases.map(\.rawValue).joined(separator: ", ")).")
+    var encoding: RawPCMFormat.Encoding?
+    @Option(parsing: .unconditional, help: "Raw input channels.")
+    var channels: Int?
+
+    func validate() throws {
+        try NumericOption("--rate", AudioFileReader.supportedSampleRates, unit: "Hz").check(rate)
+        try NumericOption("--channels", 1...256).check(channels)
+        if rate == nil && (encoding != nil || channels != nil) {
+            throw ValidationError("raw input needs --rate (with --encoding, default s16, and --channels, default 1)")
+        }
+    }
+
+    /// The raw layout, or nil for files with a header.
+    var format: RawPCMFormat? {
+        rate.map { RawPCMFormat(sampleRate: $0, channels: channels ?? 1, encoding: encoding ?? .s16) }
+    }
+}
+
+extension RawPCMFormat.Encoding: ExpressibleByArgument {}
+
+/// Reads standard input for `--text -`, `--hex -` and a token argument `-`.
+enum StandardInput {
+    /// All of standard input as text; for hex, surrounding whitespace is dropped, for text one final newline.
+    static func read(asHex: Bool) throws -> String {
+        let data = FileHandle.standardInput.readDataToEndOfFile()
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ValidationError("standard input is not UTF-8 text: give the bytes as hex")
+        }
+        if asHex { return text.trimmingCharacters(in: .whitespacesAndNewlines) }
+        return text.hasSuffix("\r\n") ? String(text.dropLast(2)) : text.hasSuffix("\n") ? String(text.dropLast()) : text
+    }
+
+    /// `value`, or standard input when it is `-`.
+    static func resolve(_ value: String?, asHex: Bool) throws -> String? {
+        value == "-" ? try read(asHex: asHex) : value
+    }
+}
