@@ -134,7 +134,7 @@ final class BackgroundSotto: Sendable {
         func subscriber(_ name: String, key: String, type: String) throws -> BackgroundSotto {
             try BackgroundSotto(["subscribe", "--server", address, "--api-key", key, "--namespace", "museum", "--type", type,
                                  "--device", "\(name)_microphone", "--playback-device", "\(name)_speaker", "--format", "json",
-                                 "--ttl", "120"], environment: alsa)
+                                 "--ttl", "120", "--lost-timeout", "60"], environment: alsa)
         }
         let b = try subscriber("b", key: key, type: "exhibit")
         let c = try subscriber("c", key: key, type: "shop")
@@ -146,13 +146,14 @@ final class BackgroundSotto: Sendable {
         let foundLine = try #require(found, "B found nothing: \(b.standardError)")
         #expect(foundLine.contains(contentHex) && foundLine.contains("\"museum\"") && foundLine.contains("\"exhibit\""), "\(foundLine)")
 
-        // A unpublishes (Ctrl-C): B loses the message at once, not after its lost timeout.
+        // A unpublishes (Ctrl-C): B loses the message at once, not after its lost timeout (60 s: anything
+        // within half of it is the unpublication, however busy the machine).
         let unpublished = Date()
         await publisher.interrupt()
         #expect(publisher.process.terminationStatus == 0, "\(publisher.standardError)")
-        let lost = await b.line(timeout: 8) { $0.contains("\"lost\"") }
+        let lost = await b.line(timeout: 30) { $0.contains("\"lost\"") }
         #expect(lost?.contains(contentHex) == true, "B did not lose the message: \(b.output)")
-        #expect(Date().timeIntervalSince(unpublished) < 8)
+        #expect(Date().timeIntervalSince(unpublished) < 30)
 
         for process in [b, c, d] { await process.interrupt() }
         #expect(b.output.filter { $0.contains("\"found\"") }.count == 1, "\(b.output)")
@@ -271,12 +272,10 @@ extension ServiceEndToEndTests {
         let configuration = directory.appendingPathComponent("asoundrc")
         try Data("pcm_type.sottofault { lib \"\(FilePluginRig.faultPlugin.path)\" }\npcm.quiet_microphone { type sottofault; rate 48000 }\n".utf8)
             .write(to: configuration)
-        let started = Date()
         let result = try Sotto.run(["subscribe", "--ttl", "2", "--device", "quiet_microphone"],
                                    environment: ["ALSA_CONFIG_PATH": configuration.path], timeout: 30)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.contains("expired"), "\(result.stdout)")
-        #expect(Date().timeIntervalSince(started) < 15, "subscribe did not end after its TTL")
+        #expect(result.stdout.contains("expired"), "\(result.stdout)")  // and it ended by itself (status 0, not the time-out)
     }
 }
 
