@@ -170,26 +170,26 @@ public func sotto_decoder_set_callback(_ decoder: OpaquePointer?, _ callback: so
     return SOTTO_OK
 }
 
-@c @implementation
-public func sotto_decoder_feed_float(_ decoder: OpaquePointer?, _ samples: UnsafePointer<Float>?, _ count: Int) -> sotto_status {
+/// A feed call: checks the handle, the count and the pointer, then feeds the samples in place.
+private func feed<Sample>(_ decoder: OpaquePointer?, _ samples: UnsafePointer<Sample>?, _ count: Int,
+                          _ into: (DecoderHandle, UnsafeBufferPointer<Sample>) throws(CallFailure) -> Void) -> sotto_status {
     guard let handle = DecoderHandle.from(decoder) else { return nullHandle("decoder") }
     return handle.run { () throws(CallFailure) in
         let count = try checkedCount(count, "count")
         guard samples != nil || count == 0 else { throw .null("samples") }
-        try handle.feed(UnsafeBufferPointer(start: samples, count: count))
+        try into(handle, UnsafeBufferPointer(start: samples, count: count))
         return SOTTO_OK
     }
 }
 
 @c @implementation
+public func sotto_decoder_feed_float(_ decoder: OpaquePointer?, _ samples: UnsafePointer<Float>?, _ count: Int) -> sotto_status {
+    feed(decoder, samples, count) { (handle, buffer) throws(CallFailure) in try handle.feed(buffer) }
+}
+
+@c @implementation
 public func sotto_decoder_feed_int16(_ decoder: OpaquePointer?, _ samples: UnsafePointer<Int16>?, _ count: Int) -> sotto_status {
-    guard let handle = DecoderHandle.from(decoder) else { return nullHandle("decoder") }
-    return handle.run { () throws(CallFailure) in
-        let count = try checkedCount(count, "count")
-        guard samples != nil || count == 0 else { throw .null("samples") }
-        try handle.feed(UnsafeBufferPointer(start: samples, count: count))
-        return SOTTO_OK
-    }
+    feed(decoder, samples, count) { (handle, buffer) throws(CallFailure) in try handle.feed(buffer) }
 }
 
 @c @implementation

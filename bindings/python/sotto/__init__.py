@@ -20,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -97,7 +97,8 @@ def _check(status: int) -> int:
 
 def version() -> str:
     """Version of the loaded libsotto ("MAJOR.MINOR.PATCH")."""
-    return _lib.sotto_version().decode()
+    text: bytes = _lib.sotto_version()
+    return text.decode()
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -168,7 +169,40 @@ def _token_bytes(token: Union[bytes, bytearray, memoryview, str]) -> bytes:
     return bytes(token)
 
 
-class Modulator:
+_H = TypeVar("_H", bound="_Handle")
+
+
+class _Handle:
+    """An owned C handle: freed by close(), on leaving a with block, or when garbage-collected."""
+
+    _handle: Optional[int] = None
+    _destroy_name = ""
+    _message_name = ""
+
+    def _call(self, status: int) -> int:
+        """Raises for a negative status, with the handle's message (the thread's for a closed handle)."""
+        if status < 0:
+            message = getattr(_lib, self._message_name)(self._handle) if self._handle else None
+            _raise(status, message or _lib.sotto_thread_error_message())
+        return status
+
+    def close(self) -> None:
+        """Frees the C object; later calls raise :class:`NullPointerError`."""
+        if self._handle:
+            getattr(_lib, self._destroy_name)(self._handle)
+            self._handle = None
+
+    def __enter__(self: _H) -> _H:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Modulator(_Handle):
     """Turns tokens into the samples of one burst each, for one profile at one sample rate.
 
     Args:
@@ -180,7 +214,8 @@ class Modulator:
         ArgumentError: unknown profile, rate too low or invalid, level out of range.
     """
 
-    _handle: Optional[int] = None
+    _destroy_name = "sotto_modulator_destroy"
+    _message_name = "sotto_modulator_error_message"
 
     def __init__(self, profile: str = "default", rate: float = 48000, level_dbfs: float = DEFAULT_LEVEL_DBFS) -> None:
         handle = ctypes.c_void_p()
@@ -190,12 +225,6 @@ class Modulator:
         self.rate = float(rate)
         if level_dbfs != DEFAULT_LEVEL_DBFS:
             self.level_dbfs = level_dbfs
-
-    def _call(self, status: int) -> int:
-        if status < 0:
-            message = _lib.sotto_modulator_error_message(self._handle) if self._handle else None
-            _raise(status, message or _lib.sotto_thread_error_message())
-        return status
 
     @property
     def level_dbfs(self) -> float:
@@ -239,20 +268,6 @@ class Modulator:
                                               ctypes.byref(written)))
         return out[:written.value]
 
-    def close(self) -> None:
-        """Frees the C modulator; later calls raise :class:`NullPointerError`."""
-        if self._handle:
-            _lib.sotto_modulator_destroy(self._handle)
-            self._handle = None
-
-    def __enter__(self) -> "Modulator":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
 
 def encode(token: Union[bytes, bytearray, memoryview, str], profile: str = "default", rate: float = 48000,
@@ -304,7 +319,7 @@ def _profile_list(names: ProfileNames) -> bytes:
     return ",".join(names).encode()
 
 
-class Decoder:
+class Decoder(_Handle):
     """Streaming decoder: feed mono chunks of any size, get the frames they complete.
 
     Results do not depend on the chunking. ``float32`` and ``int16`` chunks are read in place (no copy);
@@ -318,7 +333,8 @@ class Decoder:
         ArgumentError: unknown profile, or a rate too low for one of them.
     """
 
-    _handle: Optional[int] = None
+    _destroy_name = "sotto_decoder_destroy"
+    _message_name = "sotto_decoder_error_message"
 
     def __init__(self, rate: float, profiles: ProfileNames = "default") -> None:
         handle = ctypes.c_void_p()
@@ -327,12 +343,6 @@ class Decoder:
         self.rate = float(rate)
         self._frame = _c.FrameStruct(struct_size=ctypes.sizeof(_c.FrameStruct))
         self._frame_pointer = ctypes.byref(self._frame)
-
-    def _call(self, status: int) -> int:
-        if status < 0:
-            message = _lib.sotto_decoder_error_message(self._handle) if self._handle else None
-            _raise(status, message or _lib.sotto_thread_error_message())
-        return status
 
     def feed(self, chunk: Samples) -> List[Frame]:
         """Feeds a 1-D chunk (float32 full scale 1.0, or int16 full scale 32768); returns frames it completed.
@@ -380,20 +390,6 @@ class Decoder:
                                 corrected_bits=frame.corrected_bits))
         return frames
 
-    def close(self) -> None:
-        """Frees the C decoder; later calls raise :class:`NullPointerError`."""
-        if self._handle:
-            _lib.sotto_decoder_destroy(self._handle)
-            self._handle = None
-
-    def __enter__(self) -> "Decoder":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
 
 def decode(samples: Samples, rate: float, profiles: ProfileNames = "default",
