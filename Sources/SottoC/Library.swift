@@ -1,7 +1,7 @@
 import CSotto
 import SottoModem
 
-// Version, status names and profiles: no handle, thread-safe.
+// Status names, ABI version and profiles: no handle, thread-safe (sotto_version is in CSotto).
 
 @c @implementation
 public func sotto_status_name(_ status: sotto_status) -> UnsafePointer<CChar>? {
@@ -17,9 +17,6 @@ public func sotto_status_name(_ status: sotto_status) -> UnsafePointer<CChar>? {
     default: staticCString("unknown status")
     }
 }
-
-@c @implementation
-public func sotto_version() -> UnsafePointer<CChar>? { staticCString("1.0.0") }
 
 @c @implementation
 public func sotto_abi_version() -> Int32 { SOTTO_ABI_VERSION }

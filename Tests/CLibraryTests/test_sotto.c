@@ -65,6 +65,7 @@ static int decode_chunks(double rate, const char *profiles, const float *samples
 
 static void test_version_and_status_names(void) {
     CHECK(sotto_abi_version() == SOTTO_ABI_VERSION);
+    CHECK(strcmp(sotto_version(), SOTTO_VERSION) == 0);
     CHECK(strncmp(sotto_version(), "1.", 2) == 0);
     CHECK(strcmp(sotto_status_name(SOTTO_OK), "ok") == 0);
     CHECK(strcmp(sotto_status_name(SOTTO_ERROR_BUFFER_TOO_SMALL), "buffer too small") == 0);

@@ -43,6 +43,8 @@ extern "C" {
 
 /** Major version of the ABI: the number in the soname (libsotto.so.1). */
 #define SOTTO_ABI_VERSION 1
+/** Version of the library this header comes with, "MAJOR.MINOR.PATCH" (MAJOR = SOTTO_ABI_VERSION). */
+#define SOTTO_VERSION "1.0.0"
 
 /** Shortest token (bytes). */
 #define SOTTO_TOKEN_MIN_BYTES 1

@@ -45,7 +45,7 @@ def test_version_and_profiles() -> None:
 
 
 def test_struct_layouts_match_the_header() -> None:
-    # The sizes sotto_abi.c asserts for ABI 1 (LP64): a change here is an ABI break.
+    # The sizes Sources/CSotto/sotto_abi.c asserts for ABI 1 (LP64): a change here is an ABI break.
     assert ctypes.sizeof(_library.FrameStruct) == 96
     assert _library.FrameStruct.start_time_s.offset == 48
     assert ctypes.sizeof(_library.ProfileInfo) == 96

@@ -1,7 +1,10 @@
-// The per-thread error message of calls without a handle, and compile-time guards of the ABI's layout.
+// What the C side of libsotto holds: the version, the per-thread error message of calls without a handle,
+// and compile-time guards of the ABI's struct layouts.
 #include "sotto_internal.h"
 #include <stddef.h>
 #include <string.h>
+
+const char *sotto_version(void) { return SOTTO_VERSION; }
 
 static _Thread_local char thread_error[512];
 
