@@ -17,12 +17,14 @@ final class DecoderHandle {
     /// Set while the callback runs: the decoder must not be fed, flushed or reset from it.
     private var inCallback = false
     /// Conversion buffer for int16 input, allocated once.
-    private let conversion = UnsafeMutableBufferPointer<Float>.allocate(capacity: 4096)
+    private let conversion: UnsafeMutableBufferPointer<Float>
 
     init(sampleRate: Double, profiles: [Profile]) throws(ModemError) {
         self.sampleRate = sampleRate
         self.profiles = profiles
         decoder = try StreamingDecoder(sampleRate: sampleRate, profiles: profiles)
+        // Allocated after the last call that can throw: a throwing initialiser does not run deinit.
+        conversion = .allocate(capacity: 4096)
         queue.reserveCapacity(16)
     }
 
