@@ -30,6 +30,9 @@ let package = Package(
         .executable(name: "sotto", targets: ["sotto"]),
         // Test fixture, not for use: an ALSA I/O plugin that can be unplugged and suspended on demand, so the
         // live tests drive device failures through real libasound (ALSA dlopens it by this file name).
+        // The C library (installed as libsotto.so.1 by scripts/install): the modem behind sotto.h, for C, Python and
+        // any language with a C FFI. Links the modem modules only.
+        .library(name: "SottoC", type: .dynamic, targets: ["SottoC"]),
         .library(name: "asound_module_pcm_sottofault", type: .dynamic, targets: ["ALSAFaultPlugin"]),
     ],
     dependencies: [
@@ -140,6 +143,15 @@ let package = Package(
                                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
+        // The C API: sotto.h (the one definition of the ABI) and a thread-local error message; its functions
+        // are implemented in Swift by SottoC (@c @implementation checks each against the header).
+        .target(name: "CSotto"),
+        .target(name: "SottoC",
+                dependencies: ["CSotto", "SottoModem", "SottoChannel", "SottoDSP"],
+                swiftSettings: strict,
+                // soname with the ABI's major number; only the sotto_* functions exported, versioned SOTTO_1.
+                linkerSettings: [.unsafeFlags(["-Xlinker", "-soname=libsotto.so.1",
+                                               "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/CSotto/libsotto.map"])]),
         .executableTarget(name: "sotto",
                 dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange",
                                "SottoExchangeRadio", "SottoExchangeService", "SottoExchangeClient", "SottoExchangeWire",
