@@ -65,7 +65,7 @@ import Testing
     /// The article's examples: one per record type, each valid.
     @Test func theArticleHasAValidExampleOfEveryRecordType() throws {
         let article = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Sources/SottoTools/SottoTools.docc/JSONLines.md")
+            .appendingPathComponent("Sources/SottoTools/SottoTools.docc/JSONLinesSchema.md")
         let text = try String(contentsOf: article, encoding: .utf8)
         var examples: [String] = []
         var inBlock = false
