@@ -11,8 +11,10 @@ public struct DecodedFrame: Sendable, Hashable, Codable {
     public var startTime: Double
     /// End of the frame (s from the start of the stream).
     public var endTime: Double
-    /// Estimated signal-to-noise ratio (dB): signal power over the noise power in the whole 0...fs/2 band,
-    /// the same convention as the channel simulator.
+    /// Estimated in-band signal-to-noise ratio (dB): the received signal's power (its reverberant tail
+    /// included) over the noise power in the profile's band, both over the frame's data symbols. With
+    /// white noise it is the full-band SNR (the channel simulator's convention) plus
+    /// 10 log10((fs / 2) / bandwidth): 11.2 dB more for the default profile at 48 kHz.
     public var snr: Double
     /// Received level of the burst (dBFS, peak): how loud the frame arrived.
     public var level: Double
@@ -393,33 +395,58 @@ final class FrameReceiver {
     /// Tones of the sub-bands a symbol does not use measure the reverberant tails of earlier symbols.
     private func computeEnergies(_ frame: inout Pending, upTo symbols: Int) {
         guard frame.symbolsDone < symbols else { return }
-        let tones = profile.toneCount
-        frame.energies.reserveCapacity(tones * FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound))
+        frame.energies.reserveCapacity(profile.toneCount * FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound))
         let length = profile.symbolTime * basebandRate * frame.scale
         // Skip the start of each symbol, where the transition from the previous tone lingers.
         let skip = Self.windowSkip * length
-        let window = max(1, Int((length - skip).rounded(.down)))
-        let real = real, imaginary = imaginary, mask = mask
+        let window = metricWindow(frame)
         for k in frame.symbolsDone..<symbols {
-            let first = Int((symbolStart(frame, k) + skip).rounded())
-            for tone in 0..<tones {
-                let f = profile.toneFrequency(tone) / frame.scale - decimator.centerFrequency
-                let step = -2 * Double.pi * f / basebandRate
-                let cosStep = Float(Double.cos(step)), sinStep = Float(Double.sin(step))
-                var pr: Float = 1, pi: Float = 0
-                var accR: Float = 0, accI: Float = 0
-                for i in 0..<window {
-                    let xr = real[(first + i) & mask], xi = imaginary[(first + i) & mask]
-                    accR += xr * pr - xi * pi
-                    accI += xr * pi + xi * pr
-                    let nr = pr * cosStep - pi * sinStep
-                    pi = pr * sinStep + pi * cosStep
-                    pr = nr
-                }
-                frame.energies.append(accR * accR + accI * accI)
-            }
+            appendToneEnergies(first: Int((symbolStart(frame, k) + skip).rounded()), window: window, scale: frame.scale,
+                               into: &frame.energies)
         }
         frame.symbolsDone = symbols
+    }
+
+    /// Samples each tone correlator integrates over (the symbol minus its skipped start).
+    private func metricWindow(_ frame: Pending) -> Int {
+        max(1, Int(((1 - Self.windowSkip) * profile.symbolTime * basebandRate * frame.scale).rounded(.down)))
+    }
+
+    /// Appends the energy of every tone (`toneCount` values) over `window` baseband samples from `first`.
+    private func appendToneEnergies(first: Int, window: Int, scale: Double, into energies: inout [Float]) {
+        let real = real, imaginary = imaginary, mask = mask
+        for tone in 0..<profile.toneCount {
+            let f = profile.toneFrequency(tone) / scale - decimator.centerFrequency
+            let step = -2 * Double.pi * f / basebandRate
+            let cosStep = Float(Double.cos(step)), sinStep = Float(Double.sin(step))
+            var pr: Float = 1, pi: Float = 0
+            var accR: Float = 0, accI: Float = 0
+            for i in 0..<window {
+                let xr = real[(first + i) & mask], xi = imaginary[(first + i) & mask]
+                accR += xr * pr - xi * pi
+                accI += xr * pi + xi * pr
+                let nr = pr * cosStep - pi * sinStep
+                pi = pr * sinStep + pi * cosStep
+                pr = nr
+            }
+            energies.append(accR * accR + accI * accI)
+        }
+    }
+
+    /// Tone energies over `SignalReport.noiseProbeWindows` windows ending shortly before the frame (the
+    /// noise its SNR is measured against), or none when they would reach before the stream or into
+    /// audio the ring buffer no longer holds.
+    private func noiseProbe(_ frame: Pending, now: Int) -> [Float] {
+        let window = metricWindow(frame)
+        let end = Int((frame.start - SignalReport.noiseProbeGap * basebandRate).rounded(.down))
+        let first = end - SignalReport.noiseProbeWindows * window
+        guard first >= 1, first > now - mask + 64 else { return [] }
+        var energies: [Float] = []
+        energies.reserveCapacity(profile.toneCount * SignalReport.noiseProbeWindows)
+        for w in 0..<SignalReport.noiseProbeWindows {
+            appendToneEnergies(first: first + w * window, window: window, scale: frame.scale, into: &energies)
+        }
+        return energies
     }
 
     /// Per-symbol log-likelihoods of the 16 values, with a reverberation-aware noise model.
@@ -509,15 +536,17 @@ final class FrameReceiver {
         let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
         let (likelihoods, signal, noise) = Self.symbolLikelihoods(
             energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile)
-        let metricWindow = Double(max(1, Int(((1 - Self.windowSkip) * profile.symbolTime * basebandRate * frame.scale).rounded(.down))))
-        frame.noiseVariance = noise / metricWindow
+        frame.noiseVariance = noise / Double(metricWindow(frame))
         let attempt = FrameFormat.decodeReportingHeader(symbolLogLikelihoods: coherentLikelihoods ?? likelihoods,
                                                         payloadBytes: payloadBytes, profile: profile)
         guard let decoded = attempt.decoded else { return (nil, attempt.headerDistance) }
-        let length = profile.symbolTime * basebandRate * frame.scale
-        let window = Double(max(1, Int(((1 - Self.windowSkip) * length).rounded(.down)))) / basebandRate
-        let esn0 = 10 * Double.log10(signal / noise)
-        let snr = esn0 - 10 * Double.log10(window * sampleRate / 2)
+        let window = Double(metricWindow(frame)) / basebandRate
+        // The in-band SNR, against the symbols actually sent (re-encoded from the payload).
+        let values = (try? FrameFormat.symbols(payload: decoded.payload, profile: profile)) ?? []
+        let snr = SignalReport.inBandSNR(
+            energies: frame.energies[0..<(profile.toneCount * symbols)], values: values,
+            probe: noiseProbe(frame, now: basebandCount)[...], profile: profile,
+            bandwidthCorrection: profile.symbolTime * frame.scale / window)
         let end = symbolStart(frame, symbols) + profile.fadeDuration * basebandRate * frame.scale
         // A tone of amplitude a sums to a x W over a W-sample window (the decimator keeps a cosine's
         // amplitude), so the received level is sqrt(signal) / W, in dB re full scale.
