@@ -272,7 +272,14 @@ final class CoherentDetector {
 
     /// True when the baseband holds what symbols 0..<`symbols` need (up to `available` samples written).
     func isAvailable(_ frame: Frame, symbols: Int, available: Int) -> Bool {
-        basebandPosition(frame, windowEnd(symbols - 1)) + Double(Self.interpolationHalfWidth) + 1 < Double(available)
+        requiredSamples(start: frame.start, scale: frame.scale, symbols: symbols) <= available
+    }
+
+    /// Baseband samples that must have been written before symbols 0..<`symbols` of a frame detected at
+    /// `start` (baseband samples) with time scale `scale` can be decided.
+    func requiredSamples(start: Double, scale: Double, symbols: Int) -> Int {
+        let last = start + Double(windowEnd(symbols - 1)) / gridRate * basebandRate * scale
+        return Int((last + Double(Self.interpolationHalfWidth) + 1).rounded(.down)) + 1
     }
 
     /// Processes symbols until `symbols` are decided (the caller checked `isAvailable`), then returns their
