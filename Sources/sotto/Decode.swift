@@ -72,7 +72,7 @@ enum FileDecoder {
         // the audible profile); a single profile the rate cannot carry is an error.
         var usable = profiles
         if profiles.count > 1 {
-            usable = profiles.filter { reader.info.sampleRate >= $0.minimumSampleRate }
+            usable = Profile.carried(atSampleRate: reader.info.sampleRate, among: profiles)
             if usable.isEmpty { usable = profiles }
         }
         let decoder: StreamingDecoder
