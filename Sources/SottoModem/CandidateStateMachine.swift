@@ -4,7 +4,7 @@
 ///
 /// ```
 /// toneMetric(1) --failed--> roomModel(1) --failed--> toneMetric(2) ... roomModel(16) --failed--> finished
-///      any --decoded--> finished
+/// toneMetric(n) --failed, dry--> toneMetric(n + 1)          any --decoded--> finished
 /// ```
 struct CandidateStateMachine: Sendable, Hashable {
     enum State: Sendable, Hashable {
@@ -44,11 +44,19 @@ struct CandidateStateMachine: Sendable, Hashable {
         }
     }
 
-    /// Moves on after the current action: `decoded` when it produced a frame. Returns the next action.
-    mutating func step(decoded: Bool) -> Action {
+    /// Moves on after the current action: `decoded` when it produced a frame; `reverberant` when the tone
+    /// metric measured a reverberant tail, without which the room model is not tried (it gains nothing on
+    /// a dry frame). Returns the next action.
+    mutating func step(decoded: Bool, reverberant: Bool = true) -> Action {
         switch state {
         case .toneMetric(let bytes):
-            state = decoded ? .finished : .roomModel(payloadBytes: bytes)
+            if decoded {
+                state = .finished
+            } else if reverberant {
+                state = .roomModel(payloadBytes: bytes)
+            } else {
+                state = bytes >= FrameFormat.payloadBytes.upperBound ? .finished : .toneMetric(payloadBytes: bytes + 1)
+            }
         case .roomModel(let bytes):
             state = decoded || bytes >= FrameFormat.payloadBytes.upperBound ? .finished : .toneMetric(payloadBytes: bytes + 1)
         case .finished:

@@ -38,8 +38,8 @@ enum SymbolMetric {
         for (cosStep, sinStep) in steps {
             var pr: Float = 1, pi: Float = 0
             var accR: Float = 0, accI: Float = 0
-            for n in first...last {
-                let w: Float = n == first ? headWeight : (n == last ? tailWeight : 1)
+            // The partly covered first and last samples, and the whole ones between (no branch per sample).
+            @inline(__always) func accumulate(_ n: Int, _ w: Float) {
                 let xr = w * real[n & mask], xi = w * imaginary[n & mask]
                 accR += xr * pr - xi * pi
                 accI += xr * pi + xi * pr
@@ -47,6 +47,16 @@ enum SymbolMetric {
                 pi = pr * sinStep + pi * cosStep
                 pr = nr
             }
+            accumulate(first, headWeight)
+            for n in (first + 1)..<last {
+                let xr = real[n & mask], xi = imaginary[n & mask]
+                accR += xr * pr - xi * pi
+                accI += xr * pi + xi * pr
+                let nr = pr * cosStep - pi * sinStep
+                pi = pr * sinStep + pi * cosStep
+                pr = nr
+            }
+            accumulate(last, tailWeight)
             energies.append(accR * accR + accI * accI)
         }
     }
@@ -59,7 +69,9 @@ enum SymbolMetric {
     /// then weighed as noisier, instead of as a likely symbol. In a dry room alpha is about 0 and the
     /// metric is the plain noncoherent one, log I0(2 A sqrt(E) / N0).
     static func likelihoods(energies: ArraySlice<Float>, symbols: Int, profile: Profile)
-        -> (likelihoods: [Float], signal: Double, noise: Double) {
+        -> (likelihoods: [Float], signal: Double, noise: Double, tail: Double) {
+        // Returns: 16 log-likelihoods per symbol; the signal and noise energies per window; the tail
+        // decay alpha (share of a tone's energy left one symbol after it was sent: about 0 when dry).
         let tones = profile.toneCount
         let base = energies.startIndex
         @inline(__always) func energy(_ k: Int, _ t: Int) -> Float { energies[base + k * tones + t] }
@@ -128,7 +140,7 @@ enum SymbolMetric {
                 likelihoods[16 * k + m] = -amplitude * amplitude / sigma2 + logBesselI0(2 * amplitude * e.squareRoot() / sigma2)
             }
         }
-        return (likelihoods, signal, noise)
+        return (likelihoods, signal, noise, Double(alpha))
     }
 }
 

@@ -19,6 +19,18 @@ import Testing
         #expect(machine.step(decoded: true) == .drop && machine.state == .finished)
     }
 
+    /// A dry frame (no reverberant tail measured) is not worth the room model: lengths go by with the tone
+    /// metric alone.
+    @Test func dryCandidateSkipsTheRoomModel() {
+        var machine = CandidateStateMachine()
+        #expect(machine.step(decoded: false, reverberant: false) == .decodeWithToneMetric(payloadBytes: 2))
+        #expect(machine.step(decoded: false, reverberant: true) == .decodeWithRoomModel(payloadBytes: 2))
+        #expect(machine.step(decoded: false) == .decodeWithToneMetric(payloadBytes: 3))
+        var steps = 0
+        while machine.action != .drop { _ = machine.step(decoded: false, reverberant: false); steps += 1 }
+        #expect(steps == 14)
+    }
+
     @Test func candidateStopsAtTheFirstDecode() {
         var toneMetric = CandidateStateMachine()
         #expect(toneMetric.step(decoded: true) == .drop)
