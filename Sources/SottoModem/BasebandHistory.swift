@@ -21,10 +21,8 @@ final class BasebandHistory {
         while capacity < minimumCapacity { capacity *= 2 }
         self.capacity = capacity
         mask = capacity - 1
-        real = .allocate(capacity: capacity)
-        real.initialize(repeating: 0)
-        imaginary = .allocate(capacity: capacity)
-        imaginary.initialize(repeating: 0)
+        real = .zeroed(capacity)
+        imaginary = .zeroed(capacity)
     }
 
     deinit {
@@ -55,5 +53,14 @@ final class BasebandHistory {
             sum += Double(r * r + i * i)
         }
         return sum / Double(max(length, 1))
+    }
+}
+
+extension UnsafeMutableBufferPointer<Float> {
+    /// A buffer of `count` zeros (the caller deallocates it).
+    static func zeroed(_ count: Int) -> Self {
+        let buffer = Self.allocate(capacity: count)
+        buffer.initialize(repeating: 0)
+        return buffer
     }
 }

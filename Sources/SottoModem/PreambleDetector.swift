@@ -101,10 +101,8 @@ final class PreambleDetector {
         singleThreshold = DetectionThreshold.single * mean
         pairThreshold = DetectionThreshold.pair * mean
         mask = capacity - 1
-        rhoUp = .allocate(capacity: capacity)
-        rhoUp.initialize(repeating: 0)
-        rhoDown = .allocate(capacity: capacity)
-        rhoDown.initialize(repeating: 0)
+        rhoUp = .zeroed(capacity)
+        rhoDown = .zeroed(capacity)
     }
 
     deinit {

@@ -48,14 +48,7 @@ enum SymbolMetric {
                 pr = nr
             }
             accumulate(first, headWeight)
-            for n in (first + 1)..<last {
-                let xr = real[n & mask], xi = imaginary[n & mask]
-                accR += xr * pr - xi * pi
-                accI += xr * pi + xi * pr
-                let nr = pr * cosStep - pi * sinStep
-                pi = pr * sinStep + pi * cosStep
-                pr = nr
-            }
+            for n in (first + 1)..<last { accumulate(n, 1) }
             accumulate(last, tailWeight)
             energies.append(accR * accR + accI * accI)
         }
