@@ -73,7 +73,7 @@ public final class Listener: @unchecked Sendable {
 
     private func run(_ session: CaptureSession, reopened: Bool) throws(ALSAError) {
         let negotiated = session.negotiated
-        let usable = profiles.filter { negotiated.sampleRate >= $0.minimumSampleRate }
+        let usable = Profile.carried(atSampleRate: negotiated.sampleRate, among: profiles)
         guard let decoder = try? StreamingDecoder(sampleRate: negotiated.sampleRate, profiles: usable.isEmpty ? profiles : usable) else {
             throw .unsupportedRate(device: configuration.device, requested: negotiated.sampleRate, supported: nil)
         }

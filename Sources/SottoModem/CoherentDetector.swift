@@ -272,15 +272,21 @@ final class CoherentDetector {
 
     /// True when the baseband holds what symbols 0..<`symbols` need (up to `available` samples written).
     func isAvailable(_ frame: Frame, symbols: Int, available: Int) -> Bool {
-        basebandPosition(frame, windowEnd(symbols - 1)) + Double(Self.interpolationHalfWidth) + 1 < Double(available)
+        requiredSamples(start: frame.start, scale: frame.scale, symbols: symbols) <= available
+    }
+
+    /// Baseband samples that must have been written before symbols 0..<`symbols` of a frame detected at
+    /// `start` (baseband samples) with time scale `scale` can be decided.
+    func requiredSamples(start: Double, scale: Double, symbols: Int) -> Int {
+        let last = start + Double(windowEnd(symbols - 1)) / gridRate * basebandRate * scale
+        return Int((last + Double(Self.interpolationHalfWidth) + 1).rounded(.down)) + 1
     }
 
     /// Processes symbols until `symbols` are decided (the caller checked `isAvailable`), then returns their
     /// log-likelihoods (16 per symbol), or nil when the room could not be estimated.
-    func likelihoods(_ frame: Frame, symbols: Int, real: UnsafeMutableBufferPointer<Float>,
-                     imaginary: UnsafeMutableBufferPointer<Float>, mask: Int) -> [Float]? {
+    func likelihoods(_ frame: Frame, symbols: Int, history: BasebandHistory) -> [Float]? {
         guard !frame.failed else { return nil }
-        interpolate(frame, upTo: windowEnd(symbols - 1), real: real, imaginary: imaginary, mask: mask)
+        interpolate(frame, upTo: windowEnd(symbols - 1), history: history)
         if frame.channel.isEmpty && !estimateChannel(frame) { frame.failed = true; return nil }
         while frame.decided.count < symbols { decideNext(frame) }
         // Noise for the metric: the measured noise, or what the best candidates leave unexplained when the
@@ -306,8 +312,8 @@ final class CoherentDetector {
 
     /// Interpolates the baseband at the frame's grid up to grid index `end` (exclusive), de-rotating the
     /// carrier shift a time scale leaves: windowed-sinc interpolation (Blackman window).
-    private func interpolate(_ frame: Frame, upTo end: Int, real: UnsafeMutableBufferPointer<Float>,
-                             imaginary: UnsafeMutableBufferPointer<Float>, mask: Int) {
+    private func interpolate(_ frame: Frame, upTo end: Int, history: BasebandHistory) {
+        let real = history.real, imaginary = history.imaginary, mask = history.mask
         let have = frame.grid.count / 2
         let total = end + frame.origin
         guard total > have else { return }

@@ -43,8 +43,15 @@ public enum FrameFormat {
     static func crcInitial(profile: Profile) -> UInt16 { 0x1D0F &+ UInt16(profile.identifier) &* 0x3B71 }
 
     /// Pseudo-random scrambling bits (0/1), `count` long, from a 16-bit LFSR seeded by the profile.
+    /// Frame lengths come from a cache built once.
     static func scramblingSequence(count: Int, profile: Profile) -> [UInt8] {
-        var state: UInt16 = 0xACE1 ^ (UInt16(profile.identifier) << 8 | 0x5A)
+        let identifier = Int(profile.identifier & 3)
+        if let index = cachedLengths[count] { return cachedScrambling[identifier][index] }
+        return makeScramblingSequence(count: count, identifier: identifier)
+    }
+
+    static func makeScramblingSequence(count: Int, identifier: Int) -> [UInt8] {
+        var state: UInt16 = 0xACE1 ^ (UInt16(identifier) << 8 | 0x5A)
         var bits = [UInt8](repeating: 0, count: count)
         for i in 0..<count {
             // Fibonacci LFSR x^16 + x^14 + x^13 + x^11 + 1 (maximal length).
@@ -55,7 +62,23 @@ public enum FrameFormat {
         return bits
     }
 
-    static func interleaver(count: Int) -> Interleaver { Interleaver(count: count, seed: 0x5077_0F00 &+ UInt64(count)) }
+    /// The interleaver of a frame of `count` coded bits (frame lengths come from a cache built once).
+    static func interleaver(count: Int) -> Interleaver {
+        if let index = cachedLengths[count] { return cachedInterleavers[index] }
+        return makeInterleaver(count: count)
+    }
+
+    static func makeInterleaver(count: Int) -> Interleaver { Interleaver(count: count, seed: 0x5077_0F00 &+ UInt64(count)) }
+
+    /// Coded bit counts of the frame lengths, their interleavers and (per profile identifier) scrambling
+    /// sequences: the receiver tries every length for every detection, and rebuilt them (a shuffle of up
+    /// to 316 positions and an LFSR run, with their allocations) for each try.
+    private static let cachedLengths: [Int: Int] = Dictionary(
+        uniqueKeysWithValues: payloadBytes.enumerated().map { (codedBitCount(payloadBytes: $0.element), $0.offset) })
+    private static let cachedInterleavers: [Interleaver] = payloadBytes.map { makeInterleaver(count: codedBitCount(payloadBytes: $0)) }
+    private static let cachedScrambling: [[[UInt8]]] = (0..<4).map { identifier in
+        payloadBytes.map { makeScramblingSequence(count: codedBitCount(payloadBytes: $0), identifier: identifier) }
+    }
 
     /// The symbol values (0..<16) of the frame carrying `payload` for `profile`.
     /// - Throws: `ModemError.invalidTokenLength` unless 1...16 bytes.

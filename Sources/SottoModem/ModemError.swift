@@ -29,8 +29,8 @@ func formatHz(_ hz: Double) -> String {
 
 /// Checks a sample rate (Hz) against a profile's band.
 func validate(sampleRate: Double, for profile: Profile) throws(ModemError) {
-    guard sampleRate.isFinite, sampleRate > 0, sampleRate <= 768_000 else { throw .invalidSampleRate(sampleRate) }
-    guard sampleRate >= profile.minimumSampleRate else {
+    guard sampleRate.isFinite, sampleRate > 0, sampleRate <= Profile.maximumSampleRate else { throw .invalidSampleRate(sampleRate) }
+    guard profile.isCarried(atSampleRate: sampleRate) else {
         throw .sampleRateTooLow(rate: sampleRate, profile: profile.name, minimum: profile.minimumSampleRate)
     }
 }

@@ -49,6 +49,22 @@ public struct Profile: Sendable, Hashable, CustomStringConvertible {
     /// The lowest sample rate this profile can be sent or decoded at (Hz): twice the top of the band plus
     /// room for the anti-alias filter.
     public var minimumSampleRate: Double { 2 * highFrequency + 200 }
+    /// Highest sample rate any device uses (Hz); beyond it a rate is taken as a mistake.
+    public static let maximumSampleRate = 768_000.0
+
+    /// True when a stream at `sampleRate` (Hz) can carry this profile: a finite rate from
+    /// `minimumSampleRate` to `Profile.maximumSampleRate`. The one rule behind sending, decoding and
+    /// listening.
+    public func isCarried(atSampleRate sampleRate: Double) -> Bool {
+        sampleRate.isFinite && sampleRate >= minimumSampleRate && sampleRate <= Self.maximumSampleRate
+    }
+
+    /// The profiles of `profiles` (in their order) that a stream at `sampleRate` (Hz) can carry: an 8 kHz
+    /// file holds none (the audible profile needs 8.2 kHz), a 16 kHz one only the audible profile, 44.1 kHz
+    /// and up every profile, an absurd rate none.
+    public static func carried(atSampleRate sampleRate: Double, among profiles: [Profile] = all) -> [Profile] {
+        profiles.filter { $0.isCarried(atSampleRate: sampleRate) }
+    }
 
     /// Number of symbols in a frame carrying `payloadBytes` bytes.
     public func symbolCount(payloadBytes: Int) -> Int { FrameFormat.symbolCount(payloadBytes: payloadBytes) }

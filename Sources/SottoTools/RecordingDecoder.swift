@@ -38,7 +38,7 @@ public enum RecordingDecoder {
     }
 
     /// Decodes `path` (`-`: standard input), calling `onFrame` as frames are found and `onProgress` after
-    /// each block. With several profiles, only those the rate can carry are searched (an 8 kHz file can only
+    /// each block. With several profiles, only those the rate can carry are searched (a 16 kHz file can only
     /// hold the audible profile); a single profile the rate cannot carry is an error. A read error part-way
     /// is thrown as ``ReadFailure`` after the frames decoded up to it have been passed to `onFrame`.
     @discardableResult
@@ -47,7 +47,7 @@ public enum RecordingDecoder {
         let reader = try AudioFileReader(path: path, channel: channel, raw: raw)
         var usable = profiles
         if profiles.count > 1 {
-            usable = profiles.filter { reader.info.sampleRate >= $0.minimumSampleRate }
+            usable = Profile.carried(atSampleRate: reader.info.sampleRate, among: profiles)
             if usable.isEmpty { usable = profiles }
         }
         let decoder: StreamingDecoder

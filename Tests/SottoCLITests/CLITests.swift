@@ -226,7 +226,11 @@ func temporaryDirectory() throws -> URL {
         let silence = dir.appendingPathComponent("b.wav").path
         let (samples, _) = try AudioFile.read(path: a)
         try AudioFile.write(samples + [Float](repeating: 0, count: 480_000), sampleRate: 48_000, to: silence)
+        // Signal events are left out: they follow the reported SNR, which changes here (the first frame, at
+        // the file's start, has no audio before it to measure the noise against; the others have digital
+        // silence and report the 120 dB ceiling).
         let out = try Sotto.run(["subscribe", "--input", silence, "--lost-timeout", "3"]).stdout.split(separator: "\n")
+            .filter { !$0.contains("  signal  ") }
         #expect(out.count == 2 && out[0].contains("found") && out[1].contains("lost"))
         let lostAt = Double(out[1].split(separator: " ")[0]) ?? 0
         // Frames at 0, 1, 2, 3, 4 s (airtime 0.33 s): last sighting at 4.33 s, lost 3 s later.

@@ -1,0 +1,229 @@
+import RealModule
+import SottoDSP
+
+/// Detection thresholds on the normalised chirp correlation, in multiples of its mean under noise
+/// (which is 1 / independent samples in the template). Measured: see the design article.
+enum DetectionThreshold {
+    /// Each chirp's peak must exceed this multiple of the noise mean.
+    /// (10 minutes of white noise through all four profiles: 1 detection at 6 / 16, none at 9 / 26;
+    /// 5 / 14 gave 21. Detection, not decoding, limited the fast profile at 9 / 26.)
+    static let single: Float = 6
+    /// The up and down peaks together must exceed this multiple.
+    static let pair: Float = 17
+}
+
+/// A preamble found in the baseband: where its frame starts and how it is stretched.
+struct PreambleDetection: Sendable, Hashable {
+    /// Start of the frame (first sample of the up-chirp), in baseband samples (fractional).
+    var start: Double
+    /// Received time scale: 1 + e for a frame stretched by e (every duration multiplied, every frequency
+    /// divided by it).
+    var scale: Double
+}
+
+/// Finds the preamble (an up-chirp then a down-chirp across the profile's band) in one receiver's
+/// baseband: streaming normalised correlation with both chirps, up-chirp peaks over a threshold, each
+/// paired with the best down-chirp peak where the largest time-scale offset allows it.
+///
+/// Pairings are taken one at a time, when the receiver's clock reaches the stream position at which
+/// each can be decided (`nextPairingTime`): the receiver interleaves them with the decode attempts of
+/// frames already detected, in stream order.
+final class PreambleDetector {
+    /// Chirp length (baseband samples).
+    let chirpLength: Int
+    /// Largest offset of the down-chirp peak from its nominal place (baseband samples), from the
+    /// largest supported time-scale offset.
+    let maxPeakShift: Int
+    /// Half-width of the correlation profiles compared to measure the down-chirp's delay (baseband samples).
+    let profileSpan: Int
+    /// Thresholds scaled to this template: rho^2 noise mean = 1 / (chirp time x noise bandwidth).
+    let singleThreshold: Float
+    let pairThreshold: Float
+    /// Largest supported time-scale offset (ppm magnitude).
+    static let maxOffsetPPM = 8000.0
+
+    private let profile: Profile
+    private let basebandRate: Double
+    private let correlator: StreamingCorrelator
+    // Correlation ring buffers, by position (the template's first sample aligned with baseband sample n).
+    private let mask: Int
+    private let rhoUp: UnsafeMutableBufferPointer<Float>
+    private let rhoDown: UnsafeMutableBufferPointer<Float>
+    /// Correlation positions computed so far, and scanned for up-chirp peaks.
+    private(set) var positionCount = 0
+    private var examined = 0
+
+    private struct Peak { var position: Int; var value: Float }
+    private var upCandidate: Peak?
+    /// Up-chirp peaks waiting for their down-chirp (capacity reserved: appending does not allocate).
+    private var awaitingDown: [Peak] = {
+        var peaks: [Peak] = []
+        peaks.reserveCapacity(64)
+        return peaks
+    }()
+
+    /// - Parameters:
+    ///   - basebandRate: rate of the baseband it is fed (Hz).
+    ///   - centerFrequency: frequency the baseband is centred on (Hz).
+    ///   - noiseBandwidth: bandwidth of the noise in that baseband (Hz), for the thresholds.
+    ///   - capacity: positions of correlation kept (a power of two, at least the baseband history's).
+    init(profile: Profile, basebandRate: Double, centerFrequency: Double, noiseBandwidth: Double, capacity: Int) {
+        self.profile = profile
+        self.basebandRate = basebandRate
+        // Templates: the transmitted preamble itself (same smoothing and fade), cut into its two chirps.
+        var preamble = Modulator.preambleSegments(profile)
+        preamble.append(.tone(profile.lowFrequency, duration: profile.symbolTime))
+        let smoothing = FrequencyTrajectory.gaussianSigma(bandwidthTime: profile.bandwidthTime, symbolTime: profile.symbolTime)
+        let template = FrequencyTrajectory(segments: preamble, smoothingSigma: smoothing, fadeDuration: 0)
+            .synthesizeBaseband(sampleRate: basebandRate, centerFrequency: centerFrequency)
+        let chirpSamples = Int((profile.chirpDuration * basebandRate).rounded())
+        let fade = profile.fadeDuration * basebandRate
+        var upReal = Array(template.real[0..<chirpSamples]), upImaginary = Array(template.imaginary[0..<chirpSamples])
+        for i in 0..<chirpSamples where Double(i) + 0.5 < fade {
+            let g = Float(0.5 - 0.5 * Double.cos(Double.pi * (Double(i) + 0.5) / fade))
+            upReal[i] *= g; upImaginary[i] *= g
+        }
+        let down = (real: Array(template.real[chirpSamples..<(2 * chirpSamples)]),
+                    imaginary: Array(template.imaginary[chirpSamples..<(2 * chirpSamples)]))
+        let length = min(upReal.count, down.real.count)
+        chirpLength = length
+        correlator = StreamingCorrelator(templates: [
+            (Array(upReal[0..<length]), Array(upImaginary[0..<length])),
+            (Array(down.real[0..<length]), Array(down.imaginary[0..<length])),
+        ])
+        let band = profile.highFrequency - profile.lowFrequency
+        let dopplerMargin = profile.highFrequency * Self.maxOffsetPPM * 1e-6
+        let slope = band / profile.chirpDuration  // Hz/s
+        let maxShift = dopplerMargin / slope * basebandRate
+        maxPeakShift = Int((2 * maxShift).rounded(.up)) + 2
+        profileSpan = Int((0.008 * basebandRate).rounded())
+        let mean = Float(1 / (profile.chirpDuration * noiseBandwidth))
+        singleThreshold = DetectionThreshold.single * mean
+        pairThreshold = DetectionThreshold.pair * mean
+        mask = capacity - 1
+        rhoUp = .zeroed(capacity)
+        rhoDown = .zeroed(capacity)
+    }
+
+    deinit {
+        rhoUp.deallocate()
+        rhoDown.deallocate()
+    }
+
+    /// True when no up-chirp peak is being followed or waits for its down-chirp.
+    var isIdle: Bool { awaitingDown.isEmpty && upCandidate == nil }
+
+    /// Baseband samples (from the stream's start) for which the correlation is complete: a pairing that
+    /// needs no more than this can be decided.
+    var horizon: Int { positionCount + chirpLength - 1 }
+
+    /// Correlates a run of new baseband samples and finds the up-chirp peaks in it.
+    func process(real: UnsafeBufferPointer<Float>, imaginary: UnsafeBufferPointer<Float>) {
+        let rhoUp = rhoUp, rhoDown = rhoDown, mask = mask
+        correlator.process(real: real, imaginary: imaginary) { rho, count in
+            let first = positionCount
+            for j in 0..<count {
+                rhoUp[(first + j) & mask] = rho[j]
+                rhoDown[(first + j) & mask] = rho[count + j]
+            }
+            positionCount = first + count
+        }
+        scanUpChirps()
+    }
+
+    /// Finds up-chirp peaks in the correlation computed so far; each finished one waits for its down-chirp.
+    private func scanUpChirps() {
+        let half = chirpLength / 2
+        while examined < positionCount {
+            let n = examined
+            if let candidate = upCandidate, n > candidate.position + half {
+                awaitingDown.append(candidate)
+                upCandidate = nil
+            }
+            let value = rhoUp[n & mask]
+            if value > singleThreshold && (upCandidate.map { value > $0.value } ?? true) {
+                upCandidate = Peak(position: n, value: value)
+            }
+            examined += 1
+        }
+    }
+
+    /// Baseband samples needed before an up-chirp peak can be paired: the down-chirp correlation up to the
+    /// last position `profileLag` reads.
+    private func pairingTime(_ up: Peak) -> Int {
+        up.position + chirpLength + maxPeakShift + profileSpan + 1 + chirpLength
+    }
+
+    /// Stream position (baseband samples) at which the earliest waiting pairing can be decided, or nil.
+    var nextPairingTime: Int? { awaitingDown.first.map(pairingTime) }
+
+    /// Decides the earliest waiting pairing (its time has come): the detection, or nil when the pair is
+    /// under the thresholds or beyond the largest time-scale offset.
+    func pairNext() -> PreambleDetection? {
+        guard !awaitingDown.isEmpty else { return nil }
+        let up = awaitingDown.removeFirst()
+        var best = Peak(position: -1, value: 0)
+        for m in (up.position + chirpLength - maxPeakShift)...(up.position + chirpLength + maxPeakShift) {
+            let v = rhoDown[m & mask]
+            if v > best.value { best = Peak(position: m, value: v) }
+        }
+        guard best.position >= 0, best.value > singleThreshold, up.value + best.value > pairThreshold else { return nil }
+        let tu = Double(up.position) + peakOffset(rhoUp, at: up.position)
+        // The down-chirp's delay relative to the up-chirp's, from the whole correlation profiles
+        // rather than their two maxima: in a reverberant room the strongest peak of each may be a
+        // different arrival, and every sample between them is 1000 ppm or so of time scale.
+        let td = tu + Double(chirpLength) + profileLag(upPosition: up.position)
+        // A frame stretched by s = 1 + e (every frequency divided by s, every duration multiplied)
+        // moves the up-chirp peak by e (f_mid / k + T/2) and the down-chirp peak by
+        // e (-f_mid / k + 3T/2), k being the chirp rate (Hz/s) and T its duration: their distance
+        // gives e, their mean the start.
+        let chirpTime = Double(chirpLength) / basebandRate
+        let rate = (profile.highFrequency - profile.lowFrequency) / chirpTime
+        let middle = (profile.highFrequency + profile.lowFrequency) / 2
+        let spread = (td - tu - Double(chirpLength)) / basebandRate
+        let stretch = spread / (chirpTime - 2 * middle / rate)
+        let start = (tu + td - Double(chirpLength)) / 2 - stretch * Double(chirpLength)
+        guard abs(stretch) < Self.maxOffsetPPM * 1e-6 else { return nil }
+        return PreambleDetection(start: start, scale: 1 + stretch)
+    }
+
+    /// Delay of the down-chirp correlation profile relative to the up-chirp one (baseband samples, beyond
+    /// the chirp length), by cross-correlating the two around the up-chirp peak: the lag at which the
+    /// arrivals (direct sound, reflections) seen by both chirps line up, refined by a parabola.
+    /// Correlation values under twice the noise mean are ignored.
+    private func profileLag(upPosition: Int) -> Double {
+        let floor = 2 * singleThreshold / DetectionThreshold.single
+        let rhoUp = rhoUp, rhoDown = rhoDown, mask = mask, span = profileSpan, chirpLength = chirpLength
+        func match(_ lag: Int) -> Float {
+            var c: Float = 0
+            for n in (upPosition - span)...(upPosition + span) {
+                let a = rhoUp[n & mask] - floor
+                guard a > 0 else { continue }
+                c += a * max(0, rhoDown[(n + chirpLength + lag) & mask] - floor)
+            }
+            return c
+        }
+        var bestLag = 0, bestMatch: Float = -1
+        for lag in -maxPeakShift...maxPeakShift {
+            let c = match(lag)
+            if c > bestMatch { bestMatch = c; bestLag = lag }
+        }
+        let a = Double(match(bestLag - 1)), b = Double(bestMatch), c = Double(match(bestLag + 1))
+        let denominator = a - 2 * b + c
+        let offset = denominator < 0 ? max(-0.5, min(0.5, 0.5 * (a - c) / denominator)) : 0
+        return Double(bestLag) + offset
+    }
+
+    /// Sub-sample offset of a correlation peak, in -0.5...0.5: a parabola through the logarithms of it and
+    /// its neighbours (a Gaussian through the values). A parabola through the values themselves moved the
+    /// estimated start by up to 1.4 input samples with the phase of the baseband's sample grid (48 kHz,
+    /// default profile); on the logarithms, 0.4.
+    private func peakOffset(_ rho: UnsafeMutableBufferPointer<Float>, at n: Int) -> Double {
+        let floor = 1e-12
+        let a = Double.log(max(Double(rho[(n - 1) & mask]), floor)), b = Double.log(max(Double(rho[n & mask]), floor))
+        let c = Double.log(max(Double(rho[(n + 1) & mask]), floor))
+        let denominator = a - 2 * b + c
+        guard denominator < 0 else { return 0 }
+        return max(-0.5, min(0.5, 0.5 * (a - c) / denominator))
+    }
+}

@@ -1,0 +1,77 @@
+import RealModule
+
+/// What a decoded frame reports about its signal: the in-band SNR (dB), from the tone energies the
+/// receiver measured over the frame's data symbols and over a stretch of audio just before it.
+///
+/// **In-band SNR** is the received signal's power over the noise power in the profile's band
+/// (`Profile.band`, 1.8 kHz for the default profile), both measured over the frame's data symbols.
+/// Everything the frame puts into the band counts as signal, the reverberant tail included; noise is
+/// what was there without the frame. For white noise it is the channel simulator's full-band SNR plus
+/// 10 log10((fs / 2) / bandwidth) (11.2 dB for the default profile at 48 kHz), plus the room's gain.
+///
+/// How: the tone correlators of a symbol window (one per tone, spaced 1 / symbol time) tile the band,
+/// so their energies summed over all tones hold the in-band power of the window plus `toneCount`
+/// times the noise energy of one correlator. That noise energy comes from the same correlators run over
+/// windows just before the frame, where the frame and its tail are absent, unless those windows are
+/// clearly noisier than the frame's own unused tones (a frame right after another one, a sound that
+/// stopped): then from the unused tones, which are exact at low SNR but hold the signal's leakage and the
+/// room's tails (about 25 dB under the signal), so they alone cannot measure a high SNR.
+enum SignalReport {
+    /// Windows of one symbol measured before a frame for its noise, and the gap between the last one and
+    /// the frame's detected start (s): the room model lets the direct sound arrive up to
+    /// `CoherentDetector.precursorDuration` (4 ms) before the detected start, and the band filter rings
+    /// for a few milliseconds before a sound.
+    static let noiseProbeWindows = 12
+    static let noiseProbeGap = 0.010
+    /// Standard errors by which the two noise estimates must differ for the one before the frame to be
+    /// used alone (or ignored); closer than that they are pooled.
+    static let noiseAgreement = 3.0
+    /// Highest SNR reported (dB): the noise is never taken below 1e-12 of the signal (a file with digital
+    /// silence around a frame has no noise to measure).
+    static let maximumSNR = 120.0
+
+    /// In-band SNR (dB).
+    /// - Parameters:
+    ///   - energies: tone energies of the frame, `toneCount` per data symbol (`values.count` symbols).
+    ///   - values: the decoded frame's symbol values (0..<16), re-encoded from its payload.
+    ///   - probe: tone energies of windows before the frame (`toneCount` per window), or empty when the
+    ///     stream holds nothing before it.
+    ///   - bandwidthCorrection: symbol time (received, s) x baseband rate (Hz) / window length (samples):
+    ///     the correlators integrate a little less than a symbol, so they tile the band a little loosely.
+    static func inBandSNR(energies: ArraySlice<Float>, values: [Int], probe: ArraySlice<Float>, profile: Profile,
+                          bandwidthCorrection: Double) -> Double {
+        let tones = profile.toneCount
+        let symbols = values.count
+        guard symbols > 0, energies.count >= tones * symbols else { return -.infinity }
+        let base = energies.startIndex
+        var total = 0.0, unused = 0.0
+        for k in 0..<symbols {
+            let sent = (k % profile.subBands) * profile.tonesPerSubBand + values[k]
+            for t in 0..<tones {
+                let e = Double(energies[base + k * tones + t])
+                total += e
+                if t != sent { unused += e }
+            }
+        }
+        let inFrameCount = Double(symbols * (tones - 1))
+        let inFrame = unused / inFrameCount
+        var noise = inFrame
+        if !probe.isEmpty {
+            let probeCount = Double(probe.count)
+            let before = probe.reduce(0.0) { $0 + Double($1) } / probeCount
+            // Each estimate averages exponentially distributed energies: relative error 1 / sqrt(count).
+            let tolerance = noiseAgreement * (1 / probeCount + 1 / inFrameCount).squareRoot()
+            if before < inFrame * (1 - tolerance) {
+                noise = before
+            } else if before <= inFrame * (1 + tolerance) {
+                noise = (before * probeCount + inFrame * inFrameCount) / (probeCount + inFrameCount)
+            }
+        }
+        let perSymbol = total / Double(symbols)
+        let noiseInBand = Double(tones) * noise
+        let signal = max(perSymbol - noiseInBand, 0)
+        let floor = max(signal * Double.pow(10, -maximumSNR / 10), .leastNormalMagnitude)
+        let ratio = signal / max(noiseInBand, floor) * bandwidthCorrection
+        return max(-maximumSNR, min(maximumSNR, 10 * Double.log10(max(ratio, 1e-30))))
+    }
+}

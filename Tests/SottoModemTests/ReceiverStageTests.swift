@@ -1,0 +1,142 @@
+import Foundation
+import SottoChannel
+import SottoDSP
+import Testing
+@testable import SottoModem
+
+/// The receiver's stages on their own.
+@Suite struct ReceiverStageTests {
+    // MARK: Candidate state machine
+
+    @Test func candidateTriesEveryLengthWithBothDetectorsThenDrops() {
+        var machine = CandidateStateMachine()
+        var actions: [CandidateStateMachine.Action] = [machine.action]
+        while machine.action != .drop { actions.append(machine.step(decoded: false)) }
+        #expect(actions.count == 2 * FrameFormat.payloadBytes.count + 1)
+        #expect(actions.prefix(4) == [.decodeWithToneMetric(payloadBytes: 1), .decodeWithRoomModel(payloadBytes: 1),
+                                      .decodeWithToneMetric(payloadBytes: 2), .decodeWithRoomModel(payloadBytes: 2)])
+        #expect(actions.suffix(2) == [.decodeWithRoomModel(payloadBytes: 16), .drop])
+        #expect(machine.step(decoded: true) == .drop && machine.state == .finished)
+    }
+
+    /// A dry frame (no reverberant tail measured) is not worth the room model: lengths go by with the tone
+    /// metric alone.
+    @Test func dryCandidateSkipsTheRoomModel() {
+        var machine = CandidateStateMachine()
+        #expect(machine.step(decoded: false, reverberant: false) == .decodeWithToneMetric(payloadBytes: 2))
+        #expect(machine.step(decoded: false, reverberant: true) == .decodeWithRoomModel(payloadBytes: 2))
+        #expect(machine.step(decoded: false) == .decodeWithToneMetric(payloadBytes: 3))
+        var steps = 0
+        while machine.action != .drop { _ = machine.step(decoded: false, reverberant: false); steps += 1 }
+        #expect(steps == 14)
+    }
+
+    @Test func candidateStopsAtTheFirstDecode() {
+        var toneMetric = CandidateStateMachine()
+        #expect(toneMetric.step(decoded: true) == .drop)
+        var roomModel = CandidateStateMachine()
+        _ = roomModel.step(decoded: false)
+        _ = roomModel.step(decoded: false)
+        #expect(roomModel.state == .toneMetric(payloadBytes: 2))
+        _ = roomModel.step(decoded: false)
+        #expect(roomModel.step(decoded: true) == .drop && roomModel.payloadBytes == nil)
+        var abandoned = CandidateStateMachine()
+        abandoned.abandon()
+        #expect(abandoned.action == .drop)
+    }
+
+    // MARK: Baseband history
+
+    @Test func historyWrapsAndKnowsWhatItHolds() {
+        let history = BasebandHistory(minimumCapacity: 1500)
+        #expect(history.capacity == 2048)
+        let ones = [Float](repeating: 1, count: 1000), twos = [Float](repeating: 2, count: 1000)
+        for block in [ones, twos, ones] {
+            block.withUnsafeBufferPointer { re in twos.withUnsafeBufferPointer { im in history.append(real: re, imaginary: im) } }
+        }
+        #expect(history.count == 3000)
+        // Positions 1000..<2000 hold (2, 2): power 8; 2000..<3000 hold (1, 2): power 5.
+        #expect(abs(history.meanPower(from: 1500, length: 100) - 8) < 1e-9)
+        #expect(abs(history.meanPower(from: 2500, length: 100) - 5) < 1e-9)
+        // Held: the last capacity - 1 positions (one to spare).
+        #expect(history.holds(954, at: 3000) && !history.holds(953, at: 3000))
+    }
+
+    // MARK: Symbol metric
+
+    /// A tone at one of the profile's tones gives all its energy to that correlator, the same wherever
+    /// the window falls between samples, and next to nothing to the others.
+    @Test func toneEnergiesIntegrateBetweenSamples() {
+        let profile = Profile.standard
+        let rate = 3_692.0, center = 19_000.0
+        let history = BasebandHistory(minimumCapacity: 4096)
+        let tone = 5
+        let f = profile.toneFrequency(tone) - center
+        let re = (0..<2000).map { Float(cos(2 * .pi * f * Double($0) / rate)) }
+        let im = (0..<2000).map { Float(sin(2 * .pi * f * Double($0) / rate)) }
+        re.withUnsafeBufferPointer { r in im.withUnsafeBufferPointer { i in history.append(real: r, imaginary: i) } }
+        let steps = (0..<profile.toneCount).map { t -> (Float, Float) in
+            let step = -2 * Double.pi * (profile.toneFrequency(t) - center) / rate
+            return (Float(cos(step)), Float(sin(step)))
+        }
+        let length = SymbolMetric.windowLength(symbolSamples: profile.symbolTime * rate)
+        var energies: [Float] = []
+        steps.withUnsafeBufferPointer { steps in
+            for start in [500.0, 500.25, 500.5, 500.8] {
+                SymbolMetric.appendToneEnergies(history, from: start, length: length, steps: steps, into: &energies)
+            }
+        }
+        for w in 0..<4 {
+            let row = energies[(16 * w)..<(16 * w + 16)]
+            let peak = Double(row[16 * w + tone])
+            #expect(abs(peak - length * length) / (length * length) < 0.01, "window \(w): \(peak)")
+            for t in 0..<16 where t != tone { #expect(Double(row[16 * w + t]) < 0.01 * peak) }
+        }
+    }
+
+    // MARK: Preamble detector
+
+    /// A frame's preamble is detected where it starts, with its time scale (chirp-like stretches inside the
+    /// frame may follow: the receiver drops those once the frame decodes); noise alone is not detected.
+    @Test func detectsAPreambleAtItsStart() throws {
+        let rate = 48_000.0
+        let receiver = FrameReceiver(profile: .standard, sampleRate: rate)
+        let burst = try Modulator(sampleRate: rate * (1 + 2e-3)).modulate([1, 2, 3, 4])
+        var x = [Float](repeating: 0, count: 9_600) + burst + [Float](repeating: 0, count: 24_000)
+        var noise = SeededRandom(seed: 3)
+        for i in x.indices { x[i] += 0.01 * noise.sample() }
+        let decimator = receiver.decimator
+        let detector = receiver.preamble
+        var detections: [PreambleDetection] = []
+        x.withUnsafeBufferPointer { input in
+            decimator.process(input) { re, im in
+                detector.process(real: re, imaginary: im)
+                while let time = detector.nextPairingTime, time <= detector.horizon {
+                    if let detection = detector.pairNext() { detections.append(detection) }
+                }
+            }
+        }
+        #expect(!detections.isEmpty)
+        if let detection = detections.first {
+            let startSeconds = detection.start / decimator.outputRate
+            #expect(abs(startSeconds - 9_600 / rate) < 0.2e-3, "start \(startSeconds) s")
+            #expect(abs(detection.scale - (1 + 2e-3)) < 150e-6, "scale \(detection.scale)")
+        }
+    }
+
+    @Test func noiseAloneIsNotAPreamble() {
+        let receiver = FrameReceiver(profile: .standard, sampleRate: 48_000)
+        var noise = SeededRandom(seed: 8)
+        let x = (0..<96_000).map { _ in 0.3 * noise.sample() }
+        var count = 0
+        x.withUnsafeBufferPointer { input in
+            receiver.decimator.process(input) { re, im in
+                receiver.preamble.process(real: re, imaginary: im)
+                while let time = receiver.preamble.nextPairingTime, time <= receiver.preamble.horizon {
+                    if receiver.preamble.pairNext() != nil { count += 1 }
+                }
+            }
+        }
+        #expect(count == 0)
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import SottoChannel
+import Testing
+@testable import SottoModem
+
+/// The reported in-band SNR against the simulator's truth: signal power over the frame's data symbols as
+/// received (the room's tail included) over the white noise's power in the profile's band.
+@Suite struct SignalReportTests {
+    /// One frame of 8 bytes through `channel` (a room or none, no noise), then white noise whose power
+    /// over 0...fs/2 is the input's active power divided by 10^(fullBandSNR / 10), as `sotto simulate`
+    /// adds it. Returns the true in-band SNR and what the receiver reported (nil when not decoded).
+    static func measure(profile: Profile = .standard, fullBandSNR: Double, rt60: Double?, distance: Double,
+                        seed: UInt64) throws -> (truth: Double, reported: Double?) {
+        let rate = 48_000.0
+        var random = SeededRandom(seed: seed)
+        let token = random.bytes(8)
+        let lead = 14_400
+        let modulator = try Modulator(profile: profile, sampleRate: rate)
+        let input = [Float](repeating: 0, count: lead) + (try modulator.modulate(token)) + [Float](repeating: 0, count: 24_000)
+        var channel = ChannelModel(seed: seed)
+        channel.rt60 = rt60
+        channel.distance = distance
+        var received = channel.apply(input, sampleRate: rate).samples
+        // Truth: power of the received frame over its data symbols (after the two chirps).
+        let delay = rt60 == nil ? 0 : Int((distance / 343 * rate).rounded())
+        let first = lead + delay + Int(2 * profile.chirpDuration * rate)
+        let last = lead + delay + Int((profile.airtime(payloadBytes: 8) - profile.fadeDuration) * rate)
+        let signal = received[first..<last].reduce(0.0) { $0 + Double($1) * Double($1) } / Double(last - first)
+        let noisePower = Channel.activePower(input, sampleRate: rate) / pow(10, fullBandSNR / 10)
+        let bandwidth = profile.highFrequency - profile.lowFrequency
+        let truth = 10 * log10(signal / (noisePower * bandwidth / (rate / 2)))
+        var noise = SeededRandom(seed: seed &+ 1_000)
+        let sigma = Float(noisePower.squareRoot())
+        for i in received.indices { received[i] += sigma * noise.sample() }
+        let frames = try StreamingDecoder.decode(received, sampleRate: rate, profiles: [profile])
+        return (truth, frames.first { $0.token == token }?.snr)
+    }
+
+    /// A dry channel from the decoding threshold (-15 dB full band, -3.7 dB in band) to +40 dB full band.
+    @Test(arguments: [-15.0, -5, 5, 15, 25, 40])
+    func followsTheTruthInADryChannel(fullBandSNR: Double) throws {
+        let (truth, reported) = try Self.measure(fullBandSNR: fullBandSNR, rt60: nil, distance: 1, seed: 3)
+        let value = try #require(reported, "not decoded at \(fullBandSNR) dB")
+        #expect(abs(value - truth) <= 2, "reported \(value) dB, truth \(truth) dB")
+    }
+
+    /// Reverberant rooms (a small speaker 3 m away in a 0.5 s room; 5 m away in a 2 s room): the tail is
+    /// signal, not noise. Before, the room's tail was counted as noise and the report stayed near
+    /// -10 dB (full band) whatever the noise.
+    @Test(arguments: [(0.5, 3.0, -5.0), (0.5, 3.0, 30.0), (2.0, 5.0, 10.0)])
+    func countsTheRoomsTailAsSignal(rt60: Double, distance: Double, fullBandSNR: Double) throws {
+        let (truth, reported) = try Self.measure(fullBandSNR: fullBandSNR, rt60: rt60, distance: distance, seed: 2)
+        let value = try #require(reported, "not decoded")
+        #expect(abs(value - truth) <= 2, "reported \(value) dB, truth \(truth) dB")
+    }
+
+    /// The other profiles (their bands and symbol times differ) at a moderate SNR.
+    @Test(arguments: [Profile.fast, .robust, .audible])
+    func followsTheTruthForEveryProfile(profile: Profile) throws {
+        let (truth, reported) = try Self.measure(profile: profile, fullBandSNR: 0, rt60: nil, distance: 1, seed: 4)
+        let value = try #require(reported, "not decoded")
+        #expect(abs(value - truth) <= 2, "reported \(value) dB, truth \(truth) dB")
+    }
+
+    /// The arithmetic on its own: 16 tones, noise energy 1 per correlator, the sent tone 16 x 100 above it:
+    /// 20 dB in band. Noise before the frame lower than the unused tones (leakage, tails) wins; when
+    /// the two agree they are pooled; when it is higher (another sound just before) it is ignored.
+    @Test func combinesTheNoiseEstimates() {
+        let profile = Profile.standard
+        let symbols = 40
+        var energies = [Float](repeating: 1, count: 16 * symbols)
+        let values = (0..<symbols).map { $0 % 16 }
+        for k in 0..<symbols { energies[16 * k + values[k]] += 1_600 }
+        let quiet = [Float](repeating: 1, count: 16 * 12)
+        let snr = SignalReport.inBandSNR(energies: energies[...], values: values, probe: quiet[...], profile: profile,
+                                         bandwidthCorrection: 1)
+        #expect(abs(snr - 20) < 0.01)
+        // Leakage: the unused tones hold 4 instead of 1; the quiet windows before say 1.
+        var leaky = energies
+        for k in 0..<symbols { for t in 0..<16 where t != values[k] { leaky[16 * k + t] = 4 } }
+        let withProbe = SignalReport.inBandSNR(energies: leaky[...], values: values, probe: quiet[...], profile: profile,
+                                               bandwidthCorrection: 1)
+        #expect(abs(withProbe - 10 * log10((1_601 + 15 * 4 - 16.0) / 16)) < 0.01)
+        let loud = [Float](repeating: 50, count: 16 * 12)
+        let withoutProbe = SignalReport.inBandSNR(energies: leaky[...], values: values, probe: loud[...], profile: profile,
+                                                  bandwidthCorrection: 1)
+        #expect(abs(withoutProbe - 10 * log10((1_601 + 15 * 4 - 64.0) / 64)) < 0.01)
+    }
+}
