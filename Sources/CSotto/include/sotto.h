@@ -186,7 +186,7 @@ typedef struct sotto_frame {
     char profile[SOTTO_NAME_BYTES];        /**< Name of the profile it was sent with, NUL-terminated. */
     double start_time_s;   /**< First sample of the preamble, in s from the start of the stream. */
     double end_time_s;     /**< End of the frame, in s from the start of the stream. */
-    double snr_db;         /**< Estimated SNR (dB): signal power over noise power in the whole 0...rate/2 band. */
+    double snr_db;         /**< Estimated in-band SNR (dB): the frame's power (room echoes included) over the noise power in the profile's band. */
     double level_dbfs;     /**< Received level of the burst (dBFS peak). */
     double clock_offset_ppm; /**< Time-scale offset (ppm); positive when the frame arrived stretched. */
     int corrected_bits;    /**< Coded bits the error-correcting code corrected. */

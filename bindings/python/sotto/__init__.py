@@ -304,7 +304,7 @@ class Frame:
     end_time_s: float
     """End of the frame, in s from the start of the stream."""
     snr_db: float
-    """Estimated SNR (dB): signal power over noise power in the whole 0...rate/2 band."""
+    """Estimated in-band SNR (dB): the frame's power (room echoes included) over the noise power in the profile's band."""
     level_dbfs: float
     """Received level of the burst (dBFS peak)."""
     clock_offset_ppm: float
