@@ -1,10 +1,17 @@
-"""The documentation's pictures, from data the `sotto` command made (see scripts/plots)."""
+"""The documentation's pictures, from data the `sotto` command and the library made (see scripts/plots).
+
+The curves are measured here: frames made by the library's modulator, passed through its channel simulator
+and decoded by its decoder, through the Python package over libsotto (the same code as the Swift modules).
+"""
+import math
 import sys
+from typing import Dict, List, Tuple
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 from matplotlib import mlab
 import numpy as np
 import soundfile
@@ -31,5 +38,105 @@ def spectrograms(directory: str, output: str) -> None:
     figure.savefig(output, dpi=90)
 
 
+RATE = 48000.0
+LENGTHS = [4, 8, 16]
+
+
+def _trial(sotto, profile: str, length: int, rng: np.random.Generator, seed: int, **channel) -> Tuple[bool, list]:
+    """One random token of `length` bytes in 0.1-0.3 s of silence and 0.2 s after, through the channel, decoded.
+    True when exactly that token came out (the sweeps' convention)."""
+    token = bytes(rng.integers(0, 256, length, dtype=np.uint8))
+    burst = sotto.encode(token, profile=profile, rate=RATE)
+    lead = int(rng.integers(int(0.1 * RATE), int(0.3 * RATE)))
+    samples = np.concatenate([np.zeros(lead, np.float32), burst, np.zeros(int(0.2 * RATE), np.float32)])
+    received, rate = sotto.simulate(samples, RATE, seed=seed, **channel)
+    frames = sotto.decode(received, rate, profiles=profile)
+    return len(frames) == 1 and frames[0].token == token, frames
+
+
+def _eb_n0_offset(sotto, profile: str, length: int) -> float:
+    """dB to add to the full-band SNR to get Eb/N0 (all airtime charged to the payload, as the sweeps do)."""
+    return 10 * math.log10(sotto.profile(profile).airtime(length) * RATE / 2 / (8 * length))
+
+
+def success_curves(output: str, trials: str = "40") -> None:
+    """Success rate against Eb/N0 in white noise, one panel per profile, one curve per token length."""
+    import sotto
+    count = int(trials)
+    rng = np.random.default_rng(7)
+    figure, axes = plt.subplots(2, 2, figsize=(9, 7), sharey=True, constrained_layout=True)
+    for axis, profile in zip(axes.flat, PROFILES):
+        for length in LENGTHS:
+            offset = _eb_n0_offset(sotto, profile, length)
+            points: List[Tuple[float, float]] = []
+            for eb_n0 in np.arange(-1.0, 14.01, 1.0):
+                hits = sum(_trial(sotto, profile, length, rng, seed=int(rng.integers(1, 2**31)), snr_db=eb_n0 - offset)[0]
+                           for _ in range(count))
+                points.append((eb_n0, 100 * hits / count))
+                if len(points) >= 3 and all(rate == 100 for _, rate in points[-3:]):
+                    break
+            axis.plot(*zip(*points), marker="o", markersize=3, label=f"{length} bytes")
+        axis.axhline(90, color="grey", linewidth=0.6, linestyle=":")
+        axis.set_title(profile, fontsize=10, loc="left")
+        axis.set_xlabel("Eb/N0 (dB)")
+        axis.grid(alpha=0.3)
+    for axis in axes[:, 0]:
+        axis.set_ylabel("frames decoded (%)")
+    axes[0, 0].legend(loc="lower right", fontsize=8)
+    figure.suptitle(f"White noise, {count} frames per point, 48 kHz", fontsize=10)
+    figure.savefig(output, dpi=90)
+
+
+def snr_by_distance(output: str, trials: str = "12") -> None:
+    """The receiver's in-band SNR against distance in synthetic rooms, beside the truth.
+
+    The noise stays where it is and the direct sound falls as 1/distance (the simulator's direct path has gain 1
+    at any distance, so its noise is set 20 log10(distance) dB closer); the room's diffuse sound, relative to the
+    direct path, grows as (distance / critical distance)^2, so in a room the received power falls more slowly
+    than 1/distance^2. Truth: the received power in the band over the data symbols (tail included) over the noise
+    power in the band, computed from the channel with and without noise."""
+    import sotto
+    count = int(trials)
+    rng = np.random.default_rng(11)
+    snr_at_1m = 0.0  # full band, at 1 m: about 11 dB in band
+    distances = [0.5, 1, 2, 3, 4, 6, 8]
+    figure, axis = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
+    for rt60, colour, shift in [(None, "tab:blue", -13), (0.5, "tab:orange", 6), (1.0, "tab:red", 14)]:
+        reported: Dict[float, List[float]] = {}
+        decoded: Dict[float, int] = {}
+        for distance in distances:
+            room = {} if rt60 is None else {"rt60_s": rt60, "distance_m": distance}
+            values: List[float] = []
+            hits = 0
+            for _ in range(count):
+                ok, frames = _trial(sotto, "default", 8, rng, seed=int(rng.integers(1, 2**31)),
+                                    snr_db=snr_at_1m - 20 * math.log10(distance), **room)
+                hits += ok
+                values += [frame.snr_db for frame in frames]
+            reported[distance] = values
+            decoded[distance] = hits
+        label = "dry" if rt60 is None else f"RT60 {rt60} s"
+        xs = [d for d in distances if reported[d]]
+        axis.plot(xs, [float(np.median(reported[d])) for d in xs], marker="o", color=colour,
+                  label=f"{label}: reported (median)")
+        for d in distances:
+            axis.annotate(f"{100 * decoded[d] // count}%", (d, float(np.median(reported[d])) if reported[d] else -10),
+                          textcoords="offset points", xytext=(0, shift), fontsize=7, color=colour, ha="center")
+    in_band_gain = 10 * math.log10(RATE / 2 / (sotto.profile("default").high_frequency_hz - sotto.profile("default").low_frequency_hz))
+    axis.plot(distances, [snr_at_1m + in_band_gain - 20 * math.log10(d) for d in distances], color="black",
+              linestyle="--", linewidth=1, label="dry truth: in-band SNR of the direct sound")
+    axis.set_xscale("log")
+    axis.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axis.set_xticks(distances)
+    axis.set_xticklabels([f"{d:g}" for d in distances])
+    axis.set_xlabel("distance (m)")
+    axis.set_ylabel("in-band SNR (dB)")
+    axis.set_title(f"Default profile, 8 bytes; white noise at {snr_at_1m:g} dB full-band SNR for the direct sound at 1 m; "
+                   f"% = frames decoded of {count}", fontsize=9, loc="left")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.savefig(output, dpi=90)
+
+
 if __name__ == "__main__":
-    {"spectrograms": spectrograms}[sys.argv[1]](*sys.argv[2:])
+    {"spectrograms": spectrograms, "success": success_curves, "snr-distance": snr_by_distance}[sys.argv[1]](*sys.argv[2:])
