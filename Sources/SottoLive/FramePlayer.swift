@@ -62,6 +62,7 @@ public final class FramePlayer: Sendable {
 
     /// - Parameters:
     ///   - configuration: the playback PCM (its rate is raised to what the profile needs).
+    ///   - profile: the waveform profile of the frames.
     ///   - level: peak level (dBFS).
     ///   - frameAt: the frame bytes to send `t` seconds after the start.
     ///   - changesEvery: the period (s) at which `frameAt` may change; nil when it never does.

@@ -6,7 +6,7 @@ import SottoModem
 import SottoSupport
 import Synchronization
 
-/// What `sotto subscribe` and `sotto publish` do with a ``MessageManager`` (embedded, or linked to a
+/// What `sotto subscribe` and `sotto publish` do with a `MessageManager` (embedded, or linked to a
 /// matcher service): run a subscription or a publication on the sound card or over a recording until its
 /// time to live ends, the caller sets a stop flag, or there is nothing left to hear. Events and device
 /// problems go to callbacks; nothing is printed.

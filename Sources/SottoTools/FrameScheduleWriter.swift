@@ -71,8 +71,7 @@ public struct FrameTimes: Sequence, IteratorProtocol, Sendable {
     private var random: SeededRandom
     private var index = 0
 
-    /// - Parameters:
-    ///   - firstWithoutJitter: the first frame starts exactly at `offset` (no random draw for it).
+    /// With `firstWithoutJitter`, the first frame starts exactly at `offset` (no random draw for it).
     public init(interval: Double, jitter: Double = 0, seed: UInt64 = 1, offset: Double = 0, firstWithoutJitter: Bool = false,
                 count: Int? = nil, end: Double? = nil, airtime: Double = 0) {
         self.offset = offset; self.interval = interval; self.jitter = jitter; self.firstWithoutJitter = firstWithoutJitter
