@@ -17,6 +17,8 @@ let package = Package(
         .executableTarget(name: "FuzzAudioFile", dependencies: ["CFuzzerDriver", .product(name: "SottoAudio", package: "sotto")]),
         // Arbitrary 16-bit samples through the streaming frame decoder.
         .executableTarget(name: "FuzzFrameDecoder", dependencies: ["CFuzzerDriver", .product(name: "SottoModem", package: "sotto")]),
+        // The frame codec alone (a token's encoded frame, its likelihoods perturbed), fast enough for deep runs.
+        .executableTarget(name: "FuzzFrameCodec", dependencies: ["CFuzzerDriver", .product(name: "SottoModem", package: "sotto")]),
         // Client and server frames of the exchange protocol through the service's validating conversions.
         .executableTarget(name: "FuzzClientFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoExchangeWire", package: "sotto"),
                                                                     .product(name: "SottoExchange", package: "sotto")]),
