@@ -340,7 +340,8 @@ final class FrameReceiver {
         let level = 20 * Double.log10(max(signal.squareRoot() / windowSamples, 1e-12))
         let result = DecodedFrame(
             token: decoded.payload, profile: profile.name,
-            startTime: frame.start / basebandRate,
+            // The start is estimated to a fraction of a baseband sample: a frame at the first sample is not before it.
+            startTime: max(frame.start, 0) / basebandRate,
             endTime: end / basebandRate,
             snr: (snr * 10).rounded() / 10,
             level: (level * 10).rounded() / 10,
