@@ -309,6 +309,8 @@ public final class AudioFileReader {
             switch selection {
             case .channel(let index):
                 for i in 0..<frames { buffer[i] = raw[i * channels + index] }
+            case .mix where channels == 1:
+                buffer.baseAddress!.update(from: raw.baseAddress!, count: frames)
             case .mix:
                 let scale = 1 / Float(channels)
                 for i in 0..<frames {

@@ -55,6 +55,8 @@ public struct DecodedFrame: Sendable, Hashable, Codable {
 final class FrameReceiver {
     let profile: Profile
     let sampleRate: Double
+    /// The band extractor and baseband history, possibly shared with other profiles' receivers.
+    let frontEnd: BasebandFrontEnd
     let decimator: BandDecimator
     /// Baseband rate (Hz).
     let basebandRate: Double
@@ -70,6 +72,8 @@ final class FrameReceiver {
     struct FrameCandidate {
         var start: Double        // baseband samples, fractional
         var scale: Double        // received time scale: 1 + ppm x 1e-6 (stretch)
+        /// The preamble's match with this profile's chirps (`PreambleDetection.strength`).
+        var strength: Float
         var machine = CandidateStateMachine()
         /// Per tone, the phase step per baseband sample of its correlator at this time scale.
         var steps: [(Float, Float)]
@@ -84,6 +88,10 @@ final class FrameReceiver {
         var tail = 0.0
         /// The coherent detector's state, from the first time it is needed.
         var coherent: CoherentDetector.Frame?
+        /// Another profile's receiver owns this preamble: no room model for it.
+        var outranked = false
+        /// True once the room model refused this detection (or will not try it).
+        var roomModelRefused: Bool { outranked || (coherent?.failed ?? false) }
     }
     private var pending: [FrameCandidate] = []
     /// Preambles detected (whether or not a frame followed).
@@ -109,19 +117,42 @@ final class FrameReceiver {
     private lazy var coherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
                                                  centerFrequency: decimator.centerFrequency)
 
-    init(profile: Profile, sampleRate: Double) {
-        self.profile = profile
-        self.sampleRate = sampleRate
+    /// The band extractor a receiver for `profile` at `sampleRate` needs (profiles whose band, Doppler
+    /// margin and rate come out the same share one: the default and robust profiles at any rate).
+    static func frontEndParameters(profile: Profile, sampleRate: Double) -> BasebandFrontEnd.Parameters {
         let band = profile.highFrequency - profile.lowFrequency
         let dopplerMargin = profile.highFrequency * PreambleDetector.maxOffsetPPM * 1e-6
         let halfWidth = band / 2 + dopplerMargin + 50
-        decimator = BandDecimator(sampleRate: sampleRate, centerFrequency: profile.centerFrequency,
-                                  passbandHalfWidth: halfWidth, minimumOutputRate: 2 * halfWidth + 1400)
-        basebandRate = decimator.outputRate
+        return BasebandFrontEnd.Parameters(sampleRate: sampleRate, centerFrequency: profile.centerFrequency,
+                                           passbandHalfWidth: halfWidth, minimumOutputRate: 2 * halfWidth + 1400)
+    }
+
+    /// Baseband samples a receiver for `profile` must keep: the longest frame plus the correlator's and
+    /// decimator's latency.
+    static func historyNeeded(profile: Profile, basebandRate: Double) -> Int {
         let chirpLength = Int((profile.chirpDuration * basebandRate).rounded())
-        // Room for the longest frame plus the correlator's and decimator's latency.
         let longest = profile.airtime(payloadBytes: FrameFormat.payloadBytes.upperBound) * basebandRate
-        history = BasebandHistory(minimumCapacity: Int((2 * longest).rounded(.up)) + 4 * chirpLength + 4096)
+        return Int((2 * longest).rounded(.up)) + 4 * chirpLength + 4096
+    }
+
+    /// A receiver with a front end of its own.
+    convenience init(profile: Profile, sampleRate: Double) {
+        let parameters = Self.frontEndParameters(profile: profile, sampleRate: sampleRate)
+        self.init(profile: profile, frontEnd: BasebandFrontEnd(parameters, minimumHistory: { rate in
+            Self.historyNeeded(profile: profile, basebandRate: rate)
+        }))
+    }
+
+    /// A receiver on a front end it may share with receivers of other profiles (same parameters, history
+    /// long enough for each).
+    init(profile: Profile, frontEnd: BasebandFrontEnd) {
+        self.profile = profile
+        self.frontEnd = frontEnd
+        sampleRate = frontEnd.decimator.sampleRate
+        decimator = frontEnd.decimator
+        basebandRate = decimator.outputRate
+        history = frontEnd.history
+        let halfWidth = frontEnd.parameters.passbandHalfWidth
         preamble = PreambleDetector(profile: profile, basebandRate: basebandRate, centerFrequency: decimator.centerFrequency,
                                     noiseBandwidth: min(basebandRate, 2 * halfWidth + 300), capacity: history.capacity)
     }
@@ -129,13 +160,19 @@ final class FrameReceiver {
     /// True when nothing is under way: no preamble candidate and no frame being received.
     var isIdle: Bool { pending.isEmpty && preamble.isIdle }
 
-    /// Feeds input samples; appends decoded frames to `frames`.
+    /// Feeds input samples through this receiver's front end (not shared); appends decoded frames to `frames`.
     func process(_ input: UnsafeBufferPointer<Float>, into frames: inout [DecodedFrame]) {
-        decimator.process(input) { re, im in
-            history.append(real: re, imaginary: im)
-            preamble.process(real: re, imaginary: im)
-            runEvents(into: &frames)
+        frontEnd.decimator.process(input) { re, im in
+            frontEnd.history.append(real: re, imaginary: im)
+            consume(real: re, imaginary: im, into: &frames)
         }
+    }
+
+    /// Takes a run of new baseband samples, already appended to the front end's history: correlates them
+    /// and runs every event they make possible; appends decoded frames to `frames`.
+    func consume(real re: UnsafeBufferPointer<Float>, imaginary im: UnsafeBufferPointer<Float>, into frames: inout [DecodedFrame]) {
+        preamble.process(real: re, imaginary: im)
+        runEvents(into: &frames)
     }
 
     // MARK: Events
@@ -175,7 +212,8 @@ final class FrameReceiver {
             let step = -2 * Double.pi * f / basebandRate
             return (Float(Double.cos(step)), Float(Double.sin(step)))
         }
-        pending.append(FrameCandidate(start: detection.start, scale: detection.scale, steps: steps))
+        pending.append(FrameCandidate(start: detection.start, scale: detection.scale, strength: detection.strength, steps: steps))
+        frontEnd.record(.init(receiver: ObjectIdentifier(self), start: detection.start, strength: detection.strength))
     }
 
     /// Baseband position of the start of data symbol `k` of a frame.
@@ -194,8 +232,8 @@ final class FrameReceiver {
         let symbols = FrameFormat.symbolCount(payloadBytes: bytes)
         let toneTime = Int((symbolStart(frame, symbols) + 2).rounded(.down)) + 1
         guard case .decodeWithRoomModel = frame.machine.action else { return toneTime }
-        guard !pending[0..<index].contains(where: { !($0.coherent?.failed ?? false) }) else { return nil }
-        if frame.coherent?.failed ?? false { return toneTime }
+        guard !pending[0..<index].contains(where: { !$0.roomModelRefused }) else { return nil }
+        if frame.roomModelRefused { return toneTime }
         return max(toneTime, coherent.requiredSamples(start: frame.start, scale: frame.scale, symbols: symbols))
     }
 
@@ -207,6 +245,8 @@ final class FrameReceiver {
         if frame.start - (CoherentDetector.precursorDuration * basebandRate + 16) < Double(clock - history.mask) {
             frame.machine.abandon()
         }
+        // Inside a frame another profile's receiver decoded on the same band: not a frame of this profile.
+        if frontEnd.isInsideOtherFrame(ObjectIdentifier(self), frame.start) { frame.machine.abandon() }
         switch frame.machine.action {
         case .decodeWithToneMetric(let bytes):
             computeEnergies(&frame, upTo: FrameFormat.symbolCount(payloadBytes: bytes))
@@ -222,6 +262,7 @@ final class FrameReceiver {
         }
         if let result = decoded {
             frames.append(result.frame)
+            frontEnd.recordDecoded(ObjectIdentifier(self), start: frame.start - Double(preamble.chirpLength) / 2, end: result.end)
             suppressUntil = max(suppressUntil, result.end - Double(preamble.chirpLength) / 2)
         }
         if case .drop = frame.machine.action {
@@ -233,8 +274,16 @@ final class FrameReceiver {
         }
     }
 
-    /// The second opinion: the room-aware coherent detector's decode of `payloadBytes`.
+    /// The second opinion: the room-aware coherent detector's decode of `payloadBytes`; only for a preamble
+    /// of this profile (another receiver on the same band that matched it better owns it: the robust
+    /// receiver paid for a room fit and a coherent decode of every frame of the default profile).
     private func decodeWithRoomModel(_ frame: inout FrameCandidate, payloadBytes bytes: Int) -> (frame: DecodedFrame, end: Double)? {
+        if frame.outranked || frontEnd.isOutranked(ObjectIdentifier(self), start: frame.start, strength: frame.strength,
+                                window: Double(preamble.chirpLength)) {
+            // Refused, as the room fit refuses what it cannot explain (so later detections do not wait for it).
+            frame.outranked = true
+            return nil
+        }
         let symbols = FrameFormat.symbolCount(payloadBytes: bytes)
         let detector = coherent
         // The noise the room model must not fit: what arrived just before the frame, when that

@@ -19,6 +19,10 @@ struct PreambleDetection: Sendable, Hashable {
     /// Received time scale: 1 + e for a frame stretched by e (every duration multiplied, every frequency
     /// divided by it).
     var scale: Double
+    /// How well the two chirps matched this profile's templates: the sum of their normalised correlation
+    /// peaks (0...2; 2 for a clean copy of this profile's preamble). Comparable between profiles: another
+    /// profile's chirps over the same band match less well than the receiver's own.
+    var strength: Float = 0
 }
 
 /// Finds the preamble (an up-chirp then a down-chirp across the profile's band) in one receiver's
@@ -184,7 +188,7 @@ final class PreambleDetector {
         let stretch = spread / (chirpTime - 2 * middle / rate)
         let start = (tu + td - Double(chirpLength)) / 2 - stretch * Double(chirpLength)
         guard abs(stretch) < Self.maxOffsetPPM * 1e-6 else { return nil }
-        return PreambleDetection(start: start, scale: 1 + stretch)
+        return PreambleDetection(start: start, scale: 1 + stretch, strength: up.value + best.value)
     }
 
     /// Delay of the down-chirp correlation profile relative to the up-chirp one (baseband samples, beyond

@@ -1,3 +1,5 @@
+import SottoDSP
+
 /// Finds and decodes frames in a stream of samples: the one decoding engine behind file decoding, live
 /// capture and the benchmarks.
 ///
@@ -13,6 +15,8 @@ public final class StreamingDecoder {
     /// Profiles searched for.
     public let profiles: [Profile]
     private let receivers: [FrameReceiver]
+    /// The band extractors, each with the receivers it feeds (profiles with the same band share one).
+    private let frontEnds: [(frontEnd: BasebandFrontEnd, receivers: [FrameReceiver])]
     /// Input samples consumed so far.
     public private(set) var sampleCount: Int64 = 0
 
@@ -21,7 +25,25 @@ public final class StreamingDecoder {
         for profile in profiles { try validate(sampleRate: sampleRate, for: profile) }
         self.sampleRate = sampleRate
         self.profiles = profiles
-        receivers = profiles.map { FrameReceiver(profile: $0, sampleRate: sampleRate) }
+        // One front end per distinct set of band parameters, its history long enough for every profile on it.
+        var groups: [(parameters: BasebandFrontEnd.Parameters, profiles: [Profile])] = []
+        for profile in profiles {
+            let parameters = FrameReceiver.frontEndParameters(profile: profile, sampleRate: sampleRate)
+            if let index = groups.firstIndex(where: { $0.parameters == parameters }) {
+                groups[index].profiles.append(profile)
+            } else {
+                groups.append((parameters, [profile]))
+            }
+        }
+        let frontEnds = groups.map { group in
+            let frontEnd = BasebandFrontEnd(group.parameters) { rate in
+                group.profiles.map { FrameReceiver.historyNeeded(profile: $0, basebandRate: rate) }.max() ?? 0
+            }
+            return (frontEnd: frontEnd, receivers: group.profiles.map { FrameReceiver(profile: $0, frontEnd: frontEnd) })
+        }
+        self.frontEnds = frontEnds
+        let all = frontEnds.flatMap { $0.receivers }
+        receivers = profiles.map { profile in all.first { $0.profile == profile }! }
     }
 
     /// Preambles detected so far, per profile name, including those that yielded no frame (a measure of
@@ -33,9 +55,19 @@ public final class StreamingDecoder {
     /// Feeds samples (any count, full scale = 1); returns frames completed by them.
     public func process(_ samples: UnsafeBufferPointer<Float>) -> [DecodedFrame] {
         var frames: [DecodedFrame] = []
-        for receiver in receivers { receiver.process(samples, into: &frames) }
+        feed(samples, into: &frames)
         sampleCount += Int64(samples.count)
         return frames.sorted { $0.startTime < $1.startTime }
+    }
+
+    /// Filters and decimates the input once per front end, then lets each of its receivers take the new baseband.
+    private func feed(_ samples: UnsafeBufferPointer<Float>, into frames: inout [DecodedFrame]) {
+        for (frontEnd, receivers) in frontEnds {
+            frontEnd.decimator.process(samples) { re, im in
+                frontEnd.history.append(real: re, imaginary: im)
+                for receiver in receivers { receiver.consume(real: re, imaginary: im, into: &frames) }
+            }
+        }
     }
 
     /// Feeds samples; returns frames completed by them.
@@ -56,7 +88,7 @@ public final class StreamingDecoder {
         while fed < padding && (fed < settle || !receivers.allSatisfy(\.isIdle)) {
             frames += silence.withUnsafeBufferPointer { buffer in
                 var found: [DecodedFrame] = []
-                for receiver in receivers { receiver.process(buffer, into: &found) }
+                feed(buffer, into: &found)
                 return found
             }
             fed += silence.count

@@ -75,9 +75,13 @@ import Testing
     static let reflectionDelay = 23
     static let reflection = (re: Float(0.5), im: Float(-0.4))
 
+    /// Noise variance the room fit assumes (per grid sample; the signal has unit power): 40 dB SNR, which
+    /// keeps the fit regularised where the preamble is shorter than the room model (the fast profile).
+    static let assumedNoise = 1e-4
+
     /// A frame: `sent` through the two-arrival room, written to the frame's grid.
     static func frame(_ detector: CoherentDetector, sent: [Float]) -> CoherentDetector.Frame {
-        let frame = detector.makeFrame(start: 0, scale: 1, noiseVariance: 1e-8)
+        let frame = detector.makeFrame(start: 0, scale: 1, noiseVariance: assumedNoise)
         var grid = [Float](repeating: 0, count: sent.count + 2 * frame.origin + 2 * reflectionDelay)
         for m in 0..<(sent.count / 2) {
             let (xr, xi) = (sent[2 * m], sent[2 * m + 1])
@@ -91,23 +95,53 @@ import Testing
         return frame
     }
 
-    @Test(arguments: [Profile.standard, .robust])
-    func roomEstimatorRecoversAKnownRoomFromThePreamble(profile: Profile) {
+    /// Fitted over a whole known frame (the second pass's data-aided fit: many more equations than taps),
+    /// the estimated room reproduces what was received. (The taps themselves are not unique: the signal
+    /// fills only part of the grid's band, so only the room's response within it is identifiable.)
+    @Test(arguments: Profile.all)
+    func roomEstimatorRecoversAKnownRoomFromAKnownFrame(profile: Profile) throws {
+        let detector = Self.detector(profile)
+        let shapes = detector.shapes
+        let values = (0..<40).map { ($0 * 5 + 1) % 16 }
+        let sent = Self.transmitted(shapes, values: values)
+        let frame = Self.frame(detector, sent: sent)
+        let support = shapes.preambleLength - shapes.guardSamples + (values.count - 1) * shapes.samplesPerSymbol
+        try #require(detector.estimator.estimate(frame, source: sent, support: support))
+        #expect(frame.channel.count == 2 * shapes.channelTaps)
+        // y[n] = sum_l h_l x[n - l + pre] over the rows whose inputs are all known.
+        let pre = shapes.precursorTaps, channel = frame.channel
+        var error = 0.0, energy = 0.0
+        for n in (shapes.channelTaps - pre)..<(support - pre) {
+            var pr = 0.0, pi = 0.0
+            for l in 0..<shapes.channelTaps {
+                let m = n - l + pre
+                let xr = Double(sent[2 * m]), xi = Double(sent[2 * m + 1])
+                let hr = Double(channel[2 * l]), hi = Double(channel[2 * l + 1])
+                pr += hr * xr - hi * xi
+                pi += hr * xi + hi * xr
+            }
+            let (yr, yi) = frame.sample(n)
+            error += (yr - pr) * (yr - pr) + (yi - pi) * (yi - pi)
+            energy += yr * yr + yi * yi
+        }
+        #expect(error / energy < 1e-3, "unexplained share \(error / energy)")
+    }
+
+    /// From the preamble alone (shorter than the room model, so the fit leans on its prior), the estimator
+    /// explains the received preamble and puts the strongest tap on the direct sound.
+    @Test(arguments: [Profile.standard, .robust, .audible])
+    func roomEstimatorExplainsThePreamble(profile: Profile) throws {
         let detector = Self.detector(profile)
         let shapes = detector.shapes
         let frame = Self.frame(detector, sent: Self.transmitted(shapes, values: Array(repeating: 3, count: 8)))
-        #expect(detector.estimator.estimate(frame))
-        let pre = shapes.precursorTaps
-        #expect(frame.channel.count == 2 * shapes.channelTaps)
-        #expect(abs(frame.channel[2 * pre] - 1) < 0.05 && abs(frame.channel[2 * pre + 1]) < 0.05)
-        let late = 2 * (pre + Self.reflectionDelay)
-        #expect(abs(frame.channel[late] - Self.reflection.re) < 0.05 && abs(frame.channel[late + 1] - Self.reflection.im) < 0.05)
-        var elsewhere: Float = 0
-        for l in 0..<shapes.channelTaps where l != pre && l != pre + Self.reflectionDelay {
-            elsewhere = max(elsewhere, frame.channel[2 * l] * frame.channel[2 * l] + frame.channel[2 * l + 1] * frame.channel[2 * l + 1])
+        try #require(detector.estimator.estimate(frame))
+        #expect(frame.unexplained < 0.05)
+        let channel = frame.channel
+        let powers = (0..<shapes.channelTaps).map { (l: Int) -> Float in
+            let re = channel[2 * l], im = channel[2 * l + 1]
+            return re * re + im * im
         }
-        #expect(elsewhere < 0.01)
-        #expect(frame.unexplained < 0.01)
+        #expect(powers.indices.max { powers[$0] < powers[$1] } == shapes.precursorTaps)
     }
 
     /// Noise only (no preamble in the grid): the room model explains nothing and the estimator refuses.
@@ -125,11 +159,14 @@ import Testing
     }
 
     @Test(arguments: Profile.all)
-    func sequenceDecisionPicksTheSentSymbolsThroughTheRoom(profile: Profile) {
+    func sequenceDecisionPicksTheSentSymbolsThroughTheRoom(profile: Profile) throws {
         let detector = Self.detector(profile)
         let values = (0..<24).map { ($0 * 7 + 3) % 16 }
         let frame = Self.frame(detector, sent: Self.transmitted(detector.shapes, values: values + [5, 9, 1, 12, 0, 4]))
-        #expect(detector.estimator.estimate(frame))
+        // The room from the whole known frame, so that this tests the decision, not the fit.
+        let support = detector.shapes.preambleLength - detector.shapes.guardSamples + values.count * detector.shapes.samplesPerSymbol
+        try #require(detector.estimator.estimate(frame, source: Self.transmitted(detector.shapes, values: values + [5, 9, 1, 12, 0, 4]),
+                                                 support: support))
         for _ in values { detector.decision.decideNext(frame) }
         #expect(frame.decided == values)
         // The winner's cost is the smallest of its symbol's 16 by a margin.
