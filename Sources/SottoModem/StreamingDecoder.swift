@@ -16,7 +16,7 @@ public final class StreamingDecoder {
     public let profiles: [Profile]
     private let receivers: [FrameReceiver]
     /// The band extractors, each with the receivers it feeds (profiles with the same band share one).
-    private let frontEnds: [(frontEnd: BasebandFrontEnd, receivers: [FrameReceiver])]
+    let frontEnds: [(frontEnd: BasebandFrontEnd, receivers: [FrameReceiver])]
     /// Input samples consumed so far.
     public private(set) var sampleCount: Int64 = 0
 
