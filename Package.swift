@@ -15,6 +15,7 @@ let hot: [SwiftSetting] = strict + [
 let package = Package(
     name: "sotto",
     products: [
+        .library(name: "SottoSupport", targets: ["SottoSupport"]),
         .library(name: "SottoDSP", targets: ["SottoDSP"]),
         .library(name: "SottoCodes", targets: ["SottoCodes"]),
         .library(name: "SottoChannel", targets: ["SottoChannel"]),
@@ -71,6 +72,9 @@ let package = Package(
                 // PIC selects the dlopen form of ALSA's plugin entry symbol.
                 cSettings: [.define("PIC")]),
 
+        // The few primitives every layer shares (a stop flag), so that audio, exchange and tools need not
+        // depend on each other for them. No dependencies.
+        .target(name: "SottoSupport", swiftSettings: strict),
         // Signal processing: FFT, synthesis, filters, resampling. No I/O.
         .target(name: "SottoDSP",
                 dependencies: ["CFFTW", .product(name: "RealModule", package: "swift-numerics")],
@@ -85,22 +89,23 @@ let package = Package(
                 swiftSettings: hot),
         // Audio files (libsndfile) and live devices (ALSA). Knows nothing of DSP.
         .target(name: "SottoAudio",
-                dependencies: ["CSndFile", "CALSA", "CSottoShims",
+                dependencies: ["CSndFile", "CALSA", "CSottoShims", "SottoSupport",
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         // Live use: ALSA capture feeding the streaming decoder, looped playback, self-check.
         .target(name: "SottoLive",
-                dependencies: ["SottoAudio", "SottoModem", "SottoDSP"],
+                dependencies: ["SottoAudio", "SottoModem", "SottoDSP", "SottoSupport"],
                 swiftSettings: strict),
         // What the `sotto` command does, for programs that embed Sotto: decoding recordings and streams, the
         // JSON Lines records, robustness sweeps, the simulated room, fixtures and their benchmark.
         .target(name: "SottoTools",
-                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange"],
+                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange", "SottoExchangeRadio",
+                               "SottoSupport"],
                 swiftSettings: strict),
         // Nearby-style publish/subscribe: messages, the pure matcher core, the manager an app talks to.
         // No audio, no network: the embedded core and the remote client plug in behind one protocol.
         .target(name: "SottoExchange",
-                dependencies: ["SottoCodes",
+                dependencies: ["SottoCodes", "SottoSupport",
                                .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "HeapModule", package: "swift-collections"),
                                .product(name: "Logging", package: "swift-log")],
@@ -153,7 +158,7 @@ let package = Package(
                 linkerSettings: [.unsafeFlags(["-Xlinker", "-soname=libsotto.so.1",
                                                "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/CSotto/libsotto.map"])]),
         .executableTarget(name: "sotto",
-                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange",
+                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoSupport",
                                "SottoExchangeRadio", "SottoExchangeService", "SottoExchangeClient", "SottoExchangeWire",
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle"),

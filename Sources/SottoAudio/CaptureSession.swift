@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import SottoSupport
 
 /// Live capture on a dedicated thread with blocking reads.
 ///
@@ -63,12 +63,4 @@ public final class CaptureSession: @unchecked Sendable {
         stopRequested.set()
         if thread != nil { finished.wait(); thread = nil }
     }
-}
-
-/// A flag set once from any thread and read by the real-time thread without locking.
-public final class StopFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    public init() {}
-    public var isSet: Bool { value.load(ordering: .acquiring) }
-    public func set() { value.store(true, ordering: .releasing) }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Synchronization
+import SottoSupport
 
 /// An event of one subscription.
 public enum SubscriptionEvent: Sendable, Hashable {
@@ -20,11 +20,11 @@ public enum OperationStatus: Sendable, Hashable { case inactive, starting, activ
 public struct SubscriptionEvents: AsyncSequence, Sendable {
     public typealias Element = SubscriptionEvent
     let stream: AsyncStream<SubscriptionEvent>
-    let cancelled: CancelFlag
+    let cancelled: StopFlag
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<SubscriptionEvent>.AsyncIterator
-        let cancelled: CancelFlag
+        let cancelled: StopFlag
         public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async -> SubscriptionEvent? {
             guard !cancelled.isSet, let event = await base.next(isolation: actor), !cancelled.isSet else { return nil }
             return event
@@ -33,13 +33,6 @@ public struct SubscriptionEvents: AsyncSequence, Sendable {
         public mutating func next() async -> SubscriptionEvent? { await next(isolation: nil) }
     }
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), cancelled: cancelled) }
-}
-
-/// Set once, read from anywhere.
-public final class CancelFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    var isSet: Bool { value.load(ordering: .acquiring) }
-    func set() { value.store(true, ordering: .releasing) }
 }
 
 /// A publication: cancelling (or releasing the last reference) unpublishes.
@@ -86,7 +79,7 @@ public actor MessageManager {
     private var backend: Backend
     private let lostTimeout: Double
     private var nextID = 0
-    private var subscriptions: [OperationID: (continuation: AsyncStream<SubscriptionEvent>.Continuation, handler: (@Sendable (SubscriptionEvent) -> Void)?, cancelled: CancelFlag)] = [:]
+    private var subscriptions: [OperationID: (continuation: AsyncStream<SubscriptionEvent>.Continuation, handler: (@Sendable (SubscriptionEvent) -> Void)?, cancelled: StopFlag)] = [:]
     private var statuses: [OperationID: OperationStatus] = [:]
     /// Discovery mode of each live operation: the radio plays the token if any wants to broadcast and reports
     /// what it hears if any wants to scan (Nearby's fold of the operations' strategies).
@@ -266,7 +259,7 @@ public actor MessageManager {
         let id = try newID()
         let timeout = lostTimeout ?? self.lostTimeout
         let (stream, continuation) = AsyncStream.makeStream(of: SubscriptionEvent.self)
-        let flag = CancelFlag()
+        let flag = StopFlag()
         subscriptions[id] = (continuation, handler, flag)
         modes[id] = strategy.discoveryMode
         lostTimeouts[id] = timeout

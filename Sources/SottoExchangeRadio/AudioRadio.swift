@@ -122,7 +122,7 @@ public final class AudioRadio: @unchecked Sendable {
                 let check: SelfCheck? = isToken ? SelfCheck(token: payload.frameBytes) : nil
                 if let check { lock.withLock { selfCheck = check } }
                 let report = onOwnTokenNotHeard
-                let deadline = broadcaster.airtime + Double(broadcaster.negotiated.bufferFrames) / broadcaster.negotiated.sampleRate + 0.5
+                let deadline = broadcaster.selfCheckDeadline
                 let reportError = onDeviceError
                 broadcaster.start(interval: interval, jitter: jitter, generator: SystemRandomNumberGenerator(), onSent: { _ in
                     guard let check else { return }

@@ -1,6 +1,7 @@
 import Foundation
 import SottoAudio
 import SottoModem
+import SottoSupport
 
 /// What a broadcaster reports about its device while it runs.
 public enum BroadcastStatus: Sendable {
@@ -52,6 +53,13 @@ public final class Broadcaster: @unchecked Sendable {
 
     /// Airtime of one frame (s).
     public var airtime: Double { lock.withLock { Double(burst.count) / playback.negotiated.sampleRate } }
+
+    /// How long after a frame is queued it must have been decoded back by a self-check (s): its airtime, one
+    /// device buffer, and ``SelfCheck/decodingMargin``.
+    public var selfCheckDeadline: Double {
+        let negotiated = self.negotiated
+        return airtime + Double(negotiated.bufferFrames) / negotiated.sampleRate + SelfCheck.decodingMargin
+    }
 
     /// Starts sending. `onSent(index)` runs after each frame has been queued; `onStatus` when the device
     /// fails or comes back; `onEnd` once at the end with the error that stopped it, if any (a device error
@@ -163,6 +171,9 @@ public final class SelfCheck: @unchecked Sendable {
     public let token: [UInt8]
 
     public init(token: [UInt8]) { self.token = token }
+
+    /// Decoding latency allowed beyond a frame's airtime and the device buffer (s).
+    public static let decodingMargin = 0.5
 
     /// Call for every decoded frame.
     public func heard(_ frame: DecodedFrame) {

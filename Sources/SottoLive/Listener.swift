@@ -2,6 +2,7 @@ import Foundation
 import SottoAudio
 import SottoDSP
 import SottoModem
+import SottoSupport
 
 /// What a live listener reports.
 public enum ListenEvent: Sendable {

@@ -288,18 +288,25 @@ final class FrameReceiver {
         frame.symbolsDone = symbols
     }
 
-    /// Tone energies over `SignalReport.noiseProbeWindows` windows ending shortly before the frame (the
-    /// noise its SNR is measured against), or none when they would reach before the stream or into
-    /// audio the ring buffer no longer holds.
+    /// Tone energies over up to `SignalReport.noiseProbeWindows` windows ending shortly before the frame
+    /// (the noise its SNR is measured against): as many as the stream and the ring buffer hold before it
+    /// (a frame 0.1 s into a recording still has a few), none when fewer than
+    /// `SignalReport.minimumNoiseProbeWindows` fit.
     private func noiseProbe(_ frame: FrameCandidate) -> [Float] {
         let window = metricWindow(frame)
         let end = frame.start - SignalReport.noiseProbeGap * basebandRate
-        let first = end - Double(SignalReport.noiseProbeWindows) * window
-        guard first >= 1, history.holds(Int(first) - 64, at: clock) else { return [] }
+        var windows = SignalReport.noiseProbeWindows
+        while windows >= SignalReport.minimumNoiseProbeWindows {
+            let first = end - Double(windows) * window
+            if first >= 1, history.holds(Int(first) - 64, at: clock) { break }
+            windows -= 1
+        }
+        guard windows >= SignalReport.minimumNoiseProbeWindows else { return [] }
+        let first = end - Double(windows) * window
         var energies: [Float] = []
-        energies.reserveCapacity(profile.toneCount * SignalReport.noiseProbeWindows)
+        energies.reserveCapacity(profile.toneCount * windows)
         frame.steps.withUnsafeBufferPointer { steps in
-            for w in 0..<SignalReport.noiseProbeWindows {
+            for w in 0..<windows {
                 SymbolMetric.appendToneEnergies(history, from: first + Double(w) * window, length: window, steps: steps,
                                                 into: &energies)
             }

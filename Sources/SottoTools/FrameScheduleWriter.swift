@@ -1,3 +1,4 @@
+import SottoChannel
 import SottoAudio
 import SottoModem
 
@@ -51,5 +52,39 @@ public enum FrameScheduleWriter {
         }
         try writer.close()
         return frameCount
+    }
+}
+
+/// Start times (s) of the frames a transmitter sends, in order and one at a time (a day at one frame per
+/// 0.1 s is 864 000 of them): frame k starts at `offset` + k x `interval` + a uniform random delay of
+/// 0...`jitter` seconds drawn from a generator seeded with `seed` (the same file for the same seed). The
+/// sequence ends after `count` frames, or before the first frame that would not end (start + `airtime`) by
+/// `end` seconds, whichever comes first; with neither it does not end.
+public struct FrameTimes: Sequence, IteratorProtocol, Sendable {
+    private let offset: Double
+    private let interval: Double
+    private let jitter: Double
+    private let firstWithoutJitter: Bool
+    private let count: Int?
+    private let end: Double?
+    private let airtime: Double
+    private var random: SeededRandom
+    private var index = 0
+
+    /// With `firstWithoutJitter`, the first frame starts exactly at `offset` (no random draw for it).
+    public init(interval: Double, jitter: Double = 0, seed: UInt64 = 1, offset: Double = 0, firstWithoutJitter: Bool = false,
+                count: Int? = nil, end: Double? = nil, airtime: Double = 0) {
+        self.offset = offset; self.interval = interval; self.jitter = jitter; self.firstWithoutJitter = firstWithoutJitter
+        self.count = count; self.end = end; self.airtime = airtime
+        random = SeededRandom(seed: seed)
+    }
+
+    public mutating func next() -> Double? {
+        if let count, index >= count { return nil }
+        let delay = firstWithoutJitter && index == 0 ? 0 : random.uniform() * jitter
+        let time = offset + Double(index) * interval + delay
+        if let end, time + airtime > end { return nil }
+        index += 1
+        return time
     }
 }

@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
 import SottoAudio
-import SottoChannel
 import SottoExchange
 import SottoLive
 import SottoModem
+import SottoSupport
 import SottoTools
 
 /// Where a transmitter's frames go.
@@ -22,18 +22,6 @@ struct TransmitTarget: ParsableArguments {
         if let out { do { _ = try AudioFileFormat(path: out) } catch { throw ValidationError(error.description) } }
     }
 
-    /// Start times (s) of the frames sent over `duration` seconds, in order and one at a time (a day at
-    /// 0.1 s is 864 000 of them): k x interval + uniform jitter, seeded.
-    func schedule(duration: Double, airtime: Double) -> some Sequence<Double> {
-        var random = SeededRandom(seed: seed)
-        var k = 0.0
-        return AnyIterator { [interval, jitter] in
-            let t = k * interval + random.uniform() * jitter
-            k += 1
-            return t + airtime > duration ? nil : t
-        }.lazy
-    }
-
     /// Sends `frame` for `duration` seconds: into a file (exactly what would be played) or to the device.
     func send(frame: [UInt8], duration: Double, what: String) throws {
         try send(frameAt: { _ in frame }, changesEvery: nil, duration: duration, what: what)
@@ -41,62 +29,31 @@ struct TransmitTarget: ParsableArguments {
 
     /// Sends the frame `frameAt(t)` of each moment (it may change every `changesEvery` seconds, as a
     /// rotating beacon's ID does) for `duration` seconds, into a file or to the device.
-    func send(frameAt: (Double) -> [UInt8], changesEvery period: Double?, duration: Double, what: String) throws {
+    func send(frameAt: @escaping @Sendable (Double) -> [UInt8], changesEvery period: Double?, duration: Double, what: String) throws {
         if let out {
             let rate = 48_000.0
-            let modulator: Modulator
-            do { modulator = try Modulator(profile: profile, sampleRate: rate) } catch { throw CommandError(error.description) }
-            let airtime: Double
-            do { airtime = Double(try modulator.modulate(frameAt(0)).count) / rate } catch { throw CommandError(error.description) }
-            let frameCount: Int
             do {
-                frameCount = try FrameScheduleWriter.write(to: out, format: AudioFileFormat(path: out), sampleRate: rate, modulator: modulator,
-                                                           times: schedule(duration: duration, airtime: airtime), duration: duration, frameAt: frameAt)
+                let modulator = try Modulator(profile: profile, sampleRate: rate)
+                let airtime = Double(try modulator.modulate(frameAt(0)).count) / rate
+                let times = FrameTimes(interval: interval, jitter: jitter, seed: seed, end: duration, airtime: airtime)
+                let count = try FrameScheduleWriter.write(to: out, format: AudioFileFormat(path: out), sampleRate: rate, modulator: modulator,
+                                                          times: times, duration: duration, frameAt: frameAt)
+                printError("wrote \(count) frames of \(what) over \(fixed(duration, 1)) s to \(out == "-" ? "standard output" : out)")
             } catch { throw CommandError("\(error)") }
-            printError("wrote \(frameCount) frames of \(what) over \(fixed(duration, 1)) s to \(out == "-" ? "standard output" : out)")
             return
         }
-        // On a device: one broadcaster per period of an unchanging frame.
-        let stop = StopFlag()
-        let current = CurrentBroadcaster()
-        let interrupt = Interruption.onControlC { stop.set(); current.value?.stop() }
-        defer { interrupt.cancel() }
-        let started = Date()
-        var sent = 0, underruns = 0
-        while !stop.isSet {
-            let elapsed = Date().timeIntervalSince(started)
-            let remaining = duration - elapsed
-            guard remaining > 0 else { break }
-            let span = min(remaining, period.map { $0 - elapsed.truncatingRemainder(dividingBy: $0) } ?? remaining)
-            let broadcaster: Broadcaster
-            do { broadcaster = try Broadcaster(configuration: PCMConfiguration(device: device), token: frameAt(elapsed), profile: profile) }
-            catch { throw CommandError("\(error)") }
-            if sent == 0 { printError("broadcasting \(what) on \(device) (\(broadcaster.negotiated))") }
-            current.value = broadcaster
-            let failure = ErrorBox()
-            broadcaster.start(interval: interval, jitter: jitter, count: max(1, Int(span / interval)), generator: SystemRandomNumberGenerator(),
-                              onStatus: { [device] status in
-                                  switch status {
-                                  case .deviceError(let error, let retry): printError("device error: \(error)\(retry ? " (retrying)" : "")")
-                                  case .reopened(let negotiated): printError("device \(device) is back: \(negotiated)")
-                                  }
-                              }, onEnd: { failure.error = $0 })
-            broadcaster.wait()
-            if let error = failure.error { throw CommandError("\(error)") }
-            sent += broadcaster.sent
-            underruns += broadcaster.underruns
-        }
-        printError("sent \(sent) frames, \(underruns) underruns")
-    }
-}
-
-/// The broadcaster playing now (for Ctrl-C).
-final class CurrentBroadcaster: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Broadcaster?
-    var value: Broadcaster? {
-        get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
+        let device = self.device
+        let summary: FramePlayer.Summary
+        do {
+            let player = try FramePlayer(configuration: PCMConfiguration(device: device), profile: profile, frameAt: frameAt, changesEvery: period)
+            let interrupt = Interruption.onControlC { player.stop() }
+            defer { interrupt.cancel() }
+            summary = try player.run(.init(interval: interval, jitter: jitter, duration: duration)) { event in
+                if case .started(let negotiated) = event { printError("broadcasting \(what) on \(device) (\(negotiated))") }
+                DeviceStatusText.print(event, device: device)
+            }
+        } catch { throw CommandError("\(error)") }
+        printError("sent \(summary.sent) frames, \(summary.underruns) underruns")
     }
 }
 
@@ -151,7 +108,7 @@ struct Publish: AsyncParsableCommand {
             do {
                 let strategy = try Strategy(discoveryMode: discovery, ttl: .seconds(ttl))
                 let message = try Message(namespace: namespace ?? "", type: type ?? "", content: content)
-                try await RemoteExchange.publish(message: message, strategy: strategy, ttl: ttl, server: server, target: target, devices: devices)
+                try await publishThroughServer(message, strategy: strategy)
             } catch let error as ExchangeError {
                 throw CommandError(error.description)
             }
@@ -166,6 +123,33 @@ struct Publish: AsyncParsableCommand {
         } catch let error as ExchangeError {
             throw CommandError(error.description)
         }
+    }
+}
+
+extension Publish {
+    /// Keeps the message published on the matcher for its TTL (or until Ctrl-C), playing the session's token
+    /// on the device, or writing what would be played to --out.
+    func publishThroughServer(_ message: Message, strategy: Strategy) async throws {
+        let broadcasts = strategy.discoveryMode != .scan
+        let manager = try await RemoteExchange.manager(link: server.link(broadcasts: broadcasts))
+        let radioDevices = target.out != nil ? nil : (capture: PCMConfiguration(device: devices.captureDevice ?? target.device),
+                                                      playback: broadcasts ? PCMConfiguration(device: devices.playbackDevice ?? target.device) : nil)
+        let (ttl, target) = (self.ttl, self.target)
+        do {
+            try await ExchangeSession.publish(
+                manager: manager, message: message, strategy: strategy, ttl: Double(ttl), devices: radioDevices,
+                interval: target.interval, jitter: target.jitter, stop: Interruption.stop,
+                onPublished: {
+                    printError("published \(message) for \(ttl) s")
+                    guard let out = target.out else { return }
+                    guard broadcasts else { printError("scan mode plays nothing: \(out) not written"); return }
+                    guard let token = await ExchangeSession.token(of: manager) else { throw CommandError("the matcher gave this session no token") }
+                    try target.send(frame: Payload.token(token).frameBytes, duration: Double(ttl), what: "token \(token.hex)")
+                },
+                onDeviceError: { printError("device error: \($0)") },
+                onOwnTokenNotHeard: { printError("warning: our own token was not heard \($0) times in a row (speaker or microphone off?)") })
+        } catch let error as CommandError { throw error } catch let error as ExchangeError { throw error } catch { throw CommandError("\(error)") }
+        printError("unpublished")
     }
 }
 
@@ -267,15 +251,38 @@ struct Subscribe: AsyncParsableCommand {
             if beacons { includes.append(.beaconIDs) }
             let filter: MessageFilter
             do { filter = try MessageFilter(includes) } catch { throw CommandError(error.description) }
-            try await RemoteExchange.subscribe(filter: filter, strategy: strategy, ttl: ttl, lostTimeout: lostTimeout, server: server,
-                                               device: device, devices: devices, input: input, raw: raw.format, printer: printer)
+            let broadcasts = strategy.discoveryMode != .scan && input == nil
+            let manager = try await RemoteExchange.manager(link: server.link(broadcasts: broadcasts), lostTimeout: lostTimeout)
+            let source: ExchangeSession.Source = input.map { .recording(path: $0, raw: raw.format) }
+                ?? .devices(capture: PCMConfiguration(device: devices.captureDevice ?? device),
+                            playback: broadcasts ? PCMConfiguration(device: devices.playbackDevice ?? device) : nil)
+            try await run(manager, filter: filter, strategy: strategy, source: source, printer: printer)
             return
         }
         let filter = try! MessageFilter((1...ExchangeLimits.maxAudioBytes).map { .audioBytes($0) })
         if let input {
             try await runOffline(input, filter: filter, strategy: strategy, printer: printer)
         } else {
-            try await runLive(filter: filter, strategy: strategy, printer: printer)
+            let manager = MessageManager(appID: "sotto-cli", broadcasts: false, now: 0)
+            try await run(manager, filter: filter, strategy: strategy, source: .devices(capture: PCMConfiguration(device: device), playback: nil),
+                          printer: printer)
+        }
+    }
+
+    /// The subscription as it happens, on the devices or a recording reported as heard now.
+    func run(_ manager: MessageManager, filter: MessageFilter, strategy: Strategy, source: ExchangeSession.Source,
+             printer: EventPrinter) async throws {
+        let name = input == "-" ? "standard input" : input ?? ""
+        do {
+            try await ExchangeSession.subscribe(manager: manager, filter: filter, strategy: strategy, lostTimeout: lostTimeout,
+                                                ttl: ttl.map(Double.init), source: source, stop: Interruption.stop,
+                                                onEvent: { printer.print($0, at: $1) },
+                                                onDeviceError: { printError("device error: \($0)") },
+                                                onProgress: ProgressLine.shared.decoding(name))
+            ProgressLine.shared.clear()
+        } catch {
+            ProgressLine.shared.clear()
+            throw CommandError(input.map { "\($0): \(error)" } ?? "\(error)")
         }
     }
 
@@ -299,40 +306,6 @@ struct Subscribe: AsyncParsableCommand {
         } catch { throw CommandError("\(error)") }
         for (time, event) in timeline { printer.print(event, at: time) }
         if let readFailure { throw CommandError("\(path): \(readFailure)") }
-    }
-
-    func runLive(filter: MessageFilter, strategy: Strategy, printer: EventPrinter) async throws {
-        let listener: Listener
-        do { listener = try Listener(configuration: PCMConfiguration(device: device)) } catch { throw CommandError(error.description) }
-        let manager = MessageManager(appID: "sotto-cli", broadcasts: false, now: 0)
-        let lostTimeout = self.lostTimeout
-        let stopFlag = StopFlag()
-        let interrupt = Interruption.onControlC { stopFlag.set(); listener.stop() }
-        defer { interrupt.cancel() }
-        let start = Date()
-        let subscription: SubscriptionHandle
-        do {
-            subscription = try await manager.subscribe(filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: 0) { event in
-                printer.print(event, at: Date().timeIntervalSince(start))
-                // The TTL elapsed: nothing more can come.
-                if case .expired = event { stopFlag.set(); listener.stop() }
-            }
-        } catch { throw CommandError("\(error)") }
-        let ticker = Task {
-            while !Task.isCancelled && !stopFlag.isSet {
-                try? await Task.sleep(for: .milliseconds(200))
-                await manager.tick(now: Date().timeIntervalSince(start))
-            }
-        }
-        for await event in listener.events {
-            if case .frame(let frame) = event {
-                await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: Date().timeIntervalSince(start))
-            }
-            if case .deviceError(let error, let retry) = event { printError("device error: \(error)\(retry ? " (retrying)" : "")") }
-        }
-        ticker.cancel()
-        await manager.close(now: Date().timeIntervalSince(start))
-        _ = subscription
     }
 }
 

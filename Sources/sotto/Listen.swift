@@ -1,5 +1,4 @@
 import ArgumentParser
-import Dispatch
 import Foundation
 import SottoAudio
 import SottoLive
@@ -29,7 +28,7 @@ struct Listen: AsyncParsableCommand {
     func run() async throws {
         let profiles = receiver.profile.profiles
         let minimum = profiles.map(\.minimumSampleRate).min() ?? 8_000
-        let recorder = Recorder()
+        let recorder = CaptureRecorder()
         var capture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)?
         if let record { capture = { @Sendable block, format in recorder.write(block, to: record, sampleRate: format.sampleRate) } }
         let configuration = PCMConfiguration(device: device, preferredRate: rate, acceptableRates: minimum...384_000)
@@ -69,40 +68,6 @@ struct Listen: AsyncParsableCommand {
         listener.stop()
         recorder.close()
         if let error = failure ?? recorder.error { throw CommandError("\(error)") }
-    }
-}
-
-/// Writes the capture to a file on the capture thread (only that thread touches the writer; the file is
-/// opened with the first block, when the device's rate is known).
-final class Recorder: @unchecked Sendable {
-    private var writer: AudioFileWriter?
-    private var sampleRate: Double?
-    private var failed = false
-    private(set) var error: (any Error)?
-
-    func write(_ block: UnsafeBufferPointer<Float>, to path: String, sampleRate: Double) {
-        guard !failed else { return }
-        do {
-            if writer == nil {
-                // Written in place: after a crash, what was captured until then is still there.
-                writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: try AudioFileFormat(path: path), atomically: false)
-                self.sampleRate = sampleRate
-            }
-            // A reopened device may come back at another rate; one file has one rate.
-            guard sampleRate == self.sampleRate else {
-                throw CommandError("the device came back at \(Int(sampleRate)) Hz instead of \(Int(self.sampleRate ?? 0)) Hz: the recording \(path) stops there")
-            }
-            try writer?.write(block)
-        } catch {
-            self.error = error
-            failed = true
-        }
-    }
-
-    /// Finishes the file (call after the capture thread has ended).
-    func close() {
-        do { try writer?.close() } catch { if self.error == nil { self.error = error } }
-        writer = nil
     }
 }
 

@@ -1,14 +1,9 @@
 import ArgumentParser
 import Foundation
-import SottoAudio
 import SottoExchange
 import SottoExchangeClient
-import SottoExchangeRadio
 import SottoExchangeWire
-import SottoLive
-import SottoModem
-import SottoTools
-import Synchronization
+import SottoSupport
 
 /// `--server URL --api-key K`: use a matcher service (`sotto serve`); `--server` again for more nodes of it.
 struct ServerOptions: ParsableArguments {
@@ -68,19 +63,10 @@ enum Interruption {
         return source
     }
 
-    /// Starts catching the signals; true once one arrived.
-    static var happened: Bool {
+    /// Set once SIGINT or SIGTERM arrives (catching them starts with the first use).
+    static var stop: StopFlag {
         _ = sources
-        return flag.isSet
-    }
-}
-
-/// Waits until `seconds` pass, SIGINT or SIGTERM arrives, or `stop` is set.
-func waitForStop(seconds: Double?, stop: StopFlag) async {
-    let deadline = seconds.map { Date(timeIntervalSinceNow: $0) }
-    while !Interruption.happened && !stop.isSet {
-        if let deadline, Date() >= deadline { break }
-        try? await Task.sleep(for: .milliseconds(50))
+        return flag
     }
 }
 
@@ -98,102 +84,5 @@ enum RemoteExchange {
         }
         do { try await manager.connect(timeout: 15) } catch { throw CommandError("matcher: \(error)") }
         return manager
-    }
-
-    /// Waits (at most `timeout` s) for the service to give the session its token.
-    static func token(of manager: MessageManager, timeout: Double = 5) async -> [UInt8]? {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        while Date() < deadline {
-            if let token = await manager.token { return token }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return nil
-    }
-
-    static func publish(message: Message, strategy: Strategy, ttl: Int, server: ServerOptions, target: TransmitTarget,
-                        devices: RadioDevices) async throws {
-        let broadcasts = strategy.discoveryMode != .scan
-        let manager = try await manager(link: server.link(broadcasts: broadcasts))
-        let handle: PublicationHandle
-        do { handle = try await manager.publish(message, strategy: strategy, now: 0) } catch { throw CommandError("\(error)") }
-        printError("published \(message) for \(ttl) s")
-        let expired = StopFlag()
-        if let out = target.out {
-            // What would be played over the TTL, while the publication stays alive for its TTL.
-            if broadcasts {
-                guard let token = await token(of: manager) else { throw CommandError("the matcher gave this session no token") }
-                try target.send(frame: Payload.token(token).frameBytes, duration: Double(ttl), what: "token \(token.hex)")
-            } else {
-                printError("scan mode plays nothing: \(out) not written")
-            }
-            await waitForStop(seconds: Double(ttl), stop: expired)
-        } else {
-            let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: devices.captureDevice ?? target.device),
-                                   playback: broadcasts ? PCMConfiguration(device: devices.playbackDevice ?? target.device) : nil,
-                                   interval: target.interval, jitter: target.jitter)
-            radio.onDeviceError = { printError("device error: \($0)") }
-            radio.onOwnTokenNotHeard = { printError("warning: our own token was not heard \($0) times in a row (speaker or microphone off?)") }
-            do { try radio.start() } catch { throw CommandError("\(error)") }
-            await waitForStop(seconds: Double(ttl), stop: expired)
-            await handle.cancel()
-            await radio.stop()
-            printError("unpublished")
-            return
-        }
-        await handle.cancel()
-        await manager.close(now: 0)
-        printError("unpublished")
-    }
-
-    static func subscribe(filter: MessageFilter, strategy: Strategy, ttl: Int?, lostTimeout: Double, server: ServerOptions,
-                          device: String, devices: RadioDevices, input: String?, raw: RawPCMFormat?, printer: EventPrinter) async throws {
-        let broadcasts = strategy.discoveryMode != .scan && input == nil
-        let manager = try await manager(link: server.link(broadcasts: broadcasts), lostTimeout: lostTimeout)
-        let started = Date()
-        let stop = StopFlag()
-        let visible = Mutex(0)
-        let subscription: SubscriptionHandle
-        do {
-            subscription = try await manager.subscribe(filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: 0) { event in
-                printer.print(event, at: Date().timeIntervalSince(started))
-                switch event {
-                case .found: visible.withLock { $0 += 1 }
-                case .lost: visible.withLock { $0 -= 1 }
-                case .expired: stop.set()
-                case .signalChanged: break
-                }
-            }
-        } catch { throw CommandError("\(error)") }
-        if let input {
-            // The recording as heard now: every frame reported at once, then events until nothing is left found.
-            var frames: [DecodedFrame] = []
-            do {
-                try RecordingDecoder.decode(path: input, raw: raw, profiles: Profile.all, channel: .mix,
-                                            onProgress: ProgressLine.shared.decoding(input == "-" ? "standard input" : input)) { frames.append($0) }
-                ProgressLine.shared.clear()
-            } catch {
-                throw CommandError("\(input): \(error)")
-            }
-            for frame in frames { await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: 0) }
-            let fed = Date()
-            let limit = ttl.map { Double($0) }
-            while !stop.isSet {
-                let quiet = Date().timeIntervalSince(fed) > lostTimeout + 2 && visible.withLock({ $0 }) == 0
-                if quiet { break }
-                if let limit, Date().timeIntervalSince(started) >= limit { break }
-                await waitForStop(seconds: 0.2, stop: stop)
-            }
-        } else {
-            let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: devices.captureDevice ?? device),
-                                   playback: broadcasts ? PCMConfiguration(device: devices.playbackDevice ?? device) : nil)
-            radio.onDeviceError = { printError("device error: \($0)") }
-            do { try radio.start() } catch { throw CommandError("\(error)") }
-            await waitForStop(seconds: ttl.map { Double($0) }, stop: stop)
-            await subscription.cancel()
-            await radio.stop()
-            return
-        }
-        await subscription.cancel()
-        await manager.close(now: 0)
     }
 }

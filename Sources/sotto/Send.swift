@@ -1,9 +1,7 @@
 import ArgumentParser
-import Dispatch
 import Foundation
 import SottoAudio
 import SottoLive
-import SottoChannel
 import SottoModem
 import SottoTools
 
@@ -94,12 +92,7 @@ struct Send: ParsableCommand {
         }
         let airtime: Double
         do { airtime = Double(try modulator.modulate(bytes).count) / rate } catch { throw ValidationError(error.description) }
-        var random = SeededRandom(seed: seed)
-        var times: [Double] = []
-        for k in 0..<`repeat` {
-            let jitterNow = k == 0 ? 0 : random.uniform() * jitter
-            times.append(padding + Double(k) * interval + jitterNow)
-        }
+        let times = Array(FrameTimes(interval: interval, jitter: jitter, seed: seed, offset: padding, firstWithoutJitter: true, count: `repeat`))
         let duration = times.last! + airtime + padding
         let frames: Int
         do {
@@ -112,67 +105,40 @@ struct Send: ParsableCommand {
     }
 
     /// Plays the frame on an ALSA device, `repeat` times (or until interrupted with --loop), one frame
-    /// every `interval` seconds plus uniform jitter; the gaps are played as silence so that timing follows
-    /// the device's sample clock. With --self-check, listens at the same time and reports missed own tokens.
+    /// every `interval` seconds plus uniform jitter; with --self-check, listens at the same time and warns
+    /// of own tokens not heard.
     func play(_ bytes: [UInt8]) throws {
-        let broadcaster: Broadcaster
-        do {
-            broadcaster = try Broadcaster(configuration: PCMConfiguration(device: device ?? "default", preferredRate: rate), token: bytes,
-                                          profile: profile, level: volume)
-        } catch { throw CommandError("\(error)") }
         let device = self.device ?? "default"
-        printError("playing \(bytes.hex) on \(device): \(broadcaster.negotiated)")
-        let check = SelfCheck(token: bytes)
-        var listener: Listener?
-        if let selfCheck {
-            do { listener = try Listener(configuration: PCMConfiguration(device: selfCheck), profiles: [profile]) }
-            catch { throw CommandError("\(error)") }
-            let events = listener!.events
-            Task.detached {
-                for await event in events { if case .frame(let frame) = event { check.heard(frame) } }
-            }
-        }
-        let interrupt = Interruption.onControlC { broadcaster.stop() }
+        let player: FramePlayer
+        do {
+            player = try FramePlayer(configuration: PCMConfiguration(device: device, preferredRate: rate), profile: profile, level: volume,
+                                     frameAt: { _ in bytes }, selfCheck: selfCheck.map { PCMConfiguration(device: $0) })
+        } catch { throw CommandError("\(error)") }
+        let interrupt = Interruption.onControlC { player.stop() }
         defer { interrupt.cancel() }
-        let failure = ErrorBox()
-        let heardAfter = broadcaster.airtime + 0.5
-        let checking = listener != nil
-        let judged = DispatchGroup()
-        let bufferTime = Double(broadcaster.negotiated.bufferFrames) / broadcaster.negotiated.sampleRate
-        broadcaster.start(interval: interval, jitter: jitter, count: loop ? nil : `repeat`, generator: SystemRandomNumberGenerator(),
-                          onSent: { _ in
-                              guard checking else { return }
-                              // Queued now: played within a buffer, decoded within its airtime plus latency.
-                              let sentAt = Date()
-                              judged.enter()
-                              DispatchQueue.global().asyncAfter(deadline: .now() + heardAfter + bufferTime) {
-                                  let missed = check.judge(sentAt: sentAt)
-                                  if missed > 0 { printError("warning: own token not heard (\(missed) transmission\(missed == 1 ? "" : "s") in a row): is the microphone muted, filtered or too far?") }
-                                  judged.leave()
-                              }
-                          }, onStatus: { [device] status in
-                              switch status {
-                              case .deviceError(let error, let retry): printError("device error: \(error)\(retry ? " (retrying)" : "")")
-                              case .reopened(let negotiated): printError("device \(device) is back: \(negotiated)")
-                              }
-                          }, onEnd: { failure.error = $0 })
-        broadcaster.wait()
-        if checking {
-            judged.wait()
-            listener?.stop()
-            if check.missed == 0 { printError("self-check: own token heard") }
-        }
-        if let error = failure.error { throw CommandError("\(error)") }
-        printError("sent \(broadcaster.sent) frame\(broadcaster.sent == 1 ? "" : "s"), \(broadcaster.underruns) underrun\(broadcaster.underruns == 1 ? "" : "s")")
+        let summary: FramePlayer.Summary
+        do {
+            summary = try player.run(.init(interval: interval, jitter: jitter, count: loop ? nil : `repeat`)) { event in
+                switch event {
+                case .started(let negotiated): printError("playing \(bytes.hex) on \(device): \(negotiated)")
+                case .ownTokenNotHeard(let missed):
+                    printError("warning: own token not heard (\(missed) transmission\(missed == 1 ? "" : "s") in a row): is the microphone muted, filtered or too far?")
+                default: DeviceStatusText.print(event, device: device)
+                }
+            }
+        } catch { throw CommandError("\(error)") }
+        if summary.ownTokenMissed == 0 { printError("self-check: own token heard") }
+        printError("sent \(summary.sent) frame\(summary.sent == 1 ? "" : "s"), \(summary.underruns) underrun\(summary.underruns == 1 ? "" : "s")")
     }
 }
 
-/// Holds an error set on another thread.
-final class ErrorBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: (any Error)?
-    var error: (any Error)? {
-        get { lock.withLock { value } }
-        set { lock.withLock { value = newValue } }
+/// Device problems of a player, on standard error.
+enum DeviceStatusText {
+    static func print(_ event: FramePlayer.Event, device: String) {
+        switch event {
+        case .deviceError(let error, let retry): printError("device error: \(error)\(retry ? " (retrying)" : "")")
+        case .reopened(let negotiated): printError("device \(device) is back: \(negotiated)")
+        case .started, .ownTokenNotHeard: break
+        }
     }
 }

@@ -48,7 +48,6 @@ struct Simulate: ParsableCommand {
 
     func run() throws {
         do {
-            let (samples, info) = try AudioFile.read(path: input, channel: .mix)
             var model = ChannelModel(seed: seed)
             model.rt60 = rt60
             model.distance = distance ?? 1
@@ -61,31 +60,8 @@ struct Simulate: ParsableCommand {
             model.clipLevel = clip.map { Float($0) }
             model.quantize16 = quantize16
             model.sirDB = interference == nil ? nil : sir
-            let measured = try rir.map { path -> [Float] in
-                let (response, responseInfo) = try AudioFile.read(path: path, channel: .channel(0))
-                guard responseInfo.sampleRate == info.sampleRate else {
-                    throw CommandError("the impulse response is at \(Int(responseInfo.sampleRate)) Hz but the input at \(Int(info.sampleRate)) Hz: resample one of them first")
-                }
-                // The response is normalised to its peak: one with no finite non-zero sample would silence the output.
-                guard response.contains(where: { $0 != 0 }) else {
-                    throw CommandError("the impulse response \(path) is silent (all zeros, or not finite samples read as 0): the output would be silence")
-                }
-                return response
-            }
-            let interferer = try interference.map { path -> [Float] in
-                let (other, otherInfo) = try AudioFile.read(path: path, channel: .mix)
-                return otherInfo.sampleRate == info.sampleRate ? other
-                    : Channel.resample(other, from: otherInfo.sampleRate, to: info.sampleRate)
-            }
-            // SNR and SIR are relative to the input's active power: on a silent input they mean nothing.
-            if snr != nil || interference != nil, Channel.activePower(samples, sampleRate: info.sampleRate) == 0 {
-                throw CommandError("\(input) is silent: --snr and --interference are set relative to the signal's power, which is 0")
-            }
-            let result = model.apply(samples, sampleRate: info.sampleRate, interference: interferer, measuredImpulseResponse: measured)
-            try AudioFile.write(result.samples, sampleRate: result.sampleRate, to: output, format: AudioFileFormat(path: output))
-            printError("simulated \(input == "-" ? "standard input" : input) -> \(output == "-" ? "standard output" : output) (\(fixed(Double(result.samples.count) / result.sampleRate, 2)) s at \(Int(result.sampleRate)) Hz)")
-        } catch let error as CommandError {
-            throw error
+            let written = try ChannelFile.simulate(input: input, output: output, model: model, impulseResponse: rir, interference: interference)
+            printError("simulated \(input == "-" ? "standard input" : input) -> \(output == "-" ? "standard output" : output) (\(fixed(Double(written.samples) / written.sampleRate, 2)) s at \(Int(written.sampleRate)) Hz)")
         } catch {
             throw CommandError("\(error)")
         }

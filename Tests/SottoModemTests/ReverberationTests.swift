@@ -71,39 +71,4 @@ import Testing
             #expect(frames == whole, "chunking \(trial)")
         }
     }
-
-    @Test func hermitianSolverSolvesWhatItIsGiven() throws {
-        var random = SeededRandom(seed: 3)
-        let n = 24
-        // A = B^H B + I (Hermitian positive definite), x random, b = A x.
-        var bRe = [Double](repeating: 0, count: n * n), bIm = bRe
-        for i in 0..<(n * n) { bRe[i] = random.gaussian(); bIm[i] = random.gaussian() }
-        var aRe = [Double](repeating: 0, count: n * n), aIm = aRe
-        for i in 0..<n {
-            for j in 0..<n {
-                var sr = i == j ? 1.0 : 0, si = 0.0
-                for k in 0..<n {  // conj(B[k][i]) B[k][j]
-                    sr += bRe[k * n + i] * bRe[k * n + j] + bIm[k * n + i] * bIm[k * n + j]
-                    si += bRe[k * n + i] * bIm[k * n + j] - bIm[k * n + i] * bRe[k * n + j]
-                }
-                aRe[i * n + j] = sr; aIm[i * n + j] = si
-            }
-        }
-        let xRe = (0..<n).map { _ in random.gaussian() }, xIm = (0..<n).map { _ in random.gaussian() }
-        var rhsRe = [Double](repeating: 0, count: n), rhsIm = rhsRe
-        for i in 0..<n {
-            for j in 0..<n {
-                rhsRe[i] += aRe[i * n + j] * xRe[j] - aIm[i * n + j] * xIm[j]
-                rhsIm[i] += aRe[i * n + j] * xIm[j] + aIm[i * n + j] * xRe[j]
-            }
-        }
-        let solution = try #require(CoherentDetector.solveHermitian(re: &aRe, im: &aIm, size: n, rhsRe: rhsRe, rhsIm: rhsIm))
-        for i in 0..<n {
-            #expect(abs(solution.0[i] - xRe[i]) < 1e-8 && abs(solution.1[i] - xIm[i]) < 1e-8)
-        }
-        // Not positive definite: refused, not a wrong answer.
-        var badRe = [Double](repeating: 0, count: 4), badIm = badRe
-        badRe[0] = -1; badRe[3] = 1
-        #expect(CoherentDetector.solveHermitian(re: &badRe, im: &badIm, size: 2, rhsRe: [1, 1], rhsIm: [0, 0]) == nil)
-    }
 }

@@ -1,0 +1,42 @@
+import SottoAudio
+import SottoChannel
+
+/// What `sotto simulate` does: a recording through the channel simulator into another file.
+public enum ChannelFile {
+    /// The inputs cannot be simulated together, with the reason.
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Reads `input` (`-`: standard input; channels mixed), applies `model` with a measured impulse response
+    /// from `impulseResponse` (its channel 0, at the input's rate) and an interfering recording (resampled to
+    /// the input's rate) if given, and writes the result to `output` (format by extension; `-`: standard
+    /// output). Returns what was written: samples and sample rate (Hz).
+    @discardableResult
+    public static func simulate(input: String, output: String, model: ChannelModel, impulseResponse: String? = nil,
+                                interference: String? = nil) throws -> (samples: Int, sampleRate: Double) {
+        let (samples, info) = try AudioFile.read(path: input, channel: .mix)
+        let measured = try impulseResponse.map { path -> [Float] in
+            let (response, responseInfo) = try AudioFile.read(path: path, channel: .channel(0))
+            guard responseInfo.sampleRate == info.sampleRate else {
+                throw Failure(description: "the impulse response is at \(Int(responseInfo.sampleRate)) Hz but the input at \(Int(info.sampleRate)) Hz: resample one of them first")
+            }
+            // The response is normalised to its peak: one with no finite non-zero sample would silence the output.
+            guard response.contains(where: { $0 != 0 }) else {
+                throw Failure(description: "the impulse response \(path) is silent (all zeros, or not finite samples read as 0): the output would be silence")
+            }
+            return response
+        }
+        let interferer = try interference.map { path -> [Float] in
+            let (other, otherInfo) = try AudioFile.read(path: path, channel: .mix)
+            return otherInfo.sampleRate == info.sampleRate ? other : Channel.resample(other, from: otherInfo.sampleRate, to: info.sampleRate)
+        }
+        // SNR and SIR are relative to the input's active power: on a silent input they mean nothing.
+        if model.snrDB != nil || interferer != nil, Channel.activePower(samples, sampleRate: info.sampleRate) == 0 {
+            throw Failure(description: "\(input) is silent: --snr and --interference are set relative to the signal's power, which is 0")
+        }
+        let result = model.apply(samples, sampleRate: info.sampleRate, interference: interferer, measuredImpulseResponse: measured)
+        try AudioFile.write(result.samples, sampleRate: result.sampleRate, to: output, format: AudioFileFormat(path: output))
+        return (result.samples.count, result.sampleRate)
+    }
+}
