@@ -179,7 +179,8 @@ public struct SweepRunner {
         let noises = names.filter { $0.hasPrefix("noise_") && $0.hasSuffix(".wav") }.sorted()
         guard !rirs.isEmpty, !noises.isEmpty else { throw ToolError("no rir_*.wav and noise_*.wav in \(dataDirectory) (--data)") }
         let noiseClips = try noises.map { try loadAt48k(dataDirectory + "/" + $0) }
-        output.table("Measured rooms (\(dataDirectory)) with real noise at 20 dB in-band SNR, \(trials) frames per point.", ["profile", "bytes"] + rirs.map { String($0.dropFirst(4).dropLast(4)) })
+        let long = Self.sweepLongRoom
+        output.table("Measured rooms (\(dataDirectory)) with real noise at 20 dB in-band SNR, and a synthetic long room (RT60 \(fixed(long.rt60, 1)) s, direct-to-reverberant \(fixed(long.directToReverberantDB, 0)) dB, \(fixed(long.length, 1)) s) with white noise at 20 dB in-band SNR, \(trials) frames per point.", ["profile", "bytes"] + rirs.map { String($0.dropFirst(4).dropLast(4)) } + ["long synthetic"])
         for profile in profiles {
             for bytes in lengths {
                 var cells: [String] = []
@@ -203,12 +204,24 @@ public struct SweepRunner {
                     }
                     cells.append("\(fixed(100 * r.rate, 1))%")
                 }
+                output.status("\(profile.name), \(bytes) bytes, long synthetic room")
+                var ok = 0
+                for _ in 0..<trials {
+                    let response = long.impulseResponse(sampleRate: rate, rng: &random)
+                    let direct = Int((long.directDelay * rate).rounded())
+                    if longRoomTrial(profile, bytes, response: response, directDelay: direct, snrInBand: Self.longRoomSNR).ok { ok += 1 }
+                }
+                cells.append("\(fixed(100 * Double(ok) / Double(trials), 1))%")
                 output.row(["\(profile.name)", "\(bytes)"] + cells)
             }
         }
     }
 
     // MARK: Long rooms
+
+    /// The rooms sweep's long room: like the measured one of the receiver issue (3.4 s response), with
+    /// a direct sound 10 dB under its tail in band, where the receiver failed (see `sweepLongRooms`).
+    static let sweepLongRoom = LongRoom(rt60: 3, directToReverberantDB: -10, length: 3.4)
 
     /// In-band SNR (dB) of the long-room sweep: signal power over the frame (its tail included) over the
     /// white noise's power in the profile's band.
@@ -242,23 +255,33 @@ public struct SweepRunner {
     /// Synthetic long rooms (``LongRoom``): which part of a long, weak-direct-sound response breaks the
     /// receiver. White noise at `longRoomSNR` dB in band.
     mutating func sweepLongRooms(_ profiles: [Profile], _ lengths: [Int]) {
-        typealias Scenario = (name: String, room: LongRoom, cut: Double?)
+        typealias Scenario = (name: String, room: LongRoom, cut: Double?, snr: Double)
+        let snr = Self.longRoomSNR
         let late = { (d: Double, g: Double) in LongRoom(rt60: 0.3, directToReverberantDB: 6, length: 1, reflections: [.init(delay: d, gain: g)]) }
+        let drr = { (rt60: Double, db: Double) in LongRoom(rt60: rt60, directToReverberantDB: db, length: 3.4) }
         let scenarios: [Scenario] = [
-            ("RT60 0.3 s", .issueRoom(rt60: 0.3), nil),
-            ("RT60 0.6 s", .issueRoom(rt60: 0.6), nil),
-            ("RT60 1 s", .issueRoom(rt60: 1), nil),
-            ("RT60 2 s", .issueRoom(rt60: 2), nil),
-            ("RT60 3 s", .issueRoom(rt60: 3), nil),
-            ("RT60 2 s cut at 70 ms", .issueRoom(rt60: 2), 0.070),
-            ("RT60 2 s cut at 300 ms", .issueRoom(rt60: 2), 0.300),
-            ("RT60 1 s DRR +3 dB", LongRoom(rt60: 1, directToReverberantDB: 3, length: 3.4), nil),
-            ("reflection 0.7 at 120 ms", late(0.120, 0.7), nil),
-            ("reflection 1.0 at 250 ms", late(0.250, 1.0), nil),
-            ("reflection 1.2 at 40 ms", late(0.040, 1.2), nil),
-            ("notches: 0.9 at 3 ms", late(0.003, 0.9), nil),
+            ("RT60 0.3 s", .issueRoom(rt60: 0.3), nil, snr),
+            ("RT60 1 s", .issueRoom(rt60: 1), nil, snr),
+            ("RT60 3 s", .issueRoom(rt60: 3), nil, snr),
+            ("RT60 1 s at 14 dB", .issueRoom(rt60: 1), nil, 14),
+            ("RT60 1 s at 10 dB", .issueRoom(rt60: 1), nil, 10),
+            ("RT60 0.3 s DRR -6 dB", drr(0.3, -6), nil, snr),
+            ("RT60 0.3 s DRR -10 dB", drr(0.3, -10), nil, snr),
+            ("RT60 1 s DRR -6 dB", drr(1, -6), nil, snr),
+            ("RT60 1 s DRR -10 dB", drr(1, -10), nil, snr),
+            ("RT60 1 s DRR -10 dB cut at 70 ms", drr(1, -10), 0.070, snr),
+            ("RT60 1 s DRR -10 dB cut at 300 ms", drr(1, -10), 0.300, snr),
+            ("RT60 3 s DRR -6 dB", drr(3, -6), nil, snr),
+            ("RT60 3 s DRR -10 dB", drr(3, -10), nil, snr),
+            ("reflection 1.0 at 250 ms", late(0.250, 1.0), nil, snr),
+            ("reflection 1.4 at 120 ms", late(0.120, 1.4), nil, snr),
+            ("notches: 0.9 at 3 ms", late(0.003, 0.9), nil, snr),
+            ("RT60 1 s + flutter 0.8^n every 37 ms", LongRoom(rt60: 1, directToReverberantDB: -2.8, length: 3.4,
+                reflections: (1...30).map { .init(delay: 0.037 * Double($0), gain: pow(0.8, Double($0))) }), nil, snr),
+            ("RT60 1 s + 12 late reflections 0.5", LongRoom(rt60: 1, directToReverberantDB: -2.8, length: 3.4,
+                reflections: (1...12).map { .init(delay: 0.08 + 0.061 * Double($0), gain: 0.5) }), nil, snr),
         ]
-        output.table("Synthetic long rooms (direct-to-reverberant -2.8 dB, 3.4 s unless named) with white noise at \(fixed(Self.longRoomSNR, 0)) dB in-band SNR, \(trials) frames per point.",
+        output.table("Synthetic long rooms (direct-to-reverberant -2.8 dB, 3.4 s unless named) with white noise at \(fixed(Self.longRoomSNR, 0)) dB in-band SNR unless named, \(trials) frames per point.",
                      ["profile", "bytes", "room", "success", "detected", "ppm (mean, max)", "start error ms (mean, max)"])
         for profile in profiles {
             for bytes in lengths {
@@ -273,7 +296,7 @@ public struct SweepRunner {
                             let end = min(response.count, direct + Int(cut * rate))
                             response.removeSubrange(end...)
                         }
-                        let r = longRoomTrial(profile, bytes, response: response, directDelay: direct, snrInBand: Self.longRoomSNR)
+                        let r = longRoomTrial(profile, bytes, response: response, directDelay: direct, snrInBand: scenario.snr)
                         if r.ok { ok += 1 }
                         if r.detected { detected += 1 }
                         if let p = r.ppm { ppms.append(p) }
