@@ -86,6 +86,10 @@ final class FrameReceiver {
         /// The tone metric's estimate of the reverberant tail (energy a tone keeps one symbol later, as a
         /// share), from its last decode.
         var tail = 0.0
+        /// The tone metric's noise floor per tone over its signal per symbol, and over the noise before
+        /// the frame (0 when the stream holds none), from its last decode.
+        var floorShare = 0.0
+        var floorRise = 0.0
         /// The coherent detector's state, from the first time it is needed.
         var coherent: CoherentDetector.Frame?
         /// Another profile's receiver owns this preamble: no room model for it.
@@ -111,6 +115,22 @@ final class FrameReceiver {
     /// for a room fit they never needed. At 0.08 the sweeps (white noise near the threshold for every
     /// profile, clock offsets, synthetic and measured rooms) decode exactly the same frames.
     static let reverberantTail = 0.08
+    /// A long room, whose diffuse tail outlasts the coherent detector's default room model, shows in the
+    /// tone metric as a noise floor that the frame brings with it: per tone, well above the noise before the
+    /// frame (`longRoomFloorRise`, 10 dB) and not far under the signal (`longRoomFloorShare`, -15 dB), while
+    /// the energy a tone keeps one symbol later (`reverberantTail`) can stay under 0.08, the tail being
+    /// spread over every tone. Measured with `sotto bench sweep longroom` (RT60 3 s, direct-to-reverberant
+    /// -10 dB, 20 dB in band): frames rise 90-125 over the noise before them with a floor share of 0.19-0.25;
+    /// dry frames rise about 1 (white noise) and share under 0.01 at high SNR (the tones' leakage).
+    static let longRoomFloorRise = 10.0
+    static let longRoomFloorShare = 0.03
+    /// Header bits the coherent decode of a frame in a long room may get wrong for the room to be fitted
+    /// again: the first pass, with the default model, decides many symbols wrong there.
+    static let longRoomHeaderDistance = 3
+    /// Second passes one detection may have in a long room: its wrong lengths come close to a header more
+    /// often (with 3 bits allowed, about a third of them), and spent the two of a plain room before the
+    /// right length was tried.
+    static let longRoomRefinements = 8
     /// Length of audio before a frame whose power stands for the noise in the coherent detector's room fit (s).
     static let noiseProbe = 0.040
     /// The second opinion for reverberant rooms, built the first time a frame needs it.
@@ -258,7 +278,7 @@ final class FrameReceiver {
         }
         if case .drop = frame.machine.action {
         } else {
-            _ = frame.machine.step(decoded: decoded != nil, reverberant: frame.tail >= Self.reverberantTail)
+            _ = frame.machine.step(decoded: decoded != nil, reverberant: frame.tail >= Self.reverberantTail || isLongRoom(frame))
         }
         if let result = decoded {
             frames.append(result.frame)
@@ -294,8 +314,9 @@ final class FrameReceiver {
         guard let likelihoods = detector.likelihoods(state, symbols: symbols, history: history) else { return nil }
         let (decoded, headerDistance) = decode(&frame, payloadBytes: bytes, coherentLikelihoods: likelihoods)
         // Nearly right: fit the room again over the whole decided frame and decide again.
-        if decoded == nil, headerDistance <= Self.refinementHeaderDistance,
-           frame.refinements < Self.maximumRefinements,
+        let nearlyRight = isLongRoom(frame) ? Self.longRoomHeaderDistance : Self.refinementHeaderDistance
+        if decoded == nil, headerDistance <= nearlyRight,
+           frame.refinements < (isLongRoom(frame) ? Self.longRoomRefinements : Self.maximumRefinements),
            let second = detector.refined(state, symbols: symbols),
            let again = detector.likelihoods(second, symbols: symbols, history: history) {
             frame.refinements += 1
@@ -305,6 +326,11 @@ final class FrameReceiver {
     }
 
     // MARK: Measurements
+
+    /// True when the tone metric saw the noise floor of a long room (see `longRoomFloorRise`).
+    private func isLongRoom(_ frame: FrameCandidate) -> Bool {
+        frame.floorRise >= Self.longRoomFloorRise && frame.floorShare >= Self.longRoomFloorShare
+    }
 
     /// Mean power per baseband sample over the `Self.noiseProbe` seconds that end shortly before the frame.
     private func powerBefore(_ frame: FrameCandidate) -> Double {
@@ -370,7 +396,11 @@ final class FrameReceiver {
         let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
         let (likelihoods, signal, noise, tail) = SymbolMetric.likelihoods(
             energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile)
-        if coherentLikelihoods == nil { frame.tail = tail }
+        if coherentLikelihoods == nil {
+            frame.tail = tail
+            frame.floorShare = noise / max(signal, 1e-30)
+            frame.floorRise = noise / metricWindow(frame) / powerBefore(frame)
+        }
         frame.noiseVariance = noise / metricWindow(frame)
         let attempt = FrameFormat.decodeReportingHeader(symbolLogLikelihoods: coherentLikelihoods ?? likelihoods,
                                                         payloadBytes: payloadBytes, profile: profile)

@@ -6,7 +6,7 @@ import SottoModem
 
 /// The robustness sweeps.
 public enum SweepKind: String, CaseIterable, Sendable {
-    case snr, offset, reverb, rooms, speech, `false`, latency, exchange
+    case snr, offset, reverb, rooms, longroom, speech, `false`, latency, exchange
 }
 
 /// Where a sweep's tables go, row by row as they are measured.
@@ -88,6 +88,7 @@ public struct SweepRunner {
         case .offset: sweepOffset(profiles, lengths)
         case .reverb: sweepReverb(profiles, lengths)
         case .rooms: try sweepRooms(profiles, lengths)
+        case .longroom: sweepLongRooms(profiles, lengths)
         case .speech: try sweepSpeech(profiles, lengths)
         case .false: try sweepFalse(profiles, seconds: seconds)
         case .latency: sweepLatency(profiles, lengths)
@@ -178,7 +179,8 @@ public struct SweepRunner {
         let noises = names.filter { $0.hasPrefix("noise_") && $0.hasSuffix(".wav") }.sorted()
         guard !rirs.isEmpty, !noises.isEmpty else { throw ToolError("no rir_*.wav and noise_*.wav in \(dataDirectory) (--data)") }
         let noiseClips = try noises.map { try loadAt48k(dataDirectory + "/" + $0) }
-        output.table("Measured rooms (\(dataDirectory)) with real noise at 20 dB in-band SNR, \(trials) frames per point.", ["profile", "bytes"] + rirs.map { String($0.dropFirst(4).dropLast(4)) })
+        let long = Self.sweepLongRoom
+        output.table("Measured rooms (\(dataDirectory)) with real noise at 20 dB in-band SNR, and a synthetic long room (RT60 \(fixed(long.rt60, 1)) s, direct-to-reverberant \(fixed(long.directToReverberantDB, 0)) dB, \(fixed(long.length, 1)) s) with white noise at 20 dB in-band SNR, \(trials) frames per point.", ["profile", "bytes"] + rirs.map { String($0.dropFirst(4).dropLast(4)) } + ["long synthetic"])
         for profile in profiles {
             for bytes in lengths {
                 var cells: [String] = []
@@ -202,7 +204,111 @@ public struct SweepRunner {
                     }
                     cells.append("\(fixed(100 * r.rate, 1))%")
                 }
+                output.status("\(profile.name), \(bytes) bytes, long synthetic room")
+                var ok = 0
+                for _ in 0..<trials {
+                    let response = long.impulseResponse(sampleRate: rate, rng: &random)
+                    let direct = Int((long.directDelay * rate).rounded())
+                    if longRoomTrial(profile, bytes, response: response, directDelay: direct, snrInBand: Self.longRoomSNR).ok { ok += 1 }
+                }
+                cells.append("\(fixed(100 * Double(ok) / Double(trials), 1))%")
                 output.row(["\(profile.name)", "\(bytes)"] + cells)
+            }
+        }
+    }
+
+    // MARK: Long rooms
+
+    /// The rooms sweep's long room: like the measured one of the receiver issue (3.4 s response), with
+    /// a direct sound 10 dB under its tail in band, where the receiver failed (see `sweepLongRooms`).
+    static let sweepLongRoom = LongRoom(rt60: 3, directToReverberantDB: -10, length: 3.4)
+
+    /// In-band SNR (dB) of the long-room sweep: signal power over the frame (its tail included) over the
+    /// white noise's power in the profile's band.
+    static let longRoomSNR = 20.0
+
+    /// One frame through `response`, then white noise at `snrInBand` dB in the profile's band against the
+    /// received frame's power over its airtime. Returns whether exactly the token came out, whether any
+    /// preamble was detected, and the decoded frame's clock offset (ppm) and start error (ms).
+    mutating func longRoomTrial(_ profile: Profile, _ bytes: Int, response: [Float], directDelay: Int,
+                                snrInBand: Double) -> (ok: Bool, detected: Bool, ppm: Double?, startError: Double?) {
+        let token = (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let modulator = try! Modulator(profile: profile, sampleRate: rate)
+        let burst = try! modulator.modulate(token)
+        let lead = Int.random(in: Int(0.1 * rate)...Int(0.3 * rate), using: &random)
+        let x = [Float](repeating: 0, count: lead) + burst + [Float](repeating: 0, count: Int(0.2 * rate))
+        var y = fftConvolve(x, response)
+        let first = lead + directDelay, last = min(y.count, first + burst.count)
+        let signal = Channel.power(Array(y[first..<last]))
+        let bandwidth = profile.highFrequency - profile.lowFrequency
+        let noiseFullBand = signal / pow(10, snrInBand / 10) * (rate / 2) / bandwidth
+        let sigma = Float(noiseFullBand.squareRoot())
+        for i in y.indices { y[i] += sigma * Float(random.gaussian()) }
+        let decoder = try! StreamingDecoder(sampleRate: rate, profiles: [profile])
+        let frames = decoder.process(y) + decoder.finish()
+        let hit = frames.first { $0.token == token }
+        let ok = hit != nil && frames.count == 1
+        let startError = hit.map { 1000 * ($0.startTime - Double(first) / rate) }
+        return (ok, (decoder.detections[profile.name] ?? 0) > 0, hit.map(\.clockOffsetPPM), startError)
+    }
+
+    /// Synthetic long rooms (``LongRoom``): which part of a long, weak-direct-sound response breaks the
+    /// receiver. White noise at `longRoomSNR` dB in band.
+    mutating func sweepLongRooms(_ profiles: [Profile], _ lengths: [Int]) {
+        typealias Scenario = (name: String, room: LongRoom, cut: Double?, snr: Double)
+        let snr = Self.longRoomSNR
+        let late = { (d: Double, g: Double) in LongRoom(rt60: 0.3, directToReverberantDB: 6, length: 1, reflections: [.init(delay: d, gain: g)]) }
+        let drr = { (rt60: Double, db: Double) in LongRoom(rt60: rt60, directToReverberantDB: db, length: 3.4) }
+        let scenarios: [Scenario] = [
+            ("RT60 0.3 s", .issueRoom(rt60: 0.3), nil, snr),
+            ("RT60 1 s", .issueRoom(rt60: 1), nil, snr),
+            ("RT60 3 s", .issueRoom(rt60: 3), nil, snr),
+            ("RT60 1 s at 14 dB", .issueRoom(rt60: 1), nil, 14),
+            ("RT60 1 s at 10 dB", .issueRoom(rt60: 1), nil, 10),
+            ("RT60 0.3 s DRR -6 dB", drr(0.3, -6), nil, snr),
+            ("RT60 0.3 s DRR -10 dB", drr(0.3, -10), nil, snr),
+            ("RT60 1 s DRR -6 dB", drr(1, -6), nil, snr),
+            ("RT60 1 s DRR -10 dB", drr(1, -10), nil, snr),
+            ("RT60 1 s DRR -10 dB cut at 70 ms", drr(1, -10), 0.070, snr),
+            ("RT60 1 s DRR -10 dB cut at 300 ms", drr(1, -10), 0.300, snr),
+            ("RT60 3 s DRR -6 dB", drr(3, -6), nil, snr),
+            ("RT60 3 s DRR -10 dB", drr(3, -10), nil, snr),
+            ("reflection 1.0 at 250 ms", late(0.250, 1.0), nil, snr),
+            ("reflection 1.4 at 120 ms", late(0.120, 1.4), nil, snr),
+            ("notches: 0.9 at 3 ms", late(0.003, 0.9), nil, snr),
+            ("RT60 1 s + flutter 0.8^n every 37 ms", LongRoom(rt60: 1, directToReverberantDB: -2.8, length: 3.4,
+                reflections: (1...30).map { .init(delay: 0.037 * Double($0), gain: pow(0.8, Double($0))) }), nil, snr),
+            ("RT60 1 s + 12 late reflections 0.5", LongRoom(rt60: 1, directToReverberantDB: -2.8, length: 3.4,
+                reflections: (1...12).map { .init(delay: 0.08 + 0.061 * Double($0), gain: 0.5) }), nil, snr),
+        ]
+        output.table("Synthetic long rooms (direct-to-reverberant -2.8 dB, 3.4 s unless named) with white noise at \(fixed(Self.longRoomSNR, 0)) dB in-band SNR unless named, \(trials) frames per point.",
+                     ["profile", "bytes", "room", "success", "detected", "ppm (mean, max)", "start error ms (mean, max)"])
+        for profile in profiles {
+            for bytes in lengths {
+                for scenario in scenarios {
+                    output.status("\(profile.name), \(bytes) bytes, \(scenario.name)")
+                    var ok = 0, detected = 0
+                    var ppms: [Double] = [], errors: [Double] = []
+                    for _ in 0..<trials {
+                        var response = scenario.room.impulseResponse(sampleRate: rate, rng: &random)
+                        let direct = Int((scenario.room.directDelay * rate).rounded())
+                        if let cut = scenario.cut {
+                            let end = min(response.count, direct + Int(cut * rate))
+                            response.removeSubrange(end...)
+                        }
+                        let r = longRoomTrial(profile, bytes, response: response, directDelay: direct, snrInBand: scenario.snr)
+                        if r.ok { ok += 1 }
+                        if r.detected { detected += 1 }
+                        if let p = r.ppm { ppms.append(p) }
+                        if let e = r.startError { errors.append(e) }
+                    }
+                    func summary(_ v: [Double]) -> String {
+                        guard !v.isEmpty else { return "-" }
+                        return "\(fixed(v.reduce(0, +) / Double(v.count), 1)), \(fixed(v.map { abs($0) }.max()!, 1))"
+                    }
+                    output.row(["\(profile.name)", "\(bytes)", scenario.name, "\(fixed(100 * Double(ok) / Double(trials), 1))%",
+                                "\(fixed(100 * Double(detected) / Double(trials), 1))%", summary(ppms), summary(errors)])
+                }
             }
         }
     }

@@ -66,7 +66,7 @@ struct BenchSweep: ParsableCommand {
         abstract: "Run a robustness sweep through the channel simulator and print its table.",
         discussion: """
             snr: Eb/N0 and SNR for 90% and 99% per profile and token length. offset: clock / Doppler offsets. \
-            reverb: synthetic rooms. rooms: measured impulse responses with real noise, from --data. speech: speech \
+            reverb: synthetic rooms. rooms: measured impulse responses with real noise, from --data. longroom: synthetic long rooms (seconds of tail, weak direct sound, late reflections). speech: speech \
             interference. false: an hour of noise and speech (false tokens). latency: how long after its last \
             sample a frame is reported, fed in 1024-sample periods as from a device. exchange: three devices in a \
             simulated room through the modem and the matcher (found latency, stop-to-lost, walk-away-to-lost, \

@@ -46,7 +46,7 @@ import Testing
     /// Reverberant rooms (a small speaker 3 m away in a 0.5 s room; 5 m away in a 2 s room): the tail is
     /// signal, not noise. Before, the room's tail was counted as noise and the report stayed near
     /// -10 dB (full band) whatever the noise.
-    @Test(arguments: [(0.5, 3.0, -5.0), (0.5, 3.0, 30.0), (2.0, 5.0, 10.0)])
+    @Test(arguments: [(0.5, 3.0, -5.0), (0.5, 3.0, 30.0), (0.5, 3.0, 40.0), (2.0, 5.0, 10.0), (2.0, 5.0, 40.0)])
     func countsTheRoomsTailAsSignal(rt60: Double, distance: Double, fullBandSNR: Double) throws {
         let (truth, reported) = try Self.measure(fullBandSNR: fullBandSNR, rt60: rt60, distance: distance, seed: 2)
         let value = try #require(reported, "not decoded")
