@@ -44,7 +44,9 @@ public enum ExchangeSession {
         case .recording(let path, let raw):
             var frames: [DecodedFrame] = []
             try RecordingDecoder.decode(path: path, raw: raw, profiles: Profile.all, channel: .mix, onProgress: onProgress) { frames.append($0) }
-            for frame in frames { await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: 0) }
+            // Heard now, on the same clock as the ticks below (an embedded manager's lost timeout runs from here).
+            let heardAt = Date().timeIntervalSince(started)
+            for frame in frames { await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: heardAt) }
             let fed = Date()
             while !ended.isSet && !stop.isSet {
                 if Date().timeIntervalSince(fed) > lostTimeout + quietMargin && visible.withLock({ $0 }) == 0 { break }
