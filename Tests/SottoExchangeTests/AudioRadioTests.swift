@@ -5,14 +5,16 @@ import Testing
 @testable import SottoExchange
 import SottoExchangeRadio
 
-/// The exchange on real ALSA PCMs: the file plugin over a null slave (no sound card, no mocks).
+/// The exchange on real ALSA PCMs: the project's paced test plugin for capture and the file plugin over a
+/// null slave for playback (no sound card, no mocks).
 @Suite(.serialized) struct AudioRadioTests {
     static let directory: URL = {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("sotto-radio-\(getpid())")
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         let text = """
         pcm.sotto_radio_null { type null }
-        pcm.sotto_radio_capture { type file; slave.pcm "sotto_radio_null"; file "/dev/null"; infile "\(url.path)/in.raw"; format "raw" }
+        pcm_type.sottofault { lib "\(faultPlugin)" }
+        pcm.sotto_radio_capture { type sottofault; rate 48000; infile "\(url.path)/in.raw" }
         pcm.sotto_radio_playback { type file; slave.pcm "sotto_radio_null"; file "/dev/null"; format "raw" }
         """
         // ALSA keeps one configuration per process, and the live-audio suites of another test target run in
@@ -21,6 +23,18 @@ import SottoExchangeRadio
         try! Data(text.utf8).write(to: URL(fileURLWithPath: sharedALSAConfiguration.radio))
         setenv("ALSA_CONFIG_PATH", sharedALSAConfiguration.path, 1)
         return url
+    }()
+
+    /// The project's test I/O plugin (built next to the test bundle): a capture paced to the sample clock, so
+    /// that the capture thread cannot run through the recording (and fail at its end) while a loaded machine
+    /// keeps the radio's event task waiting, as the unpaced `file` plugin could.
+    static let faultPlugin: String = {
+        let name = "libasound_module_pcm_sottofault.so"
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path), directory.path != "/" {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent(name).path
     }()
 
     /// The per-process ALSA configuration files of the in-process live-audio suites (missing ones are skipped).
