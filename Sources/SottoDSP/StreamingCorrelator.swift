@@ -16,14 +16,20 @@ public final class StreamingCorrelator {
     let hop: Int
     private let forward: ComplexFFT
     private let inverse: ComplexFFT
-    /// Conjugated template spectra, interleaved, one after the other, scaled by 1 / (fftSize * |t|).
-    private let spectra: UnsafeMutableBufferPointer<Float>
+    /// Conjugated template spectra T* (scaled by 1 / (fftSize * |t|)), one template after the other, in
+    /// the layout the vectorised complex product reads: for bin k, `spectraReal[2k] = spectraReal[2k+1] =
+    /// Re T*` and `spectraImaginary[2k] = -Im T*`, `spectraImaginary[2k+1] = Im T*`, so that the product
+    /// with interleaved X is `X * spectraReal + swapPairs(X) * spectraImaginary`.
+    private let spectraReal: UnsafeMutableBufferPointer<Float>
+    private let spectraImaginary: UnsafeMutableBufferPointer<Float>
     /// Input window: `templateLength - 1` history samples then new ones (interleaved re, im).
     private let window: UnsafeMutableBufferPointer<Float>
     private var windowCount: Int
     /// Prefix sums of |x|^2 over the window (Double for stability), for the per-position energy.
     private let energyPrefix: UnsafeMutableBufferPointer<Double>
     private let output: UnsafeMutableBufferPointer<Float>
+    /// 1 / (energy of the input under the template) at each lag of the current block.
+    private let inverseWindowEnergy: UnsafeMutableBufferPointer<Float>
 
     /// Templates as (real, imaginary) arrays, all of the same, non-zero length.
     public init(templates: [(real: [Float], imaginary: [Float])]) {
@@ -37,8 +43,10 @@ public final class StreamingCorrelator {
         forward = ComplexFFT(size: fftSize, direction: .forward)
         inverse = ComplexFFT(size: fftSize, direction: .inverse)
         let templateFFT = ComplexFFT(size: fftSize, direction: .forward)
-        spectra = .allocate(capacity: 2 * fftSize * templates.count)
-        spectra.initialize(repeating: 0)
+        spectraReal = .allocate(capacity: 2 * fftSize * templates.count)
+        spectraReal.initialize(repeating: 0)
+        spectraImaginary = .allocate(capacity: 2 * fftSize * templates.count)
+        spectraImaginary.initialize(repeating: 0)
         for (t, template) in templates.enumerated() {
             var energy = 0.0
             for i in 0..<2 * fftSize { templateFFT.input[i] = 0 }
@@ -51,8 +59,12 @@ public final class StreamingCorrelator {
             let scale = Float(1 / (Double(fftSize) * energy.squareRoot()))
             for k in 0..<fftSize {
                 // Correlation = IFFT(X * conj(T)).
-                spectra[2 * (t * fftSize + k)] = templateFFT.output[2 * k] * scale
-                spectra[2 * (t * fftSize + k) + 1] = -templateFFT.output[2 * k + 1] * scale
+                let real = templateFFT.output[2 * k] * scale, imaginary = -templateFFT.output[2 * k + 1] * scale
+                let slot = 2 * (t * fftSize + k)
+                spectraReal[slot] = real
+                spectraReal[slot + 1] = real
+                spectraImaginary[slot] = -imaginary
+                spectraImaginary[slot + 1] = imaginary
             }
         }
         window = .allocate(capacity: 2 * fftSize)
@@ -62,13 +74,17 @@ public final class StreamingCorrelator {
         energyPrefix.initialize(repeating: 0)
         output = .allocate(capacity: hop * templates.count)
         output.initialize(repeating: 0)
+        inverseWindowEnergy = .allocate(capacity: hop)
+        inverseWindowEnergy.initialize(repeating: 0)
     }
 
     deinit {
-        spectra.deallocate()
+        spectraReal.deallocate()
+        spectraImaginary.deallocate()
         window.deallocate()
         energyPrefix.deallocate()
         output.deallocate()
+        inverseWindowEnergy.deallocate()
     }
 
     /// Feeds complex samples; calls `emit(rho2, count)` for each run of `count` new positions, where
@@ -91,8 +107,29 @@ public final class StreamingCorrelator {
         }
     }
 
+    /// `product = x * real + swapPairs(x) * imaginary` over `count` Floats (a multiple of 8: FFT sizes
+    /// here are), eight at a time: the complex product of interleaved spectra (see `spectraReal`).
+    @inline(__always)
+    private static func multiply(_ x: UnsafePointer<Float>, _ real: UnsafePointer<Float>, _ imaginary: UnsafePointer<Float>,
+                                 into product: UnsafeMutablePointer<Float>, count: Int) {
+        typealias Lanes = SIMD8<Float>
+        var i = 0
+        while i + Lanes.scalarCount <= count {
+            let a = UnsafeRawPointer(x + i).loadUnaligned(as: Lanes.self)
+            let swapped = Lanes(a[1], a[0], a[3], a[2], a[5], a[4], a[7], a[6])
+            let r = UnsafeRawPointer(real + i).loadUnaligned(as: Lanes.self)
+            let m = UnsafeRawPointer(imaginary + i).loadUnaligned(as: Lanes.self)
+            UnsafeMutableRawPointer(product + i).storeBytes(of: a * r + swapped * m, as: Lanes.self)
+            i += Lanes.scalarCount
+        }
+        while i < count {
+            product[i] = x[i] * real[i] + x[i ^ 1] * imaginary[i]
+            i += 1
+        }
+    }
+
     private func runBlock(emit: (UnsafeBufferPointer<Float>, Int) -> Void) {
-        let w = window, prefix = energyPrefix, out = output, spec = spectra
+        let w = window, prefix = energyPrefix, out = output
         let fin = forward.input, fout = forward.output, iin = inverse.input, iout = inverse.output
         fin.baseAddress!.update(from: w.baseAddress!, count: 2 * fftSize)
         var sum = 0.0
@@ -101,22 +138,23 @@ public final class StreamingCorrelator {
             sum += Double(w[2 * i] * w[2 * i] + w[2 * i + 1] * w[2 * i + 1])
             prefix[i + 1] = sum
         }
+        // 1 / energy under the template at each lag, once for all templates (0 where there is none).
+        let inverseEnergy = inverseWindowEnergy
+        for n in 0..<hop {
+            let e = prefix[n + templateLength] - prefix[n]
+            inverseEnergy[n] = e > 1e-30 ? Float(1 / e) : 0
+        }
         forward.execute()
         do {
             for t in 0..<templateCount {
-                let base = 2 * t * fftSize
-                for k in 0..<fftSize {
-                    let xr = fout[2 * k], xi = fout[2 * k + 1]
-                    let tr = spec[base + 2 * k], ti = spec[base + 2 * k + 1]
-                    iin[2 * k] = xr * tr - xi * ti
-                    iin[2 * k + 1] = xr * ti + xi * tr
-                }
+                Self.multiply(fout.baseAddress!, spectraReal.baseAddress! + 2 * t * fftSize,
+                              spectraImaginary.baseAddress! + 2 * t * fftSize, into: iin.baseAddress!, count: 2 * fftSize)
                 inverse.execute()
                 // Linear correlation is valid for lags 0..<hop (the template fits in the window).
+                let row = out.baseAddress! + t * hop
                 for n in 0..<hop {
                     let re = iout[2 * n], im = iout[2 * n + 1]
-                    let e = prefix[n + templateLength] - prefix[n]
-                    out[t * hop + n] = e > 1e-30 ? min(1, Float(Double(re * re + im * im) / e)) : 0
+                    row[n] = Swift.min(1, (re * re + im * im) * inverseEnergy[n])
                 }
             }
         }
