@@ -64,6 +64,25 @@ func scratchPath(_ name: String) -> String {
         #expect(throws: AudioFileError.invalidChannel(2, available: 2)) { try AudioFile.read(path: path, channel: .channel(2)) }
     }
 
+    /// 16-bit PCM is read as integers and scaled by the reader itself: every one of the 65 536 values
+    /// must come out as libsndfile's float conversion gives it (value / 32 768), in blocks of any size.
+    @Test func sixteenBitSamplesAreScaledExactly() throws {
+        let path = scratchPath("every-int16.raw")
+        let values = (Int(Int16.min)...Int(Int16.max)).map { Int16($0) }
+        try values.withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: path)) }
+        let reader = try AudioFileReader(path: path, raw: RawPCMFormat(sampleRate: 48_000, channels: 1, encoding: .s16))
+        var collected: [Float] = []
+        var block = [Float](repeating: 0, count: 1_000)
+        while true {
+            let n = try block.withUnsafeMutableBufferPointer { try reader.read(into: $0) }
+            if n == 0 { break }
+            collected += block[0..<n]
+        }
+        #expect(collected.count == values.count)
+        #expect(zip(collected, values).allSatisfy { $0 == Float($1) / 32_768 })
+        #expect(collected.first == -1 && collected.last == Float(32_767) / 32_768)
+    }
+
     @Test func streamsInBlocks() throws {
         let path = scratchPath("blocks.wav")
         try AudioFile.write(Self.signal, sampleRate: 48_000, to: path)
