@@ -6,6 +6,7 @@ import SottoTools
 /// `sotto bench`: decode every fixture and compare with the manifest, or sweep the simulator.
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "bench",
         abstract: "Benchmark the decoder: fixtures against their manifest, or robustness sweeps through the simulator.",
         subcommands: [BenchFixtures.self, BenchSweep.self],
         defaultSubcommand: BenchFixtures.self)

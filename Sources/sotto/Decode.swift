@@ -13,6 +13,7 @@ struct ReceiverOptions: ParsableArguments {
 /// `sotto decode`: find every frame in recordings.
 struct Decode: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "decode",
         abstract: "Find and decode every frame in recordings (any format libsndfile reads, any rate; - reads standard input).",
         discussion: """
             Frames are printed as they are found. Headerless PCM (arecord -t raw) is read with --rate, --encoding \

@@ -60,6 +60,7 @@ struct TransmitTarget: ParsableArguments {
 /// `sotto publish`: publish a message, through a matcher service (`--server`) or as audio bytes.
 struct Publish: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "publish",
         abstract: "Publish a message to nearby subscribers.",
         discussion: """
         With --server, the message (up to 102400 bytes, with a namespace and type) is registered with a matcher \
@@ -167,7 +168,7 @@ enum DiscoveryModeArgument {
 
 /// `sotto beacon`: loop a beacon ID.
 struct Beacon: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Loop a beacon ID (hex, 1-15 bytes) like an audio beacon.")
+    static let configuration = CommandConfiguration(commandName: "beacon", abstract: "Loop a beacon ID (hex, 1-15 bytes) like an audio beacon.")
     @Argument(help: "Beacon ID as hex (the stable ID the matcher registers; 1-15 bytes).") var id: String
     @Option(parsing: .unconditional, help: "Seconds to run.") var duration: Double = 60
     @Option(parsing: .unconditional, help: "Rotate the broadcast ID every this many seconds (EID-like), derived from --rotation-key.") var rotateEvery: Double?
@@ -196,6 +197,7 @@ struct Beacon: ParsableCommand {
 /// `sotto subscribe`: print found / lost / expired events as they happen.
 struct Subscribe: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "subscribe",
         abstract: "Subscribe to nearby messages and print found, lost and expired events.",
         discussion: """
         With --server, tokens heard are resolved by a matcher service into their publishers' messages, and this \

@@ -7,7 +7,7 @@ import SottoTools
 
 /// `sotto listen`: decode tokens from a live ALSA capture device as they arrive.
 struct Listen: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Listen on an ALSA capture device and print tokens as they are decoded.")
+    static let configuration = CommandConfiguration(commandName: "listen", abstract: "Listen on an ALSA capture device and print tokens as they are decoded.")
 
     @Option(help: "ALSA capture PCM (default, hw:1,0, plughw:1,0, ...).") var device: String = "default"
     @OptionGroup var receiver: ReceiverOptions
@@ -73,7 +73,7 @@ struct Listen: AsyncParsableCommand {
 
 /// `sotto devices`: ALSA PCMs.
 struct Devices: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List ALSA PCMs (capture and playback) with the rates they accept.")
+    static let configuration = CommandConfiguration(commandName: "devices", abstract: "List ALSA PCMs (capture and playback) with the rates they accept.")
 
     @OptionGroup var format: FormatOption
 

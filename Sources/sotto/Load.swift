@@ -7,6 +7,7 @@ import Synchronization
 /// `sotto load`: a load generator for a running `sotto serve`.
 struct Load: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "load",
         abstract: "Load a matcher service with simulated devices and report sessions, sightings/s and found latency.",
         discussion: """
         Every device opens a session, publishes a message and subscribes; devices in clusters of --cluster hear \

@@ -4,7 +4,7 @@ import SottoTools
 
 /// `sotto profiles`: the table of profiles.
 struct Profiles: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the waveform profiles with band, symbol time, bit rate and airtime.")
+    static let configuration = CommandConfiguration(commandName: "profiles", abstract: "List the waveform profiles with band, symbol time, bit rate and airtime.")
 
     @OptionGroup var format: FormatOption
 

@@ -8,6 +8,7 @@ import SottoTools
 /// `sotto send`: encode a token and write it to a file (or play it, with the live-audio support).
 struct Send: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "send",
         abstract: "Encode a token as sound and write it to a file or play it.",
         discussion: """
             With --out, the file holds what would be played: --padding of silence, the frame, and with --repeat N \

@@ -45,6 +45,7 @@ struct StoreOption: ParsableArguments {
 /// `sotto serve`: the matcher as a network service.
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "serve",
         abstract: "Run the matcher service that resolves tokens heard over the air into messages.",
         discussion: """
         Clients (`sotto publish/subscribe --server`, or any gRPC client of exchange.proto) hold one stream per \
@@ -124,6 +125,7 @@ struct Serve: AsyncParsableCommand {
 /// `sotto admin`: projects, API keys and beacons in the service's store.
 struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "admin",
         abstract: "Manage the matcher service's projects, API keys and beacons (works on the store directly).",
         subcommands: [AdminProject.self, AdminKey.self, AdminBeacon.self])
 }
@@ -133,7 +135,7 @@ struct AdminProject: AsyncParsableCommand {
                                                     subcommands: [Create.self, List.self])
 
     struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a project (prints its id).")
+        static let configuration = CommandConfiguration(commandName: "create", abstract: "Create a project (prints its id).")
         @OptionGroup var store: StoreOption
         @Argument(help: "Project name.") var name: String
         @Option(parsing: .unconditional, help: "Most sessions the project may hold at once.") var maxSessions: Int = 100_000
@@ -147,7 +149,7 @@ struct AdminProject: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List projects.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List projects.")
         @OptionGroup var store: StoreOption
         func run() async throws {
             do {
@@ -162,7 +164,7 @@ struct AdminKey: AsyncParsableCommand {
                                                     subcommands: [Create.self, List.self, Revoke.self])
 
     struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create an API key for a project; prints it once (only its hash is kept).")
+        static let configuration = CommandConfiguration(commandName: "create", abstract: "Create an API key for a project; prints it once (only its hash is kept).")
         @OptionGroup var store: StoreOption
         @Argument(help: "Project name or id.") var project: String
         @Option(help: "A label for the key.") var label: String = ""
@@ -178,7 +180,7 @@ struct AdminKey: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List keys (ids, never secrets).")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List keys (ids, never secrets).")
         @OptionGroup var store: StoreOption
         @Argument(help: "Project name or id (default: all).") var project: String?
         func run() async throws {
@@ -191,7 +193,7 @@ struct AdminKey: AsyncParsableCommand {
     }
 
     struct Revoke: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Revoke a key (new sessions with it are refused).")
+        static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Revoke a key (new sessions with it are refused).")
         @OptionGroup var store: StoreOption
         @Argument(help: "Key id (the part after sotto_, before the second _).") var id: String
         func run() async throws {
@@ -205,7 +207,7 @@ struct AdminBeacon: AsyncParsableCommand {
                                                     subcommands: [Register.self, Attach.self, List.self])
 
     struct Register: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Register (or replace) a beacon of a project.")
+        static let configuration = CommandConfiguration(commandName: "register", abstract: "Register (or replace) a beacon of a project.")
         @OptionGroup var store: StoreOption
         @Argument(help: "Project name or id.") var project: String
         @Argument(help: "Beacon ID as hex (1-15 bytes).") var id: String
@@ -223,7 +225,7 @@ struct AdminBeacon: AsyncParsableCommand {
     }
 
     struct Attach: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Attach data (at most 1024 bytes) to a registered beacon.")
+        static let configuration = CommandConfiguration(commandName: "attach", abstract: "Attach data (at most 1024 bytes) to a registered beacon.")
         @OptionGroup var store: StoreOption
         @Argument(help: "Beacon ID as hex.") var id: String
         @Option(help: "Attachment namespace (non-empty).") var namespace: String
@@ -244,7 +246,7 @@ struct AdminBeacon: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List beacons and their attachments.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List beacons and their attachments.")
         @OptionGroup var store: StoreOption
         func run() async throws {
             do {

@@ -6,6 +6,7 @@ import SottoTools
 /// `sotto simulate`: pass a recording through a simulated room and devices.
 struct Simulate: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "simulate",
         abstract: "Pass audio through a simulated acoustic channel (reverberation, roll-off, clock offset, resampling, interference, noise, clipping, quantisation).",
         discussion: "Stages are applied in this order; each is off unless asked for. Seeded and reproducible.")
 
