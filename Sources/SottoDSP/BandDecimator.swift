@@ -1,5 +1,19 @@
 import RealModule
 
+/// One band to extract as complex baseband: its centre (Hz), the half-width kept flat around it (Hz) and
+/// the smallest output rate (Hz), which must exceed twice the half-width.
+public struct BandSpecification: Hashable, Sendable {
+    public var centerFrequency: Double
+    public var passbandHalfWidth: Double
+    public var minimumOutputRate: Double
+
+    public init(centerFrequency: Double, passbandHalfWidth: Double, minimumOutputRate: Double) {
+        self.centerFrequency = centerFrequency
+        self.passbandHalfWidth = passbandHalfWidth
+        self.minimumOutputRate = minimumOutputRate
+    }
+}
+
 /// Extracts one frequency band of a real signal as complex baseband at a lower rate: mixing, low-pass
 /// filtering and decimation in one step, by fast convolution (FFTW overlap-save).
 ///
@@ -7,7 +21,8 @@ import RealModule
 /// the low-pass filter's response and moved to a small complex inverse FFT of `blockSize / factor` points.
 /// The output is the analytic signal of the band shifted down by the (bin-rounded) `centerFrequency`, at
 /// `sampleRate / factor`, with a real cosine of amplitude 1 at `f` appearing as a complex exponential of
-/// amplitude 1 at `f - centerFrequency`.
+/// amplitude 1 at `f - centerFrequency`. Several bands of one input can share that real FFT: see
+/// ``BandDecimatorBank``.
 ///
 /// Streaming: input can arrive in chunks of any size; blocks are cut at fixed positions relative to the
 /// start of the stream, so the output never depends on how the input was chunked. Output sample `j`
@@ -21,28 +36,20 @@ public final class BandDecimator {
     public let centerFrequency: Double
     /// Output sample rate (Hz).
     public var outputRate: Double { sampleRate / Double(factor) }
-
     /// Input samples per FFT block.
-    public let blockSize: Int
-    /// New input samples consumed per block.
-    let hop: Int
-    /// Input samples of history each block overlaps (filter length - 1, rounded up to `factor`).
-    let overlap: Int
+    public var blockSize: Int { spectrum.blockSize }
+
     let centerBin: Int
     let outputSize: Int
-
-    private let forward: RealFFT
+    /// The block transform this band reads: its own, or the one its bank shares.
+    let spectrum: BlockSpectrum
+    private let ownsSpectrum: Bool
     private let inverse: ComplexFFT
     /// Filter frequency response on the extracted bins (real, zero phase), already scaled.
     private let response: UnsafeMutableBufferPointer<Float>
-    /// Input history (`overlap` samples), then pending new samples (up to `hop`).
-    private let pending: UnsafeMutableBufferPointer<Float>
     /// Output of the current block (real and imaginary parts).
     private let outReal: UnsafeMutableBufferPointer<Float>
     private let outImag: UnsafeMutableBufferPointer<Float>
-    private var pendingCount: Int
-    /// Index of the first input sample of the next block (may be negative at the start).
-    private var blockStart: Int
 
     /// - Parameters:
     ///   - sampleRate: input rate (Hz).
@@ -50,41 +57,34 @@ public final class BandDecimator {
     ///   - passbandHalfWidth: the band kept flat is centerFrequency ± this (Hz).
     ///   - minimumOutputRate: the output rate is at least this (Hz); it must exceed 2 x passbandHalfWidth.
     ///   - attenuationDB: stopband attenuation of the filter (dB).
-    public init(sampleRate: Double, centerFrequency: Double, passbandHalfWidth: Double,
-                minimumOutputRate: Double, attenuationDB: Double = 80) {
-        precondition(minimumOutputRate > 2 * passbandHalfWidth && sampleRate >= minimumOutputRate)
-        self.sampleRate = sampleRate
-        let factor = max(1, Int((sampleRate / minimumOutputRate).rounded(.down)))
-        self.factor = factor
-        let outputRate = sampleRate / Double(factor)
-        // Only the bins within +-outputRate/2 are kept (a brick wall in frequency), so the filter must
-        // already be in its stopband there, or the cut would spread the filter in time and break the
-        // overlap-save. This also keeps everything the decimation could alias out of the output.
-        let stopEdge = outputRate / 2
-        let transition = (stopEdge - passbandHalfWidth) / sampleRate
-        let cutoff = (passbandHalfWidth + stopEdge) / 2 / sampleRate
-        var taps = KaiserFIR.tapCount(transitionWidth: transition, attenuationDB: attenuationDB)
-        // Make the delay (taps - 1) / 2 a whole number of output samples.
-        let halfTaps = ((taps - 1) / 2 + factor - 1) / factor * factor
-        taps = 2 * halfTaps + 1
-        let h = KaiserFIR.lowpass(cutoff: cutoff, taps: taps, attenuationDB: attenuationDB)
-        overlap = 2 * halfTaps
-        // Output block of a smooth size, at least 4x the overlap for efficiency.
-        var outSize = 64
-        while outSize * factor < 4 * max(overlap, 1) || outSize < 256 { outSize *= 2 }
+    public convenience init(sampleRate: Double, centerFrequency: Double, passbandHalfWidth: Double,
+                            minimumOutputRate: Double, attenuationDB: Double = 80) {
+        let band = BandSpecification(centerFrequency: centerFrequency, passbandHalfWidth: passbandHalfWidth,
+                                     minimumOutputRate: minimumOutputRate)
+        let design = LowpassDesign(sampleRate: sampleRate, band: band, attenuationDB: attenuationDB)
+        self.init(design, spectrum: BlockSpectrum(sampleRate: sampleRate, designs: [design]), ownsSpectrum: true)
+        spectrum.clearInput()
+    }
+
+    /// A band reading `spectrum`'s blocks; its filter response is measured through that transform, so
+    /// the spectrum's input must be cleared once every band is made.
+    init(_ design: LowpassDesign, spectrum: BlockSpectrum, ownsSpectrum: Bool) {
+        sampleRate = spectrum.sampleRate
+        factor = design.factor
+        self.spectrum = spectrum
+        self.ownsSpectrum = ownsSpectrum
+        let blockSize = spectrum.blockSize
+        let outSize = blockSize / design.factor
         outputSize = outSize
-        blockSize = outSize * factor
-        hop = blockSize - overlap
-        centerBin = Int((centerFrequency / sampleRate * Double(blockSize)).rounded())
-        self.centerFrequency = Double(centerBin) * sampleRate / Double(blockSize)
-        forward = RealFFT(size: blockSize)
+        centerBin = Int((design.band.centerFrequency / sampleRate * Double(blockSize)).rounded())
+        centerFrequency = Double(centerBin) * sampleRate / Double(blockSize)
         inverse = ComplexFFT(size: outSize, direction: .inverse)
 
         // Filter response at the extracted bins, modulated to the centre: H(k) = LP(k - centerBin),
-        // through the block's own transform (planning a second one cost as much as the first).
-        let probe = forward
+        // measured through the block transform itself (planning another one costs as much again).
+        let probe = spectrum.forward
         for i in 0..<blockSize { probe.input[i] = 0 }
-        for (i, tap) in h.enumerated() { probe.input[i] = tap }
+        for (i, tap) in design.taps.enumerated() { probe.input[i] = tap }
         probe.execute()
         let scale = Float(2) / Float(blockSize)
         response = .allocate(capacity: outSize)
@@ -98,15 +98,10 @@ public final class BandDecimator {
             // Zero phase: the filter is applied centred on each output sample, without delay.
             response[slot] = magnitude * scale
         }
-        pending = .allocate(capacity: blockSize)
-        pending.initialize(repeating: 0)
-        outReal = .allocate(capacity: hop / factor)
+        outReal = .allocate(capacity: spectrum.hop / factor)
         outReal.initialize(repeating: 0)
-        outImag = .allocate(capacity: hop / factor)
+        outImag = .allocate(capacity: spectrum.hop / factor)
         outImag.initialize(repeating: 0)
-        // Start with half the filter's span of silence before the stream so that output 0 is input 0.
-        pendingCount = halfTaps
-        blockStart = -halfTaps
     }
 
     /// Largest input magnitude filtered (full scale = 1): 60 dB above full scale. Beyond it samples are
@@ -116,16 +111,218 @@ public final class BandDecimator {
 
     /// Feeds input samples; calls `emit(real, imaginary)` with each new run of output samples (the
     /// buffers are only valid during the call). Samples beyond ``inputLimit`` are limited to it.
+    /// - Precondition: not a band of a ``BandDecimatorBank`` (those are fed through the bank).
     public func process(_ input: UnsafeBufferPointer<Float>,
                         emit: (UnsafeBufferPointer<Float>, UnsafeBufferPointer<Float>) -> Void) {
+        precondition(ownsSpectrum, "a band of a BandDecimatorBank is fed through its bank")
+        spectrum.process(input) { extract(emit: emit) }
+    }
+
+    deinit {
+        response.deallocate()
+        outReal.deallocate()
+        outImag.deallocate()
+    }
+
+    /// Takes this band out of the spectrum's current block and emits its new output samples.
+    func extract(emit: (UnsafeBufferPointer<Float>, UnsafeBufferPointer<Float>) -> Void) {
+        let blockSize = spectrum.blockSize, blockStart = spectrum.blockStart
+        let half = outputSize / 2
+        let transform = spectrum.forward.output
+        let bins = blockSize / 2 + 1
+        let r = response
+        let inverseInput = inverse.input
+        if centerBin - half >= 0 && centerBin + half <= bins {
+            // Every extracted bin is one of the transform's own (not a mirrored one): slots 0..<half are
+            // bins centerBin..., slots half..<outputSize the bins below it; contiguous, no branch.
+            let spectrumBase = transform.baseAddress!, responseBase = r.baseAddress!, target = inverseInput.baseAddress!
+            for slot in 0..<outputSize {
+                let k = centerBin + (slot < half ? slot : slot - outputSize)
+                let weight = responseBase[slot]
+                target[2 * slot] = spectrumBase[2 * k] * weight
+                target[2 * slot + 1] = spectrumBase[2 * k + 1] * weight
+            }
+        } else {
+            extractMirrored(transform, bins: bins, into: inverseInput)
+        }
+        finishBlock(blockStart: blockStart, emit: emit)
+    }
+
+    /// The general case of `extract`'s bin gathering: a band reaching below 0 Hz or above half the
+    /// input rate takes the mirrored (conjugate) bins there.
+    private func extractMirrored(_ transform: UnsafeMutableBufferPointer<Float>, bins: Int, into inverseInput: UnsafeMutableBufferPointer<Float>) {
+        let half = outputSize / 2, blockSize = spectrum.blockSize
+        let r = response
+        for q in -half..<half {
+            let slot = (q + outputSize) % outputSize
+            let k = centerBin + q
+            var re: Float = 0, im: Float = 0
+            if k >= 0 && k < bins {
+                re = transform[2 * k]; im = transform[2 * k + 1]
+            } else if k < 0 && -k < bins {
+                re = transform[-2 * k]; im = -transform[-2 * k + 1]
+            } else if k >= bins && k < blockSize {
+                re = transform[2 * (blockSize - k)]; im = -transform[2 * (blockSize - k) + 1]
+            }
+            let hr = r[slot]
+            inverseInput[2 * slot] = re * hr
+            inverseInput[2 * slot + 1] = im * hr
+        }
+    }
+
+    /// Inverse transform of the gathered bins, the block's mixing phase undone, the valid samples emitted.
+    private func finishBlock(blockStart: Int, emit: (UnsafeBufferPointer<Float>, UnsafeBufferPointer<Float>) -> Void) {
+        let blockSize = spectrum.blockSize
+        inverse.execute()
+        // Undo the block-relative mixing phase: multiply by exp(-2 pi i centerBin * blockStart / blockSize).
+        let turns = Double(((centerBin * (blockStart % blockSize)) % blockSize + blockSize) % blockSize) / Double(blockSize)
+        let c = Float(Double.cos(2 * Double.pi * turns)), s = Float(-Double.sin(2 * Double.pi * turns))
+        // Zero-phase filtering wraps around both ends of the block: only the middle `hop` samples are valid.
+        let firstValid = spectrum.overlap / 2 / factor
+        let count = spectrum.hop / factor
+        let inverseOutput = inverse.output
+        // Output sample j of this block is input sample blockStart + j*factor, filtered with a
+        // zero-phase response.
+        for j in 0..<count {
+            let re = inverseOutput[2 * (j + firstValid)], im = inverseOutput[2 * (j + firstValid) + 1]
+            outReal[j] = re * c - im * s
+            outImag[j] = re * s + im * c
+        }
+        emit(UnsafeBufferPointer(outReal), UnsafeBufferPointer(outImag))
+    }
+}
+
+/// Several bands of one real signal, each extracted as by ``BandDecimator`` at its own rate, from one
+/// real FFT per block instead of one per band: the input is transformed once for every band a decoder
+/// listens to (the 18-20 kHz profiles and the audible one at 2-4 kHz).
+///
+/// The blocks fit every band: their length and hop are multiples of every decimation factor, their
+/// overlap spans the longest filter. A band of a bank gives the same output as a ``BandDecimator`` of
+/// its own up to float round-off and the filters' stopband (80 dB down).
+///
+/// One owner; not for concurrent use.
+public final class BandDecimatorBank {
+    /// The bands, in the order asked for; fed only through ``process(_:emit:)``.
+    public let bands: [BandDecimator]
+    private let spectrum: BlockSpectrum
+
+    /// - Parameters:
+    ///   - sampleRate: input rate (Hz).
+    ///   - bands: the bands to extract (at least one; see ``BandDecimator``'s parameters).
+    ///   - attenuationDB: stopband attenuation of the filters (dB).
+    public init(sampleRate: Double, bands: [BandSpecification], attenuationDB: Double = 80) {
+        precondition(!bands.isEmpty)
+        let designs = bands.map { LowpassDesign(sampleRate: sampleRate, band: $0, attenuationDB: attenuationDB) }
+        let spectrum = BlockSpectrum(sampleRate: sampleRate, designs: designs)
+        self.spectrum = spectrum
+        self.bands = designs.map { BandDecimator($0, spectrum: spectrum, ownsSpectrum: false) }
+        spectrum.clearInput()
+    }
+
+    /// Feeds input samples; calls `emit(band, real, imaginary)` with each new run of output samples of
+    /// band `band` (an index into ``bands``; the buffers are only valid during the call), block by block
+    /// and, within a block, in the order of ``bands``.
+    public func process(_ input: UnsafeBufferPointer<Float>,
+                        emit: (Int, UnsafeBufferPointer<Float>, UnsafeBufferPointer<Float>) -> Void) {
+        let bands = bands
+        spectrum.process(input) {
+            for index in bands.indices { bands[index].extract { emit(index, $0, $1) } }
+        }
+    }
+}
+
+/// A band's decimation factor and low-pass filter (Kaiser window), before any block is chosen.
+struct LowpassDesign {
+    let band: BandSpecification
+    let factor: Int
+    /// Symmetric taps, `2 * halfTaps + 1` of them; `halfTaps` is a multiple of `factor` so the filter's
+    /// delay is a whole number of output samples.
+    let taps: [Float]
+    let halfTaps: Int
+
+    init(sampleRate: Double, band: BandSpecification, attenuationDB: Double) {
+        precondition(band.minimumOutputRate > 2 * band.passbandHalfWidth && sampleRate >= band.minimumOutputRate)
+        self.band = band
+        let factor = max(1, Int((sampleRate / band.minimumOutputRate).rounded(.down)))
+        self.factor = factor
+        let outputRate = sampleRate / Double(factor)
+        // Only the bins within +-outputRate/2 are kept (a brick wall in frequency), so the filter must
+        // already be in its stopband there, or the cut would spread the filter in time and break the
+        // overlap-save. This also keeps everything the decimation could alias out of the output.
+        let stopEdge = outputRate / 2
+        let transition = (stopEdge - band.passbandHalfWidth) / sampleRate
+        let cutoff = (band.passbandHalfWidth + stopEdge) / 2 / sampleRate
+        let count = KaiserFIR.tapCount(transitionWidth: transition, attenuationDB: attenuationDB)
+        halfTaps = ((count - 1) / 2 + factor - 1) / factor * factor
+        taps = KaiserFIR.lowpass(cutoff: cutoff, taps: 2 * halfTaps + 1, attenuationDB: attenuationDB)
+    }
+}
+
+/// The blocks of input and their real FFT, shared by the bands that read them: where blocks start, what
+/// they overlap, and the samples waiting for the next one.
+final class BlockSpectrum {
+    let sampleRate: Double
+    /// Input samples per FFT block.
+    let blockSize: Int
+    /// New input samples consumed per block (a multiple of every band's factor).
+    let hop: Int
+    /// Input samples of history each block overlaps: twice the longest filter's half-span, rounded up to
+    /// a multiple of every factor.
+    let overlap: Int
+    /// The transform; its input holds the history (`overlap` samples), then pending new samples (up to
+    /// `hop`). FFTW's out-of-place real transform leaves its input as it was.
+    let forward: RealFFT
+    private var pendingCount: Int
+    /// Index of the first input sample of the current block (negative at the start).
+    private(set) var blockStart: Int
+
+    /// Smallest output block of a band (samples): smaller inverse FFTs cost more per sample.
+    static let minimumOutputBlock = 256
+
+    init(sampleRate: Double, designs: [LowpassDesign]) {
+        self.sampleRate = sampleRate
+        // Block length, hop and half-overlap must be multiples of every factor.
+        let common = designs.map(\.factor).reduce(1) { a, b in a / greatestCommonDivisor(a, b) * b }
+        let halfSpan = ((designs.map(\.halfTaps).max() ?? 0) + common - 1) / common * common
+        overlap = 2 * halfSpan
+        let largestFactor = designs.map(\.factor).max() ?? 1
+        // Output blocks of a smooth size, the block at least 4x the overlap for efficiency.
+        var multiple = 64
+        while common * multiple < 4 * max(overlap, 1) || common * multiple / largestFactor < Self.minimumOutputBlock {
+            multiple *= 2
+        }
+        blockSize = common * multiple
+        hop = blockSize - overlap
+        forward = RealFFT(size: blockSize)
+        // Start with half the longest filter's span of silence before the stream so that output 0 is input 0.
+        pendingCount = halfSpan
+        blockStart = -halfSpan
+    }
+
+    /// Zeroes the input history (the bands' filter responses were measured through the transform).
+    func clearInput() {
+        for i in 0..<blockSize { forward.input[i] = 0 }
+    }
+
+    /// Feeds input samples; calls `block()` after each block's transform (read `forward.output` and
+    /// `blockStart` then).
+    func process(_ input: UnsafeBufferPointer<Float>, block: () -> Void) {
         var consumed = 0
-        let limit = Self.inputLimit
+        let limit = BandDecimator.inputLimit
+        let pending = forward.input
         while consumed < input.count {
             let take = min(blockSize - pendingCount, input.count - consumed)
             Self.copyLimited(from: input.baseAddress! + consumed, to: pending.baseAddress! + pendingCount, count: take, limit: limit)
             pendingCount += take
             consumed += take
-            if pendingCount == blockSize { runBlock(emit: emit) }
+            if pendingCount == blockSize {
+                forward.execute()
+                block()
+                // Keep the last `overlap` samples as history.
+                pending.baseAddress!.update(from: pending.baseAddress! + hop, count: overlap)
+                pendingCount = overlap
+                blockStart += hop
+            }
         }
     }
 
@@ -153,58 +350,6 @@ public final class BandDecimator {
             i += 1
         }
     }
-
-    deinit {
-        response.deallocate()
-        pending.deallocate()
-        outReal.deallocate()
-        outImag.deallocate()
-    }
-
-    private func runBlock(emit: (UnsafeBufferPointer<Float>, UnsafeBufferPointer<Float>) -> Void) {
-        forward.input.baseAddress!.update(from: pending.baseAddress!, count: blockSize)
-        forward.execute()
-        let half = outputSize / 2
-        let spectrum = forward.output
-        let bins = blockSize / 2 + 1
-        let r = response
-        let inverseInput = inverse.input
-        do {
-            for q in -half..<half {
-                let slot = (q + outputSize) % outputSize
-                let k = centerBin + q
-                var re: Float = 0, im: Float = 0
-                if k >= 0 && k < bins {
-                    re = spectrum[2 * k]; im = spectrum[2 * k + 1]
-                } else if k < 0 && -k < bins {
-                    re = spectrum[-2 * k]; im = -spectrum[-2 * k + 1]
-                } else if k >= bins && k < blockSize {
-                    re = spectrum[2 * (blockSize - k)]; im = -spectrum[2 * (blockSize - k) + 1]
-                }
-                let hr = r[slot]
-                inverseInput[2 * slot] = re * hr
-                inverseInput[2 * slot + 1] = im * hr
-            }
-        }
-        inverse.execute()
-        // Undo the block-relative mixing phase: multiply by exp(-2 pi i centerBin * blockStart / blockSize).
-        let turns = Double(((centerBin * (blockStart % blockSize)) % blockSize + blockSize) % blockSize) / Double(blockSize)
-        let c = Float(Double.cos(2 * Double.pi * turns)), s = Float(-Double.sin(2 * Double.pi * turns))
-        // Zero-phase filtering wraps around both ends of the block: only the middle `hop` samples are valid.
-        let firstValid = overlap / 2 / factor
-        let count = hop / factor
-        let inverseOutput = inverse.output
-        // Output sample j of this block is input sample blockStart + j*factor, filtered with a
-        // zero-phase response.
-        for j in 0..<count {
-            let re = inverseOutput[2 * (j + firstValid)], im = inverseOutput[2 * (j + firstValid) + 1]
-            outReal[j] = re * c - im * s
-            outImag[j] = re * s + im * c
-        }
-        emit(UnsafeBufferPointer(outReal), UnsafeBufferPointer(outImag))
-        // Keep the last `overlap` samples as history.
-        pending.baseAddress!.update(from: pending.baseAddress! + hop, count: overlap)
-        pendingCount = overlap
-        blockStart += hop
-    }
 }
+
+private func greatestCommonDivisor(_ a: Int, _ b: Int) -> Int { b == 0 ? a : greatestCommonDivisor(b, a % b) }

@@ -14,6 +14,12 @@ final class BasebandFrontEnd {
         var centerFrequency: Double
         var passbandHalfWidth: Double
         var minimumOutputRate: Double
+
+        /// The band these parameters ask a decimator for.
+        var band: BandSpecification {
+            BandSpecification(centerFrequency: centerFrequency, passbandHalfWidth: passbandHalfWidth,
+                              minimumOutputRate: minimumOutputRate)
+        }
     }
 
     let parameters: Parameters
@@ -71,13 +77,20 @@ final class BasebandFrontEnd {
         detections.contains { $0.receiver != receiver && abs($0.start - start) <= window && $0.strength > strength }
     }
 
+    /// A front end with a band decimator of its own.
     /// - Parameter minimumHistory: for the decimator's output rate (Hz), baseband samples the history
     ///   must hold (the largest any sharing receiver needs).
-    init(_ parameters: Parameters, minimumHistory: (Double) -> Int) {
+    convenience init(_ parameters: Parameters, minimumHistory: (Double) -> Int) {
+        self.init(parameters, decimator: BandDecimator(sampleRate: parameters.sampleRate, centerFrequency: parameters.centerFrequency,
+                                                       passbandHalfWidth: parameters.passbandHalfWidth,
+                                                       minimumOutputRate: parameters.minimumOutputRate),
+                  minimumHistory: minimumHistory)
+    }
+
+    /// A front end on `decimator` (made for these parameters: its own, or a band of a decoder's bank).
+    init(_ parameters: Parameters, decimator: BandDecimator, minimumHistory: (Double) -> Int) {
         self.parameters = parameters
-        decimator = BandDecimator(sampleRate: parameters.sampleRate, centerFrequency: parameters.centerFrequency,
-                                  passbandHalfWidth: parameters.passbandHalfWidth,
-                                  minimumOutputRate: parameters.minimumOutputRate)
+        self.decimator = decimator
         history = BasebandHistory(minimumCapacity: minimumHistory(decimator.outputRate))
     }
 }

@@ -17,6 +17,8 @@ public final class StreamingDecoder {
     private let receivers: [FrameReceiver]
     /// The band extractors, each with the receivers it feeds (profiles with the same band share one).
     let frontEnds: [(frontEnd: BasebandFrontEnd, receivers: [FrameReceiver])]
+    /// The front ends' decimators, in the same order, sharing one FFT of the input per block.
+    private let bank: BandDecimatorBank
     /// Input samples consumed so far.
     public private(set) var sampleCount: Int64 = 0
 
@@ -35,8 +37,10 @@ public final class StreamingDecoder {
                 groups.append((parameters, [profile]))
             }
         }
-        let frontEnds = groups.map { group in
-            let frontEnd = BasebandFrontEnd(group.parameters) { rate in
+        let bank = BandDecimatorBank(sampleRate: sampleRate, bands: groups.map(\.parameters.band))
+        self.bank = bank
+        let frontEnds = zip(groups, bank.bands).map { group, decimator in
+            let frontEnd = BasebandFrontEnd(group.parameters, decimator: decimator) { rate in
                 group.profiles.map { FrameReceiver.historyNeeded(profile: $0, basebandRate: rate) }.max() ?? 0
             }
             return (frontEnd: frontEnd, receivers: group.profiles.map { FrameReceiver(profile: $0, frontEnd: frontEnd) })
@@ -60,13 +64,14 @@ public final class StreamingDecoder {
         return frames.sorted { $0.startTime < $1.startTime }
     }
 
-    /// Filters and decimates the input once per front end, then lets each of its receivers take the new baseband.
+    /// Transforms the input once per block for every front end, then lets each front end's receivers take
+    /// its new baseband.
     private func feed(_ samples: UnsafeBufferPointer<Float>, into frames: inout [DecodedFrame]) {
-        for (frontEnd, receivers) in frontEnds {
-            frontEnd.decimator.process(samples) { re, im in
-                frontEnd.history.append(real: re, imaginary: im)
-                for receiver in receivers { receiver.consume(real: re, imaginary: im, into: &frames) }
-            }
+        let frontEnds = frontEnds
+        bank.process(samples) { index, re, im in
+            let (frontEnd, receivers) = frontEnds[index]
+            frontEnd.history.append(real: re, imaginary: im)
+            for receiver in receivers { receiver.consume(real: re, imaginary: im, into: &frames) }
         }
     }
 

@@ -64,6 +64,75 @@ import Testing
     }
 }
 
+/// Several bands from one FFT per block: each band must be what a decimator of its own would give.
+@Suite struct BandDecimatorBankTests {
+    static let rate = 48_000.0
+    /// The decoder's three bands at 48 kHz (the 18-20 kHz profiles, the fast one, the audible one):
+    /// decimation factors 13, 9 and 13, so the shared blocks must fit both.
+    static let bands = [
+        BandSpecification(centerFrequency: 19_000, passbandHalfWidth: 1_109, minimumOutputRate: 3_618),
+        BandSpecification(centerFrequency: 19_000, passbandHalfWidth: 1_709, minimumOutputRate: 4_818),
+        BandSpecification(centerFrequency: 3_000, passbandHalfWidth: 1_082, minimumOutputRate: 3_564),
+    ]
+    /// Two tones: 19.4 kHz (amplitude 1) in the first two bands, 3.3 kHz (amplitude 0.5) in the third.
+    static let tones: [(frequency: Double, amplitude: Double)] = [(19_400, 1), (3_300, 0.5)]
+    static let input: [Float] = (0..<Int(rate)).map { n in
+        Float(tones.reduce(0) { $0 + $1.amplitude * Double.cos(2 * Double.pi * $1.frequency * Double(n) / rate) })
+    }
+
+    static func run(_ bank: BandDecimatorBank, chunks: [Int]) -> [(re: [Float], im: [Float])] {
+        var outputs = [(re: [Float], im: [Float])](repeating: ([], []), count: bank.bands.count)
+        var offset = 0, c = 0
+        input.withUnsafeBufferPointer { all in
+            while offset < all.count {
+                let n = min(chunks[c % chunks.count], all.count - offset)
+                bank.process(UnsafeBufferPointer(rebasing: all[offset..<(offset + n)])) { band, r, i in
+                    outputs[band].re += r; outputs[band].im += i
+                }
+                offset += n; c += 1
+            }
+        }
+        return outputs
+    }
+
+    @Test func everyBandCarriesItsTonesWithTheirPhaseAndNothingElse() {
+        let bank = BandDecimatorBank(sampleRate: Self.rate, bands: Self.bands)
+        #expect(bank.bands.map(\.factor) == [13, 9, 13])
+        let outputs = Self.run(bank, chunks: [1000])
+        for (index, decimator) in bank.bands.enumerated() {
+            let out = outputs[index]
+            // A second of input: every band's output covers it but for the last block still pending.
+            #expect(out.re.count > Int(0.8 * decimator.outputRate), "band \(index): \(out.re.count) samples")
+            let inBand = Self.tones.filter { abs($0.frequency - Self.bands[index].centerFrequency) < Self.bands[index].passbandHalfWidth }
+            #expect(inBand.count == 1)
+            for j in stride(from: 500, to: out.re.count - 500, by: 97) {
+                // The analytic signal of the band's tone at input time j * factor, shifted by the centre.
+                let t = Double(j * decimator.factor) / Self.rate
+                let phase = 2 * Double.pi * (inBand[0].frequency - decimator.centerFrequency) * t
+                let dr = Double(out.re[j]) - inBand[0].amplitude * Double.cos(phase)
+                let di = Double(out.im[j]) - inBand[0].amplitude * Double.sin(phase)
+                #expect((dr * dr + di * di).squareRoot() < 0.01, "band \(index), sample \(j)")
+            }
+        }
+    }
+
+    @Test func outputDoesNotDependOnChunking() {
+        let whole = Self.run(BandDecimatorBank(sampleRate: Self.rate, bands: Self.bands), chunks: [48_000])
+        let pieces = Self.run(BandDecimatorBank(sampleRate: Self.rate, bands: Self.bands), chunks: [1, 7, 333, 4096, 2])
+        for band in whole.indices { #expect(whole[band].re == pieces[band].re && whole[band].im == pieces[band].im) }
+    }
+
+    /// One band in a bank is exactly the decimator of its own (the same blocks, filter and transform).
+    @Test func aBankOfOneIsTheStandaloneDecimator() {
+        let band = Self.bands[0]
+        let bank = Self.run(BandDecimatorBank(sampleRate: Self.rate, bands: [band]), chunks: [4096])[0]
+        let own = BandDecimatorTests.run(BandDecimator(sampleRate: Self.rate, centerFrequency: band.centerFrequency,
+                                                       passbandHalfWidth: band.passbandHalfWidth,
+                                                       minimumOutputRate: band.minimumOutputRate), Self.input, chunks: [4096])
+        #expect(bank.re == own.re && bank.im == own.im)
+    }
+}
+
 @Suite struct StreamingCorrelatorTests {
     @Test func matchesDirectNormalisedCorrelation() {
         var state: UInt64 = 99
