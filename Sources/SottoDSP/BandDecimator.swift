@@ -135,17 +135,27 @@ public final class BandDecimator {
         if centerBin - half >= 0 && centerBin + half <= bins {
             // Every extracted bin is one of the transform's own (not a mirrored one): slots 0..<half are
             // bins centerBin..., slots half..<outputSize the bins below it; contiguous, no branch.
-            let spectrumBase = transform.baseAddress!, responseBase = r.baseAddress!, target = inverseInput.baseAddress!
-            for slot in 0..<outputSize {
-                let k = centerBin + (slot < half ? slot : slot - outputSize)
-                let weight = responseBase[slot]
-                target[2 * slot] = spectrumBase[2 * k] * weight
-                target[2 * slot + 1] = spectrumBase[2 * k + 1] * weight
-            }
+            let source = UnsafePointer(transform.baseAddress!), weights = UnsafePointer(r.baseAddress!)
+            let target = inverseInput.baseAddress!
+            Self.weigh(source + 2 * centerBin, weights, into: target, count: half)
+            Self.weigh(source + 2 * (centerBin - half), weights + half, into: target + 2 * half, count: outputSize - half)
         } else {
             extractMirrored(transform, bins: bins, into: inverseInput)
         }
         finishBlock(blockStart: blockStart, emit: emit)
+    }
+
+    /// `count` interleaved complex values of `source`, each scaled by its weight, into `target`.
+    @inline(__always)
+    private static func weigh(_ source: UnsafePointer<Float>, _ weights: UnsafePointer<Float>,
+                              into target: UnsafeMutablePointer<Float>, count: Int) {
+        var i = 0
+        while i < count {
+            let weight = weights[i]
+            target[2 &* i] = source[2 &* i] * weight
+            target[2 &* i &+ 1] = source[2 &* i &+ 1] * weight
+            i &+= 1
+        }
     }
 
     /// The general case of `extract`'s bin gathering: a band reaching below 0 Hz or above half the
@@ -180,13 +190,16 @@ public final class BandDecimator {
         // Zero-phase filtering wraps around both ends of the block: only the middle `hop` samples are valid.
         let firstValid = spectrum.overlap / 2 / factor
         let count = spectrum.hop / factor
-        let inverseOutput = inverse.output
+        let valid = UnsafePointer(inverse.output.baseAddress! + 2 * firstValid)
+        let real = outReal.baseAddress!, imaginary = outImag.baseAddress!
         // Output sample j of this block is input sample blockStart + j*factor, filtered with a
         // zero-phase response.
-        for j in 0..<count {
-            let re = inverseOutput[2 * (j + firstValid)], im = inverseOutput[2 * (j + firstValid) + 1]
-            outReal[j] = re * c - im * s
-            outImag[j] = re * s + im * c
+        var j = 0
+        while j < count {
+            let re = valid[2 &* j], im = valid[2 &* j &+ 1]
+            real[j] = re * c - im * s
+            imaginary[j] = re * s + im * c
+            j &+= 1
         }
         emit(UnsafeBufferPointer(outReal), UnsafeBufferPointer(outImag))
     }

@@ -22,7 +22,8 @@ public final class StreamingCorrelator {
     /// with interleaved X is `X * spectraReal + swapPairs(X) * spectraImaginary`.
     private let spectraReal: UnsafeMutableBufferPointer<Float>
     private let spectraImaginary: UnsafeMutableBufferPointer<Float>
-    /// Input window: `templateLength - 1` history samples then new ones (interleaved re, im).
+    /// Input window: `templateLength - 1` history samples then new ones (interleaved re, im). It is the
+    /// forward transform's own input (FFTW's out-of-place complex transform leaves it as it was).
     private let window: UnsafeMutableBufferPointer<Float>
     private var windowCount: Int
     /// Prefix sums of |x|^2 over the window (Double for stability), for the per-position energy.
@@ -67,8 +68,7 @@ public final class StreamingCorrelator {
                 spectraImaginary[slot + 1] = imaginary
             }
         }
-        window = .allocate(capacity: 2 * fftSize)
-        window.initialize(repeating: 0)
+        window = forward.input
         windowCount = 0
         energyPrefix = .allocate(capacity: fftSize + 1)
         energyPrefix.initialize(repeating: 0)
@@ -81,7 +81,6 @@ public final class StreamingCorrelator {
     deinit {
         spectraReal.deallocate()
         spectraImaginary.deallocate()
-        window.deallocate()
         energyPrefix.deallocate()
         output.deallocate()
         inverseWindowEnergy.deallocate()
@@ -96,10 +95,14 @@ public final class StreamingCorrelator {
         var consumed = 0
         while consumed < real.count {
             let take = min(fftSize - windowCount, real.count - consumed)
-            let w = window, at = windowCount
-            for i in 0..<take {
-                w[2 * (at + i)] = real[consumed + i]
-                w[2 * (at + i) + 1] = imaginary[consumed + i]
+            // Interleaved into the forward transform's input, which is the window.
+            let target = window.baseAddress! + 2 * windowCount
+            let re = real.baseAddress! + consumed, im = imaginary.baseAddress! + consumed
+            var i = 0
+            while i < take {
+                target[2 &* i] = re[i]
+                target[2 &* i &+ 1] = im[i]
+                i &+= 1
             }
             windowCount += take
             consumed += take
@@ -129,39 +132,45 @@ public final class StreamingCorrelator {
     }
 
     private func runBlock(emit: (UnsafeBufferPointer<Float>, Int) -> Void) {
-        let w = window, prefix = energyPrefix, out = output
-        let fin = forward.input, fout = forward.output, iin = inverse.input, iout = inverse.output
-        fin.baseAddress!.update(from: w.baseAddress!, count: 2 * fftSize)
+        let w = UnsafePointer(window.baseAddress!), prefix = energyPrefix.baseAddress!, out = output.baseAddress!
+        let fout = UnsafePointer(forward.output.baseAddress!), iin = inverse.input.baseAddress!
+        let iout = UnsafePointer(inverse.output.baseAddress!)
+        let length = templateLength, hop = hop
         var sum = 0.0
         prefix[0] = 0
-        for i in 0..<fftSize {
-            sum += Double(w[2 * i] * w[2 * i] + w[2 * i + 1] * w[2 * i + 1])
-            prefix[i + 1] = sum
+        var i = 0
+        while i < fftSize {
+            let re = w[2 &* i], im = w[2 &* i &+ 1]
+            sum += Double(re * re + im * im)
+            prefix[i &+ 1] = sum
+            i &+= 1
         }
         // 1 / energy under the template at each lag, once for all templates (0 where there is none).
-        let inverseEnergy = inverseWindowEnergy
-        for n in 0..<hop {
-            let e = prefix[n + templateLength] - prefix[n]
+        let inverseEnergy = inverseWindowEnergy.baseAddress!
+        var n = 0
+        while n < hop {
+            let e = prefix[n &+ length] - prefix[n]
             inverseEnergy[n] = e > 1e-30 ? Float(1 / e) : 0
+            n &+= 1
         }
         forward.execute()
-        do {
-            for t in 0..<templateCount {
-                Self.multiply(fout.baseAddress!, spectraReal.baseAddress! + 2 * t * fftSize,
-                              spectraImaginary.baseAddress! + 2 * t * fftSize, into: iin.baseAddress!, count: 2 * fftSize)
-                inverse.execute()
-                // Linear correlation is valid for lags 0..<hop (the template fits in the window).
-                let row = out.baseAddress! + t * hop
-                for n in 0..<hop {
-                    let re = iout[2 * n], im = iout[2 * n + 1]
-                    row[n] = Swift.min(1, (re * re + im * im) * inverseEnergy[n])
-                }
+        for t in 0..<templateCount {
+            Self.multiply(fout, spectraReal.baseAddress! + 2 * t * fftSize,
+                          spectraImaginary.baseAddress! + 2 * t * fftSize, into: iin, count: 2 * fftSize)
+            inverse.execute()
+            // Linear correlation is valid for lags 0..<hop (the template fits in the window).
+            let row = out + t * hop
+            var n = 0
+            while n < hop {
+                let re = iout[2 &* n], im = iout[2 &* n &+ 1]
+                row[n] = Swift.min(1, (re * re + im * im) * inverseEnergy[n])
+                n &+= 1
             }
         }
-        emit(UnsafeBufferPointer(out), hop)
+        emit(UnsafeBufferPointer(output), hop)
         // Keep the last templateLength - 1 samples.
         let keep = templateLength - 1
-        w.baseAddress!.update(from: w.baseAddress! + 2 * hop, count: 2 * keep)
+        window.baseAddress!.update(from: window.baseAddress! + 2 * hop, count: 2 * keep)
         windowCount = keep
     }
 }

@@ -125,12 +125,16 @@ final class PreambleDetector {
     func process(real: UnsafeBufferPointer<Float>, imaginary: UnsafeBufferPointer<Float>) {
         let rhoUp = rhoUp, rhoDown = rhoDown, mask = mask
         correlator.process(real: real, imaginary: imaginary) { rho, count in
-            let first = positionCount
-            for j in 0..<count {
-                rhoUp[(first + j) & mask] = rho[j]
-                rhoDown[(first + j) & mask] = rho[count + j]
+            // Copied in at most two runs each (the ring wraps once at most: a block is shorter than it).
+            var copied = 0
+            while copied < count {
+                let at = (positionCount + copied) & mask
+                let run = min(count - copied, mask + 1 - at)
+                (rhoUp.baseAddress! + at).update(from: rho.baseAddress! + copied, count: run)
+                (rhoDown.baseAddress! + at).update(from: rho.baseAddress! + count + copied, count: run)
+                copied += run
             }
-            positionCount = first + count
+            positionCount += count
         }
         scanUpChirps()
     }
@@ -139,6 +143,13 @@ final class PreambleDetector {
     private func scanUpChirps() {
         let half = chirpLength / 2
         while examined < positionCount {
+            if upCandidate == nil {
+                // Nothing followed: skip to the first value over the threshold (most of the stream).
+                var n = examined
+                while n < positionCount && rhoUp[n & mask] <= singleThreshold { n += 1 }
+                examined = n
+                guard n < positionCount else { break }
+            }
             let n = examined
             if let candidate = upCandidate, n > candidate.position + half {
                 awaitingDown.append(candidate)
