@@ -77,6 +77,12 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(stream(tenSecondsOfNoise, profiles: [.standard]))
     }
 
+    // The noise-only figure with every profile listening (one FFT per block for all bands).
+    Benchmark("Decoder, all four profiles, 10 s of 48 kHz noise, no frames",
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances)) { benchmark in
+        blackHole(stream(tenSecondsOfNoise, profiles: Profile.all))
+    }
+
     Benchmark("Decoder, default profile, 10 s of 48 kHz audio",
               configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances)) { benchmark in
         blackHole(stream(tenSeconds, profiles: [.standard]))
