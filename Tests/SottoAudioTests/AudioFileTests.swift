@@ -71,13 +71,7 @@ func scratchPath(_ name: String) -> String {
         let values = (Int(Int16.min)...Int(Int16.max)).map { Int16($0) }
         try values.withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: path)) }
         let reader = try AudioFileReader(path: path, raw: RawPCMFormat(sampleRate: 48_000, channels: 1, encoding: .s16))
-        var collected: [Float] = []
-        var block = [Float](repeating: 0, count: 1_000)
-        while true {
-            let n = try block.withUnsafeMutableBufferPointer { try reader.read(into: $0) }
-            if n == 0 { break }
-            collected += block[0..<n]
-        }
+        let collected = try readInBlocks(reader, of: 1_000)
         #expect(collected.count == values.count)
         #expect(zip(collected, values).allSatisfy { $0 == Float($1) / 32_768 })
         #expect(collected.first == -1 && collected.last == Float(32_767) / 32_768)
@@ -87,13 +81,7 @@ func scratchPath(_ name: String) -> String {
         let path = scratchPath("blocks.wav")
         try AudioFile.write(Self.signal, sampleRate: 48_000, to: path)
         let reader = try AudioFileReader(path: path)
-        var collected: [Float] = []
-        var block = [Float](repeating: 0, count: 333)
-        while true {
-            let n = try block.withUnsafeMutableBufferPointer { try reader.read(into: $0) }
-            if n == 0 { break }
-            collected += block[0..<n]
-        }
+        let collected = try readInBlocks(reader, of: 333)
         #expect(collected.count == Self.signal.count && reader.framesRead == 4_800)
     }
 
@@ -152,6 +140,17 @@ func scratchPath(_ name: String) -> String {
             }
         }
         #expect(opened > 0 && rejected > 0)
+    }
+}
+
+/// Everything `reader` holds, read `size` frames at a time.
+func readInBlocks(_ reader: AudioFileReader, of size: Int) throws -> [Float] {
+    var collected: [Float] = []
+    var block = [Float](repeating: 0, count: size)
+    while true {
+        let n = try block.withUnsafeMutableBufferPointer { try reader.read(into: $0) }
+        if n == 0 { return collected }
+        collected += block[0..<n]
     }
 }
 
