@@ -126,9 +126,7 @@ public final class AudioRadio: @unchecked Sendable {
                 let reportError = onDeviceError
                 broadcaster.start(interval: interval, jitter: jitter, generator: SystemRandomNumberGenerator(), onSent: { _ in
                     guard let check else { return }
-                    let sentAt = Date()
-                    DispatchQueue.global().asyncAfter(deadline: .now() + deadline) {
-                        let missed = check.judge(sentAt: sentAt)
+                    check.judgeLater(after: deadline) { missed in
                         if missed >= 2 { report?(missed) }
                     }
                 }, onStatus: { status in

@@ -193,4 +193,11 @@ public final class SelfCheck: @unchecked Sendable {
 
     /// Consecutive transmissions not heard so far.
     public var missed: Int { lock.withLock { consecutiveMisses } }
+
+    /// Judges a transmission queued now once `deadline` (s; ``Broadcaster/selfCheckDeadline``) has passed,
+    /// on a background queue, and hands `onJudged` the consecutive misses then (0 when it was heard).
+    public func judgeLater(after deadline: Double, onJudged: @escaping @Sendable (Int) -> Void) {
+        let sentAt = Date()
+        DispatchQueue.global().asyncAfter(deadline: .now() + deadline) { onJudged(self.judge(sentAt: sentAt)) }
+    }
 }

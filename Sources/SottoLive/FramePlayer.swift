@@ -123,10 +123,8 @@ public final class FramePlayer: Sendable {
                               onSent: { [check] _ in
                                   guard let check else { return }
                                   // Queued now: played within a buffer, decoded within its airtime and the margin.
-                                  let sentAt = Date()
                                   judged.enter()
-                                  DispatchQueue.global().asyncAfter(deadline: .now() + deadline) {
-                                      let missed = check.judge(sentAt: sentAt)
+                                  check.judgeLater(after: deadline) { missed in
                                       if missed > 0 { onEvent(.ownTokenNotHeard(consecutive: missed)) }
                                       judged.leave()
                                   }
