@@ -141,10 +141,9 @@ func burst(_ token: [UInt8], silenceBefore: Double = 0.1, silenceAfter: Double =
         let ending = Mutex<String?>("not ended")
         broadcaster.start(interval: 0.6, jitter: 0, count: 3, generator: SystemRandomNumberGenerator(), retryInterval: 0.1,
                           onSent: { index in
-                              // Unplug while the second frame is being played; plug back 0.3 s later.
+                              // Unplug while the second frame is being played.
                               if index == 1 {
                                   DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { try? rig.setUnplugged(true) }
-                                  DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { try? rig.setUnplugged(false) }
                               }
                           },
                           onStatus: { status in
@@ -153,6 +152,12 @@ func burst(_ token: [UInt8], silenceBefore: Double = 0.1, silenceAfter: Double =
                                   case .deviceError(let error, let retry): $0.append("error \(error == .deviceGone("sotto_faulty_playback")) \(retry)")
                                   case .reopened(let format): $0.append("reopened \(Int(format.sampleRate))")
                                   }
+                              }
+                              // Plugged back once the loss was seen, not after a fixed time: a busy machine
+                              // (other suites decoding beside this one) may not let the broadcaster write
+                              // within a fixed window, and then it never saw the device go.
+                              if case .deviceError = status {
+                                  DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { try? rig.setUnplugged(false) }
                               }
                           },
                           onEnd: { error in ending.withLock { $0 = error.map { "\($0)" } } })
@@ -165,6 +170,29 @@ func burst(_ token: [UInt8], silenceBefore: Double = 0.1, silenceAfter: Double =
         let decoder = try StreamingDecoder(sampleRate: 48_000, profiles: [.standard])
         let frames = decoder.process(played) + decoder.finish()
         #expect(frames.map(\.token) == [[UInt8]](repeating: token, count: 3))
+    }
+
+    /// Here, not in `LiveLibraryTests`: it plays on the faulty playback device, whose unplugged marker and
+    /// output file this suite's tests change; the two suites run in parallel (it once saw "device gone").
+    @Test func framePlayerChangesTheFrameEachPeriodAndEndsAtTheDuration() throws {
+        let rig = self.rig
+        try rig.setUnplugged(false)
+        try? FileManager.default.removeItem(at: rig.faultyOutput)
+        // A rotating ID: one frame for the first second, another for the second; the paced test device
+        // follows the sample clock, so periods fall where they would on a sound card.
+        let first: [UInt8] = [1, 1, 1, 1], second: [UInt8] = [2, 2, 2, 2]
+        let player = try FramePlayer(configuration: PCMConfiguration(device: "sotto_faulty_playback"), profile: .fast,
+                                     frameAt: { $0 < 1 ? first : second }, changesEvery: 1)
+        let started = Mutex(0)
+        let summary = try player.run(.init(interval: 0.5, duration: 2)) { event in
+            if case .started = event { started.withLock { $0 += 1 } }
+        }
+        #expect(started.withLock { $0 } == 1)
+        #expect(summary.sent == 4 && summary.ownTokenMissed == nil)
+        let played = FilePluginRig.samples(try Data(contentsOf: rig.faultyOutput)).map { Float($0) / 32_768 }
+        let decoder = try StreamingDecoder(sampleRate: 48_000, profiles: [.fast])
+        let frames = played.withUnsafeBufferPointer { decoder.process($0) } + decoder.finish()
+        #expect(frames.map(\.token) == [first, first, second, second])
     }
 
     @Test func broadcasterGivesUpOnErrorsReopeningCannotCure() throws {

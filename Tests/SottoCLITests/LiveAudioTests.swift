@@ -190,26 +190,6 @@ struct FilePluginRig {
         #expect(heard.stderr.contains("self-check: own token heard") && !heard.stderr.contains("not heard"), "\(heard.stderr)")
     }
 
-    @Test func framePlayerChangesTheFrameEachPeriodAndEndsAtTheDuration() throws {
-        let rig = Self.rig
-        try? FileManager.default.removeItem(at: rig.faultyOutput)
-        // A rotating ID: one frame for the first second, another for the second; the paced test device
-        // follows the sample clock, so periods fall where they would on a sound card.
-        let first: [UInt8] = [1, 1, 1, 1], second: [UInt8] = [2, 2, 2, 2]
-        let player = try FramePlayer(configuration: PCMConfiguration(device: "sotto_faulty_playback"), profile: .fast,
-                                     frameAt: { $0 < 1 ? first : second }, changesEvery: 1)
-        let started = Mutex(0)
-        let summary = try player.run(.init(interval: 0.5, duration: 2)) { event in
-            if case .started = event { started.withLock { $0 += 1 } }
-        }
-        #expect(started.withLock { $0 } == 1)
-        #expect(summary.sent == 4 && summary.ownTokenMissed == nil)
-        let played = FilePluginRig.samples(try Data(contentsOf: rig.faultyOutput)).map { Float($0) / 32_768 }
-        let decoder = try StreamingDecoder(sampleRate: 48_000, profiles: [.fast])
-        let frames = played.withUnsafeBufferPointer { decoder.process($0) } + decoder.finish()
-        #expect(frames.map(\.token) == [first, first, second, second])
-    }
-
     @Test func framePlayerRefusesWhatCannotBePlayed() throws {
         #expect(throws: FramePlayer.ParameterError.self) {
             try FramePlayer(configuration: PCMConfiguration(device: "sotto_playback"), frameAt: { _ in [1] }, changesEvery: 1,
