@@ -11,9 +11,7 @@
 /// ```
 ///
 /// A refinement is a second room fit (the costliest step of a frame in a room), so a candidate has a
-/// budget of them (`refinementLimit`, given by the receiver with each outcome). The refined room is kept
-/// for the lengths after it: the fit depends on the decided symbols, not on the length hypothesis, so a
-/// refinement done at a wrong length is not wasted.
+/// budget of them (`refinementLimit`, given by the receiver with each outcome).
 struct CandidateStateMachine: Sendable, Hashable {
     enum State: Sendable, Hashable {
         /// The tone metric's decode of a frame of `payloadBytes` waits for its samples.
