@@ -1,24 +1,44 @@
-/// The forward (add-compare-select) pass of the Viterbi algorithm, shared by ``ConvolutionalCode/decode(llrs:messageBits:)``
-/// and the list decoder. All buffers are allocated once per call; the per-step loop allocates nothing.
+/// The forward (add-compare-select) pass of the Viterbi algorithm, shared by ``ConvolutionalCode/decode(llrs:messageBits:)``,
+/// ``ViterbiDecoder`` and the list decoder. Its buffers are kept between runs (`run` reuses their capacity), and the
+/// per-step loop allocates nothing.
 struct ViterbiTrellis {
     /// Trellis steps: message bits plus K − 1 tail bits.
-    let steps: Int
+    private(set) var steps = 0
     /// 64-bit words of survivor decisions per step.
-    let wordsPerStep: Int
+    private(set) var wordsPerStep = 0
     /// Bit s of step t's words: state s at time t + 1 came from the odd predecessor ((s << 1) & mask) | 1.
-    var decisions: [UInt64]
+    private(set) var decisions: [UInt64] = []
     /// Half-LLRs, sanitized, `steps × n` (missing inputs are 0).
-    var halfLLRs: [Float]
+    private(set) var halfLLRs: [Float] = []
     /// If kept: path metrics of every state at every time 0 ... steps, each row normalised by its maximum.
-    var history: [Float]
+    private(set) var history: [Float] = []
     /// If kept: the amount subtracted from row t, cumulated (true metric = history + offset).
-    var offsets: [Double]
+    private(set) var offsets: [Double] = []
     /// Normalised metrics after the last step.
-    var finalMetrics: [Float]
+    private(set) var finalMetrics: [Float] = []
     /// Total amount subtracted from the final metrics.
-    var finalOffset: Double
+    private(set) var finalOffset: Double = 0
+    /// Scratch: the next step's metrics, the branch metrics, and the code's output table.
+    private var next: [Float] = []
+    private var branch: [Float] = []
+    private var outputs: [UInt16] = []
+    private var outputsCode: ConvolutionalCode?
+
+    /// An empty trellis, for `run`.
+    init() {}
 
     init(code: ConvolutionalCode, llrs: [Float], messageBits: Int, keepHistory: Bool) {
+        llrs.withUnsafeBufferPointer { run(code: code, llrs: $0, messageBits: messageBits, keepHistory: keepHistory) }
+    }
+
+    /// Sets `array` to `count` copies of `value`, reusing its storage when it is large enough.
+    private static func fill<T>(_ array: inout [T], _ value: T, count: Int) {
+        array.removeAll(keepingCapacity: true)
+        array.append(contentsOf: repeatElement(value, count: count))
+    }
+
+    /// Runs the forward pass over `llrs` for a message of `messageBits` bits (replacing the previous run).
+    mutating func run(code: ConvolutionalCode, llrs: UnsafeBufferPointer<Float>, messageBits: Int, keepHistory: Bool) {
         let k = code.constraintLength
         let n = code.rate
         let stateCount = code.stateCount
@@ -26,21 +46,24 @@ struct ViterbiTrellis {
         let steps = messageBits + k - 1
         let words = (stateCount + 63) / 64
         let codedCount = steps * n
-        let halfLLRs = [Float](unsafeUninitializedCapacity: codedCount) { buffer, initialized in
-            llrs.withUnsafeBufferPointer { input in
-                for i in 0..<codedCount { buffer[i] = i < input.count ? 0.5 * LLR.sanitized(input[i]) : 0 }
-            }
-            initialized = codedCount
+        Self.fill(&halfLLRs, 0, count: codedCount)
+        halfLLRs.withUnsafeMutableBufferPointer { buffer in
+            for i in 0..<codedCount { buffer[i] = i < llrs.count ? 0.5 * LLR.sanitized(llrs[i]) : 0 }
         }
-        var decisions = [UInt64](repeating: 0, count: steps * words)
-        var history = keepHistory ? [Float](repeating: -.infinity, count: (steps + 1) * stateCount) : []
-        var offsets = keepHistory ? [Double](repeating: 0, count: steps + 1) : []
-        var current = [Float](repeating: -.infinity, count: stateCount)
-        current[0] = 0
+        Self.fill(&decisions, 0, count: steps * words)
+        Self.fill(&history, -.infinity, count: keepHistory ? (steps + 1) * stateCount : 0)
+        Self.fill(&offsets, 0, count: keepHistory ? steps + 1 : 0)
+        Self.fill(&finalMetrics, -.infinity, count: stateCount)
+        finalMetrics[0] = 0
         if keepHistory { history[0] = 0 }
-        var next = [Float](repeating: -.infinity, count: stateCount)
-        var branch = [Float](repeating: 0, count: 1 << n)
-        let outputs = code.outputTable()
+        Self.fill(&next, -.infinity, count: stateCount)
+        Self.fill(&branch, 0, count: 1 << n)
+        if outputsCode != code { outputs = code.outputTable(); outputsCode = code }
+        var current = finalMetrics, next = self.next
+        finalMetrics = []; self.next = []
+        var history = self.history, offsets = self.offsets, decisions = self.decisions, branch = self.branch
+        self.history = []; self.offsets = []; self.decisions = []; self.branch = []
+        let halfLLRs = self.halfLLRs, outputs = self.outputs
         var offset: Double = 0
 
         halfLLRs.withUnsafeBufferPointer { h in
@@ -104,10 +127,11 @@ struct ViterbiTrellis {
         self.steps = steps
         self.wordsPerStep = words
         self.decisions = decisions
-        self.halfLLRs = halfLLRs
         self.history = history
         self.offsets = offsets
         self.finalMetrics = current
+        self.next = next
+        self.branch = branch
         self.finalOffset = offset
     }
 
@@ -118,20 +142,25 @@ struct ViterbiTrellis {
     /// Traces the survivor path back from `endState` at the last step.
     /// - Returns: the first `messageBits` decoded bits.
     func traceBack(endState: Int, messageBits: Int, code: ConvolutionalCode) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: messageBits) { bits, initialized in
+            traceBack(endState: endState, messageBits: messageBits, code: code, into: bits)
+            initialized = messageBits
+        }
+    }
+
+    /// `traceBack`, writing the bits into the first `messageBits` elements of `bits`.
+    func traceBack(endState: Int, messageBits: Int, code: ConvolutionalCode, into bits: UnsafeMutableBufferPointer<UInt8>) {
         let k = code.constraintLength
         let mask = code.stateCount - 1
         let words = wordsPerStep
-        return [UInt8](unsafeUninitializedCapacity: messageBits) { bits, initialized in
-            decisions.withUnsafeBufferPointer { decisions in
-                var state = endState
-                for t in stride(from: steps - 1, through: 0, by: -1) {
-                    if t < messageBits { bits[t] = UInt8(Self.inputBit(of: state, constraintLength: k)) }
-                    let word = decisions[t * words + (state >> 6)]
-                    let fromOdd = Int((word >> UInt64(state & 63)) & 1)
-                    state = ((state << 1) & mask) | fromOdd
-                }
+        decisions.withUnsafeBufferPointer { decisions in
+            var state = endState
+            for t in stride(from: steps - 1, through: 0, by: -1) {
+                if t < messageBits { bits[t] = UInt8(Self.inputBit(of: state, constraintLength: k)) }
+                let word = decisions[t * words + (state >> 6)]
+                let fromOdd = Int((word >> UInt64(state & 63)) & 1)
+                state = ((state << 1) & mask) | fromOdd
             }
-            initialized = messageBits
         }
     }
 }
@@ -149,5 +178,25 @@ extension ConvolutionalCode {
         guard messageBits >= 0 else { return [] }
         let trellis = ViterbiTrellis(code: self, llrs: llrs, messageBits: messageBits, keepHistory: false)
         return trellis.traceBack(endState: 0, messageBits: messageBits, code: self)
+    }
+}
+
+/// A soft-decision Viterbi decoder that keeps its buffers between calls: once they have grown to the longest
+/// message it decodes, decoding allocates nothing (a receiver that tries many frame lengths for every detection
+/// would otherwise allocate the trellis for each try). Same results as ``ConvolutionalCode/decode(llrs:messageBits:)``.
+public struct ViterbiDecoder {
+    /// The code it decodes.
+    public let code: ConvolutionalCode
+    private var trellis = ViterbiTrellis()
+
+    public init(code: ConvolutionalCode) { self.code = code }
+
+    /// Decodes `llrs` (as ``ConvolutionalCode/decode(llrs:messageBits:)``) into the first `messageBits` elements
+    /// of `bits` (0 or 1 each).
+    /// - Precondition: `messageBits >= 0` and `bits.count >= messageBits`.
+    public mutating func decode(llrs: UnsafeBufferPointer<Float>, messageBits: Int, into bits: UnsafeMutableBufferPointer<UInt8>) {
+        precondition(messageBits >= 0 && bits.count >= messageBits, "ViterbiDecoder: \(messageBits) bits into \(bits.count)")
+        trellis.run(code: code, llrs: llrs, messageBits: messageBits, keepHistory: false)
+        trellis.traceBack(endState: 0, messageBits: messageBits, code: code, into: bits)
     }
 }

@@ -91,7 +91,10 @@ final class CoherentDetector {
             let base = m - precursorTaps + origin
             channel.withUnsafeBufferPointer { h in
                 predicted.withUnsafeMutableBufferPointer { p in
-                    for l in 0..<taps where base + l >= 0 && base + l < p.count / 2 {
+                    // Taps whose output lands inside the prediction.
+                    let low = max(0, -base), high = min(taps, p.count / 2 - base)
+                    guard low < high, let h = h.baseAddress, let p = p.baseAddress else { return }
+                    for l in low..<high {
                         let hr = h[2 * l], hi = h[2 * l + 1]
                         p[2 * (base + l)] += hr * re - hi * im
                         p[2 * (base + l) + 1] += hr * im + hi * re
@@ -161,16 +164,29 @@ final class CoherentDetector {
         frame.grid.reserveCapacity(2 * total)
         let half = Self.interpolationHalfWidth
         let rotationRate = -2 * Double.pi * centerFrequency * (1 - frame.scale) / gridRate
+        // The kernel at x = m - fraction, from three sines and cosines of the fraction per grid sample
+        // instead of three per tap: sin(pi (m - f)) = (-1)^(m+1) sin(pi f), and the Blackman window's
+        // cos(pi (m - f) / half) by the angle difference (its cos(2 ...) as 2 cos^2 - 1).
+        let taps = 2 * half
+        var tapCos = [Double](repeating: 0, count: taps), tapSin = tapCos
+        for t in 0..<taps {
+            let m = Double(t - half + 1)
+            tapCos[t] = Double.cos(Double.pi * m / Double(half)); tapSin[t] = Double.sin(Double.pi * m / Double(half))
+        }
         for index in have..<total {
             let n = index - frame.origin
             let position = basebandPosition(frame, n)
             let base = Int(position.rounded(.down))
             let fraction = position - Double(base)
+            let sinFraction = Double.sin(Double.pi * fraction)
+            let windowCos = Double.cos(Double.pi * fraction / Double(half)), windowSin = Double.sin(Double.pi * fraction / Double(half))
             var accR = 0.0, accI = 0.0
-            for m in (-half + 1)...half {
+            for t in 0..<taps {
+                let m = t - half + 1
                 let x = Double(m) - fraction
-                let sinc = abs(x) < 1e-9 ? 1.0 : Double.sin(Double.pi * x) / (Double.pi * x)
-                let w = 0.42 + 0.5 * Double.cos(Double.pi * x / Double(half)) + 0.08 * Double.cos(2 * Double.pi * x / Double(half))
+                let sinc = abs(x) < 1e-9 ? 1.0 : (m & 1 == 0 ? -sinFraction : sinFraction) / (Double.pi * x)
+                let c = tapCos[t] * windowCos + tapSin[t] * windowSin
+                let w = 0.42 + 0.5 * c + 0.08 * (2 * c * c - 1)
                 let weight = sinc * w
                 accR += weight * Double(real[(base + m) & mask])
                 accI += weight * Double(imaginary[(base + m) & mask])

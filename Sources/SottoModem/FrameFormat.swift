@@ -26,9 +26,12 @@ public enum FrameFormat {
     /// Largest number of header bits the plain Viterbi path may get wrong for the list decoder to run.
     static let listHeaderDistance = 2
 
+    /// Message bits (header, payload and CRC, before coding) for a payload of `payloadBytes` bytes.
+    static func messageBitCount(payloadBytes: Int) -> Int { headerBits + 8 * payloadBytes + crcBits }
+
     /// Coded bits for a payload of `payloadBytes` bytes.
     public static func codedBitCount(payloadBytes: Int) -> Int {
-        code.codedBitCount(messageBits: headerBits + 8 * payloadBytes + crcBits)
+        code.codedBitCount(messageBits: messageBitCount(payloadBytes: payloadBytes))
     }
 
     /// Symbols for a payload of `payloadBytes` bytes.
@@ -116,35 +119,53 @@ public enum FrameFormat {
     /// rows of 16 values, row-major (log p(observation | value) up to a constant per row).
     /// Returns nil unless a candidate passes the CRC and carries the expected header.
     public static func decode(symbolLogLikelihoods: [Float], payloadBytes: Int, profile: Profile) -> Decoded? {
-        decodeReportingHeader(symbolLogLikelihoods: symbolLogLikelihoods, payloadBytes: payloadBytes, profile: profile).decoded
+        var workspace = DecodeWorkspace(profile: profile)
+        return symbolLogLikelihoods.withUnsafeBufferPointer {
+            decodeReportingHeader(symbolLogLikelihoods: $0, payloadBytes: payloadBytes, profile: profile, workspace: &workspace).decoded
+        }
     }
 
     /// `decode`, also returning how many header bits the plain Viterbi path got wrong (8 when not decoded
-    /// at all): a frame whose header is nearly right is worth a second, more expensive attempt.
-    static func decodeReportingHeader(symbolLogLikelihoods: [Float], payloadBytes: Int, profile: Profile)
-        -> (decoded: Decoded?, headerDistance: Int) {
+    /// at all): a frame whose header is nearly right is worth a second, more expensive attempt. Works in
+    /// `workspace`: allocates nothing unless the header is within `listHeaderDistance` bits.
+    static func decodeReportingHeader(symbolLogLikelihoods: UnsafeBufferPointer<Float>, payloadBytes: Int, profile: Profile,
+                                      workspace: inout DecodeWorkspace) -> (decoded: Decoded?, headerDistance: Int) {
+        guard FrameFormat.payloadBytes.contains(payloadBytes) else { return (nil, 8) }
         let symbolTotal = symbolCount(payloadBytes: payloadBytes)
-        guard FrameFormat.payloadBytes.contains(payloadBytes), symbolLogLikelihoods.count >= 16 * symbolTotal else { return (nil, 8) }
-        var llrs = [Float](repeating: 0, count: 4 * symbolTotal)
-        symbolLogLikelihoods.withUnsafeBufferPointer { all in
-            for s in 0..<symbolTotal {
-                let row = UnsafeBufferPointer(rebasing: all[(16 * s)..<(16 * s + 16)])
-                SymbolDemapper.bitLLRs(symbolLogLikelihoods: row, bitsPerSymbol: 4, into: &llrs, at: 4 * s)
+        guard symbolLogLikelihoods.count >= 16 * symbolTotal else { return (nil, 8) }
+        for s in 0..<symbolTotal {
+            let row = UnsafeBufferPointer(rebasing: symbolLogLikelihoods[(16 * s)..<(16 * s + 16)])
+            SymbolDemapper.bitLLRs(symbolLogLikelihoods: row, bitsPerSymbol: 4, into: &workspace.llrs, at: 4 * s)
+        }
+        // Deinterleaved (coded[i] = llrs[inverse[i]]) and descrambled.
+        let codedCount = codedBitCount(payloadBytes: payloadBytes)
+        let inverse = interleaver(count: codedCount).inverse
+        let scrambling = scramblingSequence(count: codedCount, profile: profile)
+        workspace.llrs.withUnsafeBufferPointer { llrs in
+            workspace.coded.withUnsafeMutableBufferPointer { coded in
+                for i in 0..<codedCount {
+                    let value = llrs[inverse[i]]
+                    coded[i] = scrambling[i] == 1 ? -value : value
+                }
             }
         }
-        let codedCount = codedBitCount(payloadBytes: payloadBytes)
-        var coded = interleaver(count: codedCount).deinterleave(Array(llrs[0..<codedCount]))
-        let scrambling = scramblingSequence(count: codedCount, profile: profile)
-        for i in coded.indices where scrambling[i] == 1 { coded[i] = -coded[i] }
-        let messageBits = headerBits + 8 * payloadBytes + crcBits
+        let messageBits = messageBitCount(payloadBytes: payloadBytes)
         let expectedHeader = header(profile: profile, payloadBytes: payloadBytes)
-        let initial = crcInitial(profile: profile)
         // Plain Viterbi first (14 us for 8 bytes); the list (96 us) only when its header is nearly right:
         // every frame tries all 16 length hypotheses, and the wrong ones seldom come close.
-        let best = code.decode(llrs: coded, messageBits: messageBits)
-        let headerDistance = (Bits.pack(best.prefix(8))[0] ^ expectedHeader).nonzeroBitCount
-        let candidates = headerDistance <= Self.listHeaderDistance
-            ? code.listDecode(llrs: coded, messageBits: messageBits, listSize: listSize) : [best]
+        workspace.coded.withUnsafeBufferPointer { coded in
+            workspace.message.withUnsafeMutableBufferPointer { message in
+                workspace.viterbi.decode(llrs: UnsafeBufferPointer(rebasing: coded[0..<codedCount]), messageBits: messageBits,
+                                         into: message)
+            }
+        }
+        var decodedHeader: UInt8 = 0
+        for i in 0..<headerBits { decodedHeader = decodedHeader << 1 | (workspace.message[i] & 1) }
+        let headerDistance = (decodedHeader ^ expectedHeader).nonzeroBitCount
+        guard headerDistance <= Self.listHeaderDistance else { return (nil, headerDistance) }
+        let coded = Array(workspace.coded[0..<codedCount])
+        let candidates = code.listDecode(llrs: coded, messageBits: messageBits, listSize: listSize)
+        let initial = crcInitial(profile: profile)
         for candidate in candidates {
             let bytes = Bits.pack(candidate)
             guard bytes[0] == expectedHeader else { continue }

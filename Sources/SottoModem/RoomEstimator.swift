@@ -26,53 +26,80 @@ struct RoomEstimator {
         // Rows: every received sample whose contributions all come from known transmitted samples.
         let firstRow = -pre, endRow = known - pre
         guard endRow - firstRow > taps / 2 else { return false }
-        let preambleReal = shapes.preambleReal, preambleImaginary = shapes.preambleImaginary
-        @inline(__always) func x(_ m: Int) -> (Double, Double) {
-            guard m >= 0 && m < known else { return (0, 0) }
-            if let source { return (Double(source[2 * m]), Double(source[2 * m + 1])) }
-            return (Double(preambleReal[m]), Double(preambleImaginary[m]))
-        }
-        // y[n] = sum_l h_l x[n - l + pre]. Normal matrix R[i][j] = sum_n conj(x[n-i+pre]) x[n-j+pre] over the
-        // rows, filled along its diagonals: R[i+1][j+1] = R[i][j] + (term of row firstRow-1) - (term of row endRow-1).
-        var gramRe = [Double](repeating: 0, count: taps * taps), gramIm = gramRe
-        for j in 0..<taps {
-            var sr = 0.0, si = 0.0
-            for n in firstRow..<endRow {
-                let (ar, ai) = x(n + pre), (br, bi) = x(n - j + pre)
-                sr += ar * br + ai * bi
-                si += ar * bi - ai * br
-            }
-            gramRe[j] = sr; gramIm[j] = si
-        }
-        for i in 0..<(taps - 1) {
-            for j in i..<(taps - 1) {
-                let (ar, ai) = x(firstRow - 1 - i + pre), (br, bi) = x(firstRow - 1 - j + pre)
-                let (cr, ci) = x(endRow - 1 - i + pre), (dr, di) = x(endRow - 1 - j + pre)
-                gramRe[(i + 1) * taps + j + 1] = gramRe[i * taps + j] + (ar * br + ai * bi) - (cr * dr + ci * di)
-                gramIm[(i + 1) * taps + j + 1] = gramIm[i * taps + j] + (ar * bi - ai * br) - (cr * di - ci * dr)
+        // The transmitted samples x[m], m in 0..<known, as contiguous doubles (zero outside).
+        var sourceReal = [Double](repeating: 0, count: known), sourceImaginary = sourceReal
+        for m in 0..<known {
+            if let source {
+                sourceReal[m] = Double(source[2 * m]); sourceImaginary[m] = Double(source[2 * m + 1])
+            } else {
+                sourceReal[m] = Double(shapes.preambleReal[m]); sourceImaginary[m] = Double(shapes.preambleImaginary[m])
             }
         }
-        var rhsRe = [Double](repeating: 0, count: taps), rhsIm = rhsRe
+        // The received rows, y[n] for n in firstRow..<endRow, as contiguous doubles.
+        let rows = endRow - firstRow
+        var receivedReal = [Double](repeating: 0, count: rows), receivedImaginary = receivedReal
         var received = 0.0
-        for n in firstRow..<endRow {
-            let (yr, yi) = frame.sample(n)
+        for r in 0..<rows {
+            let (yr, yi) = frame.sample(firstRow + r)
+            receivedReal[r] = yr; receivedImaginary[r] = yi
             received += yr * yr + yi * yi
-            for l in 0..<taps {
-                let (ar, ai) = x(n - l + pre)
-                guard ar != 0 || ai != 0 else { continue }
-                rhsRe[l] += ar * yr + ai * yi
-                rhsIm[l] += ar * yi - ai * yr
+        }
+        var gramRe = [Double](repeating: 0, count: taps * taps), gramIm = gramRe
+        var rhsRe = [Double](repeating: 0, count: taps), rhsIm = rhsRe
+        var transmitted = 0.0
+        sourceReal.withUnsafeBufferPointer { xr in
+            sourceImaginary.withUnsafeBufferPointer { xi in
+                gramRe.withUnsafeMutableBufferPointer { gr in
+                    gramIm.withUnsafeMutableBufferPointer { gi in
+                        // y[n] = sum_l h_l x[n - l + pre]. Normal matrix R[i][j] = sum_n conj(x[n-i+pre]) x[n-j+pre]
+                        // over the rows (n + pre = m runs over 0..<known), filled along its diagonals:
+                        // R[i+1][j+1] = R[i][j] + (term of row firstRow-1) - (term of row endRow-1).
+                        for j in 0..<taps {
+                            var sr = 0.0, si = 0.0
+                            for m in j..<max(j, known) {
+                                let ar = xr[m], ai = xi[m], br = xr[m - j], bi = xi[m - j]
+                                sr += ar * br + ai * bi
+                                si += ar * bi - ai * br
+                            }
+                            gr[j] = sr; gi[j] = si
+                        }
+                        // (Row firstRow - 1 = -pre - 1 reads x before its first sample: its term is zero.)
+                        @inline(__always) func x(_ m: Int) -> (Double, Double) { m >= 0 ? (xr[m], xi[m]) : (0, 0) }
+                        for i in 0..<(taps - 1) {
+                            let (cr, ci) = x(known - 1 - i)
+                            let row = i * taps, next = (i + 1) * taps + 1
+                            for j in i..<(taps - 1) {
+                                let (dr, di) = x(known - 1 - j)
+                                gr[next + j] = gr[row + j] - (cr * dr + ci * di)
+                                gi[next + j] = gi[row + j] - (cr * di - ci * dr)
+                            }
+                        }
+                        for m in 0..<known { transmitted += xr[m] * xr[m] + xi[m] * xi[m] }
+                    }
+                }
+                // Right-hand side: b_l = sum_n conj(x[n - l + pre]) y[n].
+                receivedReal.withUnsafeBufferPointer { yr in
+                    receivedImaginary.withUnsafeBufferPointer { yi in
+                        for l in 0..<taps {
+                            var sr = 0.0, si = 0.0
+                            // Row r is n = firstRow + r, so x index n - l + pre = r - l (zero below 0).
+                            for r in l..<max(l, rows) {
+                                let ar = xr[r - l], ai = xi[r - l], br = yr[r], bi = yi[r]
+                                sr += ar * br + ai * bi
+                                si += ar * bi - ai * br
+                            }
+                            rhsRe[l] = sr; rhsIm[l] = si
+                        }
+                    }
+                }
             }
         }
         // Prior: flat over the precursor and a few samples, then decaying; scaled to the received power.
         let decay = Self.tapDecayTime * shapes.gridRate
         let onset = pre + shapes.guardSamples / 2
         var prior = (0..<taps).map { l in Double.exp(-Double(max(0, l - onset)) / decay) }
-        let rows = Double(endRow - firstRow)
-        var transmitted = 0.0
-        for m in 0..<known { let (a, b) = x(m); transmitted += a * a + b * b }
         let nvar = frame.noiseVariance
-        let gain = max(received / rows - nvar, 1e-3 * received / rows) / max(transmitted / Double(known), 1e-12)
+        let gain = max(received / Double(rows) - nvar, 1e-3 * received / Double(rows)) / max(transmitted / Double(known), 1e-12)
         let total = prior.reduce(0, +)
         for l in 0..<taps { prior[l] *= gain / total }
         for l in 0..<taps { gramRe[l * taps + l] += nvar / max(prior[l], 1e-30) }

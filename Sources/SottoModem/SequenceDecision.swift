@@ -21,15 +21,17 @@ struct SequenceDecision {
         let start = shapes.preambleLength + k * shapes.samplesPerSymbol + frame.windowOffset
         let segmentStart = shapes.preambleLength + k * shapes.samplesPerSymbol - shapes.guardSamples  // grid index of segment sample 0
         prepareTables(frame, window: window, lagBase: start - segmentStart + shapes.precursorTaps)
+        computeCandidateEnergies(frame, parity: parity, previous: previous, window: window)
         let tables = frame.tables[parity]
-        let energies = candidateEnergies(frame, parity: parity, previous: previous, window: window)
         let (br, bi) = (Float(Double.cos(frame.phase)), Float(Double.sin(frame.phase)))
         let (qr, qi) = (Float(frame.rotation.re), Float(-frame.rotation.im))
         var best = (cost: Float.infinity, a: 0, b: 0)
-        var row = [Float](repeating: .infinity, count: 16)
+        var row = InlineArray<16, Float>(repeating: .infinity)
         var loop = (re: 0.0, im: 0.0)
+        let stride = 2 * window
         frame.residual.withUnsafeMutableBufferPointer { residual in
-            // Residual r = received (de-rotated by the phase loop) - prediction.
+            // Residual r = received (de-rotated by the phase loop) - prediction, interleaved complex in the
+            // first `stride` floats; the same swapped and signed, (-Im r, Re r), in the next `stride`.
             var residualEnergy: Float = 0
             for j in 0..<window {
                 let (yr, yi) = frame.sample(start + j)
@@ -37,22 +39,29 @@ struct SequenceDecision {
                 let p = 2 * (start + j + frame.origin)
                 residual[2 * j] = rr - frame.predicted[p]
                 residual[2 * j + 1] = ri - frame.predicted[p + 1]
+                residual[stride + 2 * j] = -residual[2 * j + 1]
+                residual[stride + 2 * j + 1] = residual[2 * j]
                 residualEnergy += residual[2 * j] * residual[2 * j] + residual[2 * j + 1] * residual[2 * j + 1]
             }
-            // <r, y> = sum conj(r) y, for a part stored at `offset` in a table.
-            func inner(_ table: UnsafeBufferPointer<Float>, _ offset: Int) -> (Float, Float) {
-                var sr: Float = 0, si: Float = 0
-                for j in 0..<window {
-                    let rr = residual[2 * j], ri = residual[2 * j + 1], yr = table[offset + 2 * j], yi = table[offset + 2 * j + 1]
-                    sr += rr * yr + ri * yi
-                    si += rr * yi - ri * yr
+            let r = UnsafeRawPointer(residual.baseAddress!), q = r + stride * MemoryLayout<Float>.stride
+            // <r, y> = sum conj(r) y, for a part stored at `offset` in a table: Re = sum r y over the
+            // interleaved floats, Im = sum (-Im r, Re r) y; four floats (two complex values) at a time
+            // (`stride` = 4 x samplesPerSymbol is a multiple of four).
+            @inline(__always) func inner(_ table: UnsafeBufferPointer<Float>, _ offset: Int) -> (Float, Float) {
+                let y = UnsafeRawPointer(table.baseAddress! + offset)
+                var sumR = SIMD4<Float>(), sumI = SIMD4<Float>()
+                for f in Swift.stride(from: 0, to: stride * MemoryLayout<Float>.stride, by: MemoryLayout<SIMD4<Float>>.stride) {
+                    let v = y.loadUnaligned(fromByteOffset: f, as: SIMD4<Float>.self)
+                    sumR += r.loadUnaligned(fromByteOffset: f, as: SIMD4<Float>.self) * v
+                    sumI += q.loadUnaligned(fromByteOffset: f, as: SIMD4<Float>.self) * v
                 }
-                return (sr, si)
+                return (sumR.sum(), sumI.sum())
             }
             // cost(a, b) = |r|^2 - 2 Re(e^{jB} <r, Y1(a) + Y2(a, b)>) + |Y1(a) + Y2(a, b)|^2.
             tables.first.withUnsafeBufferPointer { first in
                 tables.second.withUnsafeBufferPointer { second in
-                    let stride = 2 * window
+                  tables.energies.withUnsafeBufferPointer { allEnergies in
+                    let energies = allEnergies.baseAddress! + previous * 256
                     for a in 0..<16 {
                         let (d1r, d1i) = inner(first, (previous * 16 + a) * stride)
                         for b in 0..<16 {
@@ -73,10 +82,11 @@ struct SequenceDecision {
                         loop.re += pr * rr + pi * ri
                         loop.im += pr * ri - pi * rr
                     }
+                  }
                 }
             }
         }
-        frame.costs += row
+        for a in 0..<16 { frame.costs.append(row[a]) }
         let error = Double.atan2(y: loop.im, x: loop.re)
         frame.frequency += Self.frequencyGain * error
         let step = Self.phaseGain * error + frame.frequency
@@ -108,71 +118,109 @@ struct SequenceDecision {
 
     private func prepareTables(_ frame: CoherentDetector.Frame, window: Int, lagBase: Int) {
         guard frame.tables.isEmpty else { return }
-        frame.residual = [Float](repeating: 0, count: 2 * window)
+        frame.residual = [Float](repeating: 0, count: 4 * window)
+        let channel = ReversedChannel(frame.channel)
         for parity in 0..<shapes.profile.subBands {
             var first = [Float](repeating: 0, count: 17 * 16 * 2 * window)
             var second = [Float](repeating: 0, count: 256 * 2 * window)
             first.withUnsafeMutableBufferPointer { out in
                 for (index, shape) in shapes.shapes1[parity].enumerated() where index < 16 * 16 || parity == 0 {
-                    filter(shape, from: 0, lagBase: lagBase, window: window, frame, into: out, at: index * 2 * window)
+                    filter(shape, from: 0, lagBase: lagBase, window: window, channel, into: out, at: index * 2 * window)
                 }
             }
             second.withUnsafeMutableBufferPointer { out in
                 for (index, shape) in shapes.shapes2[parity].enumerated() {
-                    filter(shape, from: shapes.segmentSplit, lagBase: lagBase, window: window, frame, into: out, at: index * 2 * window)
+                    filter(shape, from: shapes.segmentSplit, lagBase: lagBase, window: window, channel, into: out, at: index * 2 * window)
                 }
             }
             frame.tables.append(FilteredParts(first: first, second: second, energies: [Float](repeating: .nan, count: 17 * 256)))
         }
     }
 
-    /// |Y1(previous, a) + Y2(a, b)|^2 for every (a, b), computed once per frame and previous tone.
-    private func candidateEnergies(_ frame: CoherentDetector.Frame, parity: Int, previous: Int, window: Int) -> ArraySlice<Float> {
+    /// |Y1(previous, a) + Y2(a, b)|^2 for every (a, b), computed once per frame and previous tone (into
+    /// the parity's `energies`, at previous * 256).
+    private func computeCandidateEnergies(_ frame: CoherentDetector.Frame, parity: Int, previous: Int, window: Int) {
         let base = previous * 256
-        if frame.tables[parity].energies[base].isNaN {
-            let stride = 2 * window
-            var values = [Float](repeating: 0, count: 256)
-            frame.tables[parity].first.withUnsafeBufferPointer { first in
-                frame.tables[parity].second.withUnsafeBufferPointer { second in
-                    for a in 0..<16 {
-                        let o1 = (previous * 16 + a) * stride
-                        for b in 0..<16 {
-                            let o2 = (a * 16 + b) * stride
-                            var energy: Float = 0
-                            for j in 0..<stride {
-                                let v = first[o1 + j] + second[o2 + j]
-                                energy += v * v
-                            }
-                            values[a * 16 + b] = energy
+        guard frame.tables[parity].energies[base].isNaN else { return }
+        let stride = 2 * window
+        let tables = frame.tables[parity]
+        // Released before the energies are written, so that writing them does not copy the tables.
+        var values = InlineArray<256, Float>(repeating: 0)
+        tables.first.withUnsafeBufferPointer { first in
+            tables.second.withUnsafeBufferPointer { second in
+                let first = UnsafeRawPointer(first.baseAddress!), second = UnsafeRawPointer(second.baseAddress!)
+                let size = MemoryLayout<Float>.stride
+                for a in 0..<16 {
+                    let o1 = (previous * 16 + a) * stride * size
+                    for b in 0..<16 {
+                        let o2 = (a * 16 + b) * stride * size
+                        var energy = SIMD4<Float>()
+                        for f in Swift.stride(from: 0, to: stride * size, by: MemoryLayout<SIMD4<Float>>.stride) {
+                            let v = first.loadUnaligned(fromByteOffset: o1 + f, as: SIMD4<Float>.self)
+                                + second.loadUnaligned(fromByteOffset: o2 + f, as: SIMD4<Float>.self)
+                            energy += v * v
                         }
+                        values[a * 16 + b] = energy.sum()
                     }
                 }
             }
-            frame.tables[parity].energies.replaceSubrange(base..<(base + 256), with: values)
         }
-        return frame.tables[parity].energies[base..<(base + 256)].withUnsafeBufferPointer { ArraySlice($0) }
+        for i in 0..<256 { frame.tables[parity].energies[base + i] = values[i] }
+    }
+
+    /// The room model reversed, for `filter`'s dot products: tap `taps - 1 - k` at k, interleaved as
+    /// (Re h, -Im h) in `real` and (Im h, Re h) in `imaginary`, so that the real and imaginary parts of
+    /// sum x h are plain sums of interleaved products.
+    struct ReversedChannel {
+        var real: [Float]
+        var imaginary: [Float]
+        init(_ channel: [Float]) {
+            let taps = channel.count / 2
+            real = [Float](repeating: 0, count: 2 * taps)
+            imaginary = real
+            for k in 0..<taps {
+                let l = taps - 1 - k
+                real[2 * k] = channel[2 * l]; real[2 * k + 1] = -channel[2 * l + 1]
+                imaginary[2 * k] = channel[2 * l + 1]; imaginary[2 * k + 1] = channel[2 * l]
+            }
+        }
     }
 
     /// A candidate part (interleaved complex shape starting at segment sample `from`) passed through the room
-    /// model and cut to the window: y_j = sum_i shape_i h[lagBase + j - i], written at `offset` of `out`.
-    private func filter(_ shape: [Float], from: Int, lagBase: Int, window: Int, _ frame: CoherentDetector.Frame,
+    /// model and cut to the window: y_j = sum_i shape_i h[lagBase + j - i - from], written at `offset` of
+    /// `out`. With the channel reversed, each output is a dot product over contiguous samples.
+    private func filter(_ shape: [Float], from: Int, lagBase: Int, window: Int, _ channel: ReversedChannel,
                         into out: UnsafeMutableBufferPointer<Float>, at offset: Int) {
         let taps = shapes.channelTaps
         let count = shape.count / 2
+        let size = MemoryLayout<Float>.stride
         shape.withUnsafeBufferPointer { shape in
-            frame.channel.withUnsafeBufferPointer { h in
-                for j in 0..<window {
-                    var sr: Float = 0, si: Float = 0
-                    let lo = max(0, lagBase + j - taps + 1 - from), hi = min(count, lagBase + j + 1 - from)
-                    if lo < hi {
-                        for i in lo..<hi {
-                            let l = lagBase + j - (i + from)
-                            let xr = shape[2 * i], xi = shape[2 * i + 1], hr = h[2 * l], hi = h[2 * l + 1]
-                            sr += xr * hr - xi * hi
-                            si += xr * hi + xi * hr
+            channel.real.withUnsafeBufferPointer { hA in
+                channel.imaginary.withUnsafeBufferPointer { hB in
+                    let x = UnsafeRawPointer(shape.baseAddress!)
+                    let a = UnsafeRawPointer(hA.baseAddress!), b = UnsafeRawPointer(hB.baseAddress!)
+                    for j in 0..<window {
+                        // Samples i in low..<high meet taps lag = lagBase + j - from - i, stored reversed at
+                        // i + shift.
+                        let lag = lagBase + j - from
+                        let low = max(0, lag - taps + 1), high = min(count, lag + 1)
+                        let shift = taps - 1 - lag
+                        var sumR = SIMD4<Float>(), sumI = SIMD4<Float>()
+                        var i = low
+                        while i + 2 <= high {
+                            let v = x.loadUnaligned(fromByteOffset: 2 * i * size, as: SIMD4<Float>.self)
+                            sumR += v * a.loadUnaligned(fromByteOffset: 2 * (i + shift) * size, as: SIMD4<Float>.self)
+                            sumI += v * b.loadUnaligned(fromByteOffset: 2 * (i + shift) * size, as: SIMD4<Float>.self)
+                            i += 2
                         }
+                        var sr = sumR.sum(), si = sumI.sum()
+                        if i < high {
+                            let k = i + shift
+                            sr += shape[2 * i] * hA[2 * k] + shape[2 * i + 1] * hA[2 * k + 1]
+                            si += shape[2 * i] * hB[2 * k] + shape[2 * i + 1] * hB[2 * k + 1]
+                        }
+                        out[offset + 2 * j] = sr; out[offset + 2 * j + 1] = si
                     }
-                    out[offset + 2 * j] = sr; out[offset + 2 * j + 1] = si
                 }
             }
         }

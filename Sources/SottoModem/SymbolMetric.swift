@@ -54,92 +54,95 @@ enum SymbolMetric {
         }
     }
 
-    /// Per-symbol log-likelihoods of the 16 values, with a reverberation-aware noise model.
+    /// Per-symbol log-likelihoods of the 16 values, with a reverberation-aware noise model, written to
+    /// `workspace.likelihoods` (16 per symbol, the first `16 * symbols` values; the workspace's other
+    /// tone-metric buffers are scratch).
     ///
     /// Each tone's energy at symbol k is modelled as noise (N0) plus the reverberant tail of what that
     /// tone held at symbol k - 1, decayed by a factor alpha estimated from the frame itself (how much
     /// energy a tone keeps one symbol after it was sent). A tone whose energy is explained by a tail is
     /// then weighed as noisier, instead of as a likely symbol. In a dry room alpha is about 0 and the
     /// metric is the plain noncoherent one, log I0(2 A sqrt(E) / N0).
-    static func likelihoods(energies: ArraySlice<Float>, symbols: Int, profile: Profile)
-        -> (likelihoods: [Float], signal: Double, noise: Double, tail: Double) {
-        // Returns: 16 log-likelihoods per symbol; the signal and noise energies per window; the tail
-        // decay alpha (share of a tone's energy left one symbol after it was sent: about 0 when dry).
+    /// - Returns: the signal and noise energies per window; the tail decay alpha (share of a tone's energy
+    ///   left one symbol after it was sent: about 0 when dry).
+    static func likelihoods(energies: ArraySlice<Float>, symbols: Int, profile: Profile, workspace: inout DecodeWorkspace)
+        -> (signal: Double, noise: Double, tail: Double) {
         let tones = profile.toneCount
         let base = energies.startIndex
         @inline(__always) func energy(_ k: Int, _ t: Int) -> Float { energies[base + k * tones + t] }
         @inline(__always) func subBandTone(_ k: Int, _ m: Int) -> Int { (k % profile.subBands) * profile.tonesPerSubBand + m }
         // Strongest tone of each symbol, among those of its sub-band.
-        var strongest = [Int](repeating: 0, count: symbols)
-        var used = [Float]()
-        used.reserveCapacity(16 * symbols)
         for k in 0..<symbols {
             var best = 0
             for m in 0..<16 {
                 let e = energy(k, subBandTone(k, m))
-                used.append(e)
+                workspace.used[16 * k + m] = e
                 if e > energy(k, subBandTone(k, best)) { best = m }
             }
-            strongest[k] = subBandTone(k, best)
+            workspace.strongest[k] = subBandTone(k, best)
         }
         // Noise: from the lower quartile of the tone energies (exponentially distributed under noise,
         // whose 25th percentile is ln(4/3) of the mean), robust to symbols and tails.
-        let quartile = Double(select(&used, rank: used.count / 4))
+        let quartile = workspace.used.withUnsafeMutableBufferPointer { used in
+            Double(select(UnsafeMutableBufferPointer(rebasing: used[0..<(16 * symbols)]), rank: 16 * symbols / 4))
+        }
         var noise = max(quartile / 0.287682, 1e-30)
         // Tail decay per symbol: energy a tone keeps one symbol after it was the strongest.
         var kept = 0.0, had = 0.0
-        for k in 1..<max(1, symbols) where strongest[k] != strongest[k - 1] {
-            kept += Double(energy(k, strongest[k - 1])) - noise
-            had += Double(energy(k - 1, strongest[k - 1])) - noise
+        for k in 1..<max(1, symbols) where workspace.strongest[k] != workspace.strongest[k - 1] {
+            kept += Double(energy(k, workspace.strongest[k - 1])) - noise
+            had += Double(energy(k - 1, workspace.strongest[k - 1])) - noise
         }
         let alpha = had > 0 ? Float(min(0.9, max(0, kept / had))) : 0
         // Refine the noise without the modelled tails, then the signal amplitude.
         var residual = 0.0, residualCount = 0, signal = 0.0
-        var variance = [Float](repeating: 0, count: 16 * symbols)
         for k in 0..<symbols {
             for m in 0..<16 {
                 let t = subBandTone(k, m)
                 let tail = k > 0 ? alpha * max(0, energy(k - 1, t) - Float(noise)) : 0
-                variance[16 * k + m] = tail
-                if t != strongest[k] { residual += Double(max(0, energy(k, t) - tail)); residualCount += 1 }
+                workspace.variance[16 * k + m] = tail
+                if t != workspace.strongest[k] { residual += Double(max(0, energy(k, t) - tail)); residualCount += 1 }
             }
         }
         if residualCount > 0 { noise = max(residual / Double(residualCount), noise * 0.25, 1e-30) }
         // Signal: overall, then per tone (rooms fade tones independently: a tone in a notch is weighed
         // as weak instead of as noise), shrunk towards the overall value when a tone was seldom used.
-        var toneSignal = [Double](repeating: 0, count: tones)
-        var toneUses = [Double](repeating: 0, count: tones)
+        for t in 0..<tones { workspace.toneSignal[t] = 0; workspace.toneUses[t] = 0 }
         for k in 0..<symbols {
-            let m = strongest[k] - (k % profile.subBands) * profile.tonesPerSubBand
-            let value = max(0, Double(energy(k, strongest[k]) - variance[16 * k + m]) - noise)
+            let strongest = workspace.strongest[k]
+            let m = strongest - (k % profile.subBands) * profile.tonesPerSubBand
+            let value = max(0, Double(energy(k, strongest) - workspace.variance[16 * k + m]) - noise)
             signal += value
-            toneSignal[strongest[k]] += value
-            toneUses[strongest[k]] += 1
+            workspace.toneSignal[strongest] += value
+            workspace.toneUses[strongest] += 1
         }
         signal = max(signal / Double(symbols), noise * 0.05)
         let prior = toneGainPrior
-        var toneAmplitude = [Float](repeating: 0, count: tones)
         for t in 0..<tones {
-            let estimate = (toneSignal[t] + prior * signal) / (toneUses[t] + prior)
-            toneAmplitude[t] = Float(max(estimate, noise * 0.05).squareRoot())
+            let estimate = (workspace.toneSignal[t] + prior * signal) / (workspace.toneUses[t] + prior)
+            workspace.toneAmplitude[t] = Float(max(estimate, noise * 0.05).squareRoot())
         }
-        var likelihoods = [Float](repeating: 0, count: 16 * symbols)
         for k in 0..<symbols {
             for m in 0..<16 {
                 let t = subBandTone(k, m)
-                let sigma2 = Float(noise) + variance[16 * k + m]
-                let amplitude = toneAmplitude[t]
+                let sigma2 = Float(noise) + workspace.variance[16 * k + m]
+                let amplitude = workspace.toneAmplitude[t]
                 let e = energy(k, t)
-                likelihoods[16 * k + m] = -amplitude * amplitude / sigma2 + logBesselI0(2 * amplitude * e.squareRoot() / sigma2)
+                workspace.likelihoods[16 * k + m] = -amplitude * amplitude / sigma2 + logBesselI0(2 * amplitude * e.squareRoot() / sigma2)
             }
         }
-        return (likelihoods, signal, noise, Double(alpha))
+        return (signal, noise, Double(alpha))
     }
 }
 
 /// The element of rank `k` (0-based, ascending) of `values`, by quickselect (reorders `values`):
 /// linear time, where sorting to read one quantile would be n log n.
 func select(_ values: inout [Float], rank k: Int) -> Float {
+    values.withUnsafeMutableBufferPointer { select($0, rank: k) }
+}
+
+/// `select` on a buffer (reorders it).
+func select(_ values: UnsafeMutableBufferPointer<Float>, rank k: Int) -> Float {
     var low = 0, high = values.count - 1
     while low < high {
         let pivot = values[(low + high) / 2]

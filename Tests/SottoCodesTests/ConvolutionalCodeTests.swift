@@ -36,6 +36,28 @@ import Testing
         }
     }
 
+    /// One `ViterbiDecoder` used for messages of changing lengths and codes (its buffers reused, shrinking
+    /// and growing) decodes exactly as a fresh `decode` does, noisy LLRs included.
+    @Test func reusedViterbiDecoderMatchesAFreshDecode() {
+        var state: UInt64 = 12_345
+        func next() -> Float {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Float(state >> 40) / Float(1 << 24) - 0.5
+        }
+        for entry in allCodes {
+            var decoder = ViterbiDecoder(code: entry.code)
+            var bits = [UInt8](repeating: 9, count: 200)
+            for length in [152, 8, 88, 1, 152, 40] {
+                let message = (0..<length).map { _ in UInt8(next() > 0 ? 1 : 0) }
+                let llrs = entry.code.encode(message).map { ($0 == 0 ? Float(1) : -1) + 2.5 * next() }
+                llrs.withUnsafeBufferPointer { llrs in
+                    bits.withUnsafeMutableBufferPointer { decoder.decode(llrs: llrs, messageBits: length, into: $0) }
+                }
+                #expect(Array(bits[0..<length]) == entry.code.decode(llrs: llrs, messageBits: length), "\(entry.name) \(length)")
+            }
+        }
+    }
+
     @Test func noiselessRoundTrip() async {
         await propertyCheck(count: 40, input: Gen.uint8(in: 0...1).array(of: 8...152)) { message in
             for entry in allCodes {

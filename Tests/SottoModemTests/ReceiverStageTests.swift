@@ -31,6 +31,31 @@ import Testing
         #expect(steps == 14)
     }
 
+    /// A coherent decode whose header came close gets the room fitted again at the same length, within the
+    /// candidate's budget of second fits; a far header, or a spent budget, moves on to the next length.
+    @Test func nearlyRightCoherentDecodeIsRefinedWithinItsBudget() {
+        var machine = CandidateStateMachine()
+        #expect(machine.step(decoded: false) == .decodeWithRoomModel(payloadBytes: 1))
+        #expect(machine.step(.init(decoded: false, nearlyRight: false, refinementLimit: 8)) == .decodeWithToneMetric(payloadBytes: 2))
+        _ = machine.step(decoded: false)
+        let close = CandidateStateMachine.Outcome(decoded: false, nearlyRight: true, refinementLimit: 1)
+        #expect(machine.step(close) == .refineRoomModel(payloadBytes: 2))
+        #expect(machine.usesRoomModel && machine.payloadBytes == 2 && machine.refinements == 1)
+        #expect(machine.step(decoded: false) == .decodeWithToneMetric(payloadBytes: 3))
+        #expect(!machine.usesRoomModel)
+        _ = machine.step(decoded: false)
+        // The budget of one is spent.
+        #expect(machine.step(close) == .decodeWithToneMetric(payloadBytes: 4))
+        _ = machine.step(decoded: false)
+        #expect(machine.step(.init(decoded: false, nearlyRight: true, refinementLimit: 2)) == .refineRoomModel(payloadBytes: 4))
+        #expect(machine.step(decoded: true) == .drop && machine.refinements == 2)
+        // The longest length's refinement is the last action.
+        var last = CandidateStateMachine()
+        while last.payloadBytes != 16 || !last.usesRoomModel { _ = last.step(decoded: false) }
+        #expect(last.step(close) == .refineRoomModel(payloadBytes: 16))
+        #expect(last.step(decoded: false) == .drop)
+    }
+
     @Test func candidateStopsAtTheFirstDecode() {
         var toneMetric = CandidateStateMachine()
         #expect(toneMetric.step(decoded: true) == .drop)
