@@ -37,6 +37,9 @@ final class CoherentDetector {
         decision = SequenceDecision(shapes: shapes)
     }
 
+    /// Grid samples of the window each symbol is decided over (two symbols: the current and the next).
+    var decisionWindow: Int { 2 * shapes.samplesPerSymbol }
+
     private var gridRate: Double { shapes.gridRate }
     private var basebandRate: Double { shapes.basebandRate }
     private var centerFrequency: Double { shapes.centerFrequency }
@@ -137,7 +140,7 @@ final class CoherentDetector {
         // room model is the larger error (so that a poor model does not make overconfident decisions).
         var residuals = (0..<symbols).map { k in frame.costs[16 * k..<16 * k + 16].min() ?? 0 }
         residuals.sort()
-        let window = Double(2 * shapes.samplesPerSymbol)
+        let window = Double(decisionWindow)
         let variance = Float(max(frame.noiseVariance, Double(residuals[residuals.count / 2]) / window))
         return frame.costs[0..<(16 * symbols)].map { -$0 / variance }
     }

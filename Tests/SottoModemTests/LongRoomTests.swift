@@ -44,3 +44,40 @@ import Testing
         #expect(result.decoded >= 17, "\(result.decoded) of \(result.sent)")
     }
 }
+
+/// The long room's per-symbol weighting of the coherent detector's costs.
+@Suite struct LongRoomWeightingTests {
+    /// Costs of `symbols` symbols: value `symbol % 16` costs `residual(k)`, the others `residual(k) + gap`.
+    static func costs(symbols: Int, gap: Float, residual: (Int) -> Float) -> [Float] {
+        (0..<symbols).flatMap { k in (0..<16).map { m in residual(k) + (m == k % 16 ? 0 : gap) } }
+    }
+
+    /// The margin of symbol `k`'s best value over its second (log-likelihood).
+    static func margin(_ likelihoods: [Float], _ k: Int) -> Float {
+        let row = likelihoods[(16 * k)..<(16 * k + 16)].sorted(by: >)
+        return row[0] - row[1]
+    }
+
+    /// A tail that builds up halfway through the frame: the clean first half weighs far more than the
+    /// buried second half (a frame-wide variance weighed them the same), and each symbol keeps its
+    /// decision.
+    @Test func cleanSymbolsWeighMoreThanBuriedOnes() {
+        let symbols = 40, window = 64
+        let costs = Self.costs(symbols: symbols, gap: 640) { $0 < symbols / 2 ? 64 : 6_400 }
+        let likelihoods = LongRoomWeighting.likelihoods(costs: costs, symbols: symbols, windowSamples: window, noiseVariance: 1e-6)
+        for k in 0..<symbols {
+            let row = Array(likelihoods[(16 * k)..<(16 * k + 16)])
+            #expect(row.firstIndex(of: row.max()!) == k % 16)
+        }
+        // Far from the change (more than `neighbours` symbols): 1 per sample before, 100 after.
+        #expect(abs(Self.margin(likelihoods, 5) - 640) < 1e-3)
+        #expect(abs(Self.margin(likelihoods, 35) - 6.4) < 1e-4)
+    }
+
+    /// Residuals under the noise measured before the frame do not make a symbol more certain than that noise allows.
+    @Test func theNoiseBeforeTheFrameIsTheFloor() {
+        let costs = Self.costs(symbols: 10, gap: 64) { _ in 0 }
+        let likelihoods = LongRoomWeighting.likelihoods(costs: costs, symbols: 10, windowSamples: 64, noiseVariance: 2)
+        for k in 0..<10 { #expect(abs(Self.margin(likelihoods, k) - 32) < 1e-4) }
+    }
+}
