@@ -100,6 +100,19 @@ final class FrameReceiver {
     private(set) var detections = 0
     /// Preambles starting before this baseband position are parts of frames already decoded.
     private var suppressUntil = -Double.infinity
+    /// Frames reported lately (within `echoWindow`), oldest first, to tell a late echo from a repeat.
+    private var recentFrames: [DecodedFrame] = {
+        var frames: [DecodedFrame] = []
+        frames.reserveCapacity(8)
+        return frames
+    }()
+    /// A strong late reflection of a whole frame (a wall tens of metres away: half the direct sound 0.8 s
+    /// later) decodes as a second frame of the same token, after the first one ended. It is one when a frame
+    /// of the same token started at most `echoWindow` (s) before it and arrived at least `echoLevelDrop`
+    /// (dB) louder: a reflection loses level with every metre and at the wall, while a sender repeating its
+    /// token arrives at the same level each time and is reported each time. Sound travels 515 m in 1.5 s.
+    static let echoWindow = 1.5
+    static let echoLevelDrop = 3.0
     private static let maxPending = 8
     /// Header bits the coherent decode may get wrong for the room to be fitted again over the whole frame
     /// (wrong lengths and other profiles' frames seldom come this close: 9 of 256 random headers), and how
@@ -288,7 +301,12 @@ final class FrameReceiver {
                 refinementLimit: Self.maximumRefinements))
         }
         if let result = decoded {
-            frames.append(result.frame)
+            if !isEcho(result.frame) {
+                frames.append(result.frame)
+                recentFrames.removeAll { result.frame.startTime - $0.startTime > Self.echoWindow }
+                if recentFrames.count >= 8 { recentFrames.removeFirst() }
+                recentFrames.append(result.frame)
+            }
             frontEnd.recordDecoded(ObjectIdentifier(self), start: frame.start - Double(preamble.chirpLength) / 2, end: result.end)
             suppressUntil = max(suppressUntil, result.end - Double(preamble.chirpLength) / 2)
         }
@@ -340,6 +358,14 @@ final class FrameReceiver {
         guard let state = frame.coherent, let second = coherent.refined(state, symbols: symbols),
               let likelihoods = coherent.likelihoods(second, symbols: symbols, history: history) else { return nil }
         return decode(&frame, payloadBytes: bytes, coherentLikelihoods: likelihoods).result
+    }
+
+    /// True when `frame` is a late echo of a frame reported before it (see `echoWindow`).
+    private func isEcho(_ frame: DecodedFrame) -> Bool {
+        recentFrames.contains {
+            $0.token == frame.token && frame.startTime > $0.startTime && frame.startTime - $0.startTime <= Self.echoWindow
+                && $0.level - frame.level >= Self.echoLevelDrop
+        }
     }
 
     // MARK: Measurements
