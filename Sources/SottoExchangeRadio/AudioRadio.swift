@@ -40,7 +40,8 @@ public final class AudioRadio: @unchecked Sendable {
     private var ticker: Task<Void, Never>?
     private var pump: Task<Void, Never>?
     private var selfCheck: SelfCheck?
-    private let started = Date()
+    /// The manager's time zero: its `now` (s) is the time since then, for ticks and heard frames alike.
+    private let started: Date
     /// Called with capture and playback device problems (on a background thread).
     public var onDeviceError: (@Sendable (AudioDeviceError) -> Void)?
     /// Called when this device's own token has not been heard for that many transmissions in a row.
@@ -52,9 +53,12 @@ public final class AudioRadio: @unchecked Sendable {
     ///   - playback: nil for a scan-only device.
     ///   - interval: repetition of each broadcast frame (s): every `interval` plus 0...`jitter`.
     ///   - jitter: the random part of the repetition (s), so that two devices do not keep colliding.
+    ///   - clockOrigin: the instant the manager's time counts from (its `now` 0, as the caller used it when
+    ///     publishing or subscribing); by default the radio's creation.
     public init(manager: MessageManager, capture: PCMConfiguration, playback: PCMConfiguration?,
-                interval: Double = 1.5, jitter: Double = 1.0) {
+                interval: Double = 1.5, jitter: Double = 1.0, clockOrigin: Date = Date()) {
         self.manager = manager
+        self.started = clockOrigin
         self.capture = capture
         self.playback = playback
         self.interval = interval

@@ -49,19 +49,24 @@ public enum ExchangeSession {
             for frame in frames { await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: heardAt) }
             let fed = Date()
             while !ended.isSet && !stop.isSet {
+                // An embedded manager keeps time only through ticks (a linked one is told by its matcher); the
+                // tick comes first so that an expiry due by the deadline is reported before the loop ends.
+                let now = Date().timeIntervalSince(started)
+                await manager.tick(now: now)
                 if Date().timeIntervalSince(fed) > lostTimeout + quietMargin && visible.withLock({ $0 }) == 0 { break }
-                if let ttl, Date().timeIntervalSince(started) >= ttl { break }
-                // An embedded manager keeps time only through ticks (a linked one is told by its matcher).
-                await manager.tick(now: Date().timeIntervalSince(started))
+                if let ttl, now >= ttl { break }
                 try? await Task.sleep(for: pollInterval)
             }
             await subscription.cancel()
             await manager.close(now: Date().timeIntervalSince(started))
         case .devices(let capture, let playback):
-            let radio = AudioRadio(manager: manager, capture: capture, playback: playback)
+            let radio = AudioRadio(manager: manager, capture: capture, playback: playback, clockOrigin: started)
             radio.onDeviceError = onDeviceError
             try radio.start()
             await wait(until: ttl.map { started.addingTimeInterval($0) }, unless: [stop, ended])
+            // The radio ticks the manager every 200 ms: at the deadline the TTL has run out but its expiry may
+            // not have been seen yet (it was lost to this race under load). One tick now delivers it.
+            await manager.tick(now: Date().timeIntervalSince(started))
             await subscription.cancel()
             await radio.stop()
         }
@@ -81,7 +86,8 @@ public enum ExchangeSession {
         let handle = try await manager.publish(message, strategy: strategy, now: 0)
         var radio: AudioRadio?
         if let devices {
-            let newRadio = AudioRadio(manager: manager, capture: devices.capture, playback: devices.playback, interval: interval, jitter: jitter)
+            let newRadio = AudioRadio(manager: manager, capture: devices.capture, playback: devices.playback, interval: interval,
+                                      jitter: jitter, clockOrigin: started)
             newRadio.onDeviceError = onDeviceError
             newRadio.onOwnTokenNotHeard = onOwnTokenNotHeard
             do { try newRadio.start() } catch { await handle.cancel(); await manager.close(now: 0); throw error }

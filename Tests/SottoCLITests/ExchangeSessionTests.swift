@@ -50,6 +50,23 @@ struct ExchangeSessionTests {
         #expect(events.withLock { $0 } == ["found \(content)", "lost \(content)"])
     }
 
+    /// A session on a recording that ends at its subscription's TTL reports the expiry first: the loop used to
+    /// check the deadline before letting the manager's clock reach it, and never reported it. (On a device,
+    /// the same race between the session's deadline and the radio's ticks lost it under load: covered by
+    /// `subscribeOnADeviceEndsWhenItsTTLExpires`.)
+    @Test func aSessionEndingAtItsTTLReportsTheExpiry() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("silence.wav").path
+        try AudioFile.write([Float](repeating: 0, count: 4_800), sampleRate: 48_000, to: path)
+        let manager = MessageManager(appID: "test", broadcasts: false, now: 0)
+        let expired = Mutex(false)
+        try await ExchangeSession.subscribe(manager: manager, filter: MessageFilter([.audioBytes(2)]), strategy: Strategy(ttl: .seconds(1)),
+                                            lostTimeout: 10, ttl: 1, source: .recording(path: path, raw: nil), stop: StopFlag(),
+                                            onEvent: { event, _ in if case .expired = event { expired.withLock { $0 = true } } })
+        #expect(expired.withLock { $0 })
+    }
+
     @Test func aStoppedSessionEndsAtOnce() async throws {
         let manager = MessageManager(appID: "test", broadcasts: false, now: 0)
         let stop = StopFlag()
