@@ -107,7 +107,19 @@ final class PreambleDetector {
         mask = capacity - 1
         rhoUp = .zeroed(capacity)
         rhoDown = .zeroed(capacity)
+        // The correlation before the stream, as if silence preceded it: the peak of a frame at the first
+        // sample is refined from its neighbour at position -1 and the chirps' delay from the profiles around
+        // it. Without these positions, such a frame reported a time scale 195 ppm off (ring slots never written
+        // read as zeros, a log(0) neighbour moved the peak) and its start 0.45 baseband samples late.
+        let lead = profileSpan + Self.leadMargin
+        positionCount = -lead
+        let silence = [Float](repeating: 0, count: lead)
+        silence.withUnsafeBufferPointer { process(real: $0, imaginary: $0) }
     }
+
+    /// Positions of correlation before the stream beyond the profile span (one neighbour for the peak's
+    /// parabola, one spare).
+    private static let leadMargin = 2
 
     deinit {
         rhoUp.deallocate()
