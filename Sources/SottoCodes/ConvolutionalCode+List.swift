@@ -24,22 +24,77 @@ extension ConvolutionalCode {
 
     /// ``listDecode(llrs:messageBits:listSize:)`` with each candidate's path metric.
     public func listCandidates(llrs: [Float], messageBits: Int, listSize: Int) -> [ListCandidate] {
-        guard messageBits >= 0, listSize > 0 else { return [] }
-        let trellis = ViterbiTrellis(code: self, llrs: llrs, messageBits: messageBits, keepHistory: listSize > 1)
-        let best = trellis.traceBack(endState: 0, messageBits: messageBits, code: self)
-        var result = [ListCandidate(bits: best, metric: pathMetric(message: best, llrs: llrs))]
-        guard listSize > 1 else { return result }
-        var search = TreeTrellisSearch(code: self, trellis: trellis, messageBits: messageBits)
-        // Ties can make the search wander; bound its work (it normally needs about listSize × steps pops).
-        let popBudget = 16 * listSize * (trellis.steps + 1) + 4096
-        while result.count < listSize, let candidate = search.nextPath(popBudget: popBudget) {
-            if candidate.bits != best { result.append(candidate) }
+        var decoder = ListViterbiDecoder(code: self)
+        var result: [ListCandidate] = []
+        llrs.withUnsafeBufferPointer { llrs in
+            _ = decoder.decode(llrs: llrs, messageBits: messageBits, listSize: listSize) { bits, metric in
+                result.append(ListCandidate(bits: Array(bits), metric: metric))
+                return false
+            }
         }
         return result
     }
 }
 
-/// Best-first backward search over a stored trellis (A* with the exact forward metrics as heuristic).
+/// A list Viterbi decoder that keeps its buffers between calls (as ``ViterbiDecoder`` does for the plain one): it
+/// offers its candidates, best first, to a closure that checks each (a CRC) and stops at the one it accepts. Once its
+/// buffers have grown to the longest message it decodes, decoding allocates nothing: a receiver list-decodes every
+/// nearly right length hypothesis of every detection. Same candidates, metrics and order as
+/// ``ConvolutionalCode/listCandidates(llrs:messageBits:listSize:)``.
+public struct ListViterbiDecoder {
+    /// The code it decodes.
+    public let code: ConvolutionalCode
+    private var trellis = ViterbiTrellis()
+    private var search = TreeTrellisSearch()
+    /// The Viterbi path's bits and the candidate being offered.
+    private var best: [UInt8] = []
+    private var candidate: [UInt8] = []
+
+    public init(code: ConvolutionalCode) { self.code = code }
+
+    /// Offers at most `listSize` distinct candidates of `llrs` (as ``ConvolutionalCode/listCandidates(llrs:messageBits:listSize:)``),
+    /// best first, to `accept` with their path metric, until it returns true. The bits are `messageBits` values 0 or 1,
+    /// valid only during the call.
+    /// - Returns: true when `accept` accepted a candidate.
+    public mutating func decode(llrs: UnsafeBufferPointer<Float>, messageBits: Int, listSize: Int,
+                                accept: (UnsafeBufferPointer<UInt8>, Float) -> Bool) -> Bool {
+        guard messageBits >= 0, listSize > 0 else { return false }
+        let code = code
+        trellis.run(code: code, llrs: llrs, messageBits: messageBits, keepHistory: listSize > 1)
+        if best.count < messageBits {
+            best = [UInt8](repeating: 0, count: messageBits)
+            candidate = best
+        }
+        // Out of `self` while the closure runs (no overlapping access, no copy).
+        var best = self.best, candidate = self.candidate
+        self.best = []; self.candidate = []
+        defer { self.best = best; self.candidate = candidate }
+        let trellis = trellis
+        return best.withUnsafeMutableBufferPointer { bestBuffer in
+            let bestBits = UnsafeMutableBufferPointer(rebasing: bestBuffer[0..<messageBits])
+            trellis.traceBack(endState: 0, messageBits: messageBits, code: code, into: bestBits)
+            if accept(UnsafeBufferPointer(bestBits), code.pathMetric(message: UnsafeBufferPointer(bestBits), llrs: llrs)) { return true }
+            guard listSize > 1 else { return false }
+            search.start(code: code, trellis: trellis)
+            // Ties can make the search wander; bound its work (it normally needs about listSize × steps pops).
+            let popBudget = 16 * listSize * (trellis.steps + 1) + 4096
+            var offered = 1
+            return candidate.withUnsafeMutableBufferPointer { candidateBuffer in
+                let bits = UnsafeMutableBufferPointer(rebasing: candidateBuffer[0..<messageBits])
+                while offered < listSize, let node = search.nextPath(trellis: trellis, code: code, popBudget: popBudget) {
+                    let metric = search.readPath(from: node, messageBits: messageBits, code: code, into: bits)
+                    guard !bits.elementsEqual(bestBits) else { continue }
+                    offered += 1
+                    if accept(UnsafeBufferPointer(bits), metric) { return true }
+                }
+                return false
+            }
+        }
+    }
+}
+
+/// Best-first backward search over a stored trellis (A* with the exact forward metrics as heuristic). Its node and
+/// heap storage is kept from one search to the next (`start` empties it).
 struct TreeTrellisSearch {
     /// A partial path known from time `time` to the end, in state `state` at `time`.
     struct Node {
@@ -51,20 +106,19 @@ struct TreeTrellisSearch {
         var backward: Double
     }
 
-    let code: ConvolutionalCode
-    let trellis: ViterbiTrellis
-    let messageBits: Int
-    let outputs: [UInt16]
-    var nodes: [Node] = []
+    private var nodes: [Node] = []
     /// Max-heap of (priority, node index): priority = forward + backward metric; deeper nodes first on ties.
-    var heap: [(priority: Double, time: Int32, node: Int32)] = []
-    var pops = 0
+    private var heap: [(priority: Double, time: Int32, node: Int32)] = []
+    private var pops = 0
+    private var outputs: [UInt16] = []
+    private var outputsCode: ConvolutionalCode?
 
-    init(code: ConvolutionalCode, trellis: ViterbiTrellis, messageBits: Int) {
-        self.code = code
-        self.trellis = trellis
-        self.messageBits = messageBits
-        self.outputs = code.outputTable()
+    /// Starts a search over `trellis` (run with its history kept).
+    mutating func start(code: ConvolutionalCode, trellis: ViterbiTrellis) {
+        nodes.removeAll(keepingCapacity: true)
+        heap.removeAll(keepingCapacity: true)
+        pops = 0
+        if outputsCode != code { outputs = code.outputTable(); outputsCode = code }
         let rootPriority = Double(trellis.finalMetrics[0]) + trellis.finalOffset
         if rootPriority > -.infinity {
             nodes.append(Node(time: Int32(trellis.steps), state: 0, parent: -1, backward: 0))
@@ -72,8 +126,9 @@ struct TreeTrellisSearch {
         }
     }
 
-    /// The next complete path in decreasing metric order, or nil when exhausted or over budget.
-    mutating func nextPath(popBudget: Int) -> ConvolutionalCode.ListCandidate? {
+    /// The node ending the next complete path in decreasing metric order (read it with `readPath`), or nil when
+    /// exhausted or over budget.
+    mutating func nextPath(trellis: ViterbiTrellis, code: ConvolutionalCode, popBudget: Int) -> Int? {
         let stateCount = code.stateCount
         let mask = stateCount - 1
         let k = code.constraintLength
@@ -83,7 +138,7 @@ struct TreeTrellisSearch {
             if pops > popBudget { return nil }
             let node = nodes[Int(top.node)]
             if node.time == 0 {
-                return node.state == 0 ? candidate(from: Int(top.node)) : nil
+                return node.state == 0 ? Int(top.node) : nil
             }
             let t = Int(node.time) - 1                 // the step leading into this node
             let state = Int(node.state)
@@ -107,10 +162,10 @@ struct TreeTrellisSearch {
         return nil
     }
 
-    /// Reads the message bits of a complete path off its chain of nodes.
-    func candidate(from index: Int) -> ConvolutionalCode.ListCandidate {
+    /// Writes the message bits of the complete path ending at node `index` into `bits` (`messageBits` of them);
+    /// returns its metric.
+    func readPath(from index: Int, messageBits: Int, code: ConvolutionalCode, into bits: UnsafeMutableBufferPointer<UInt8>) -> Float {
         let k = code.constraintLength
-        var bits = [UInt8](repeating: 0, count: messageBits)
         var current = nodes[index]
         let metric = Float(current.backward)
         while current.parent >= 0 {
@@ -119,7 +174,7 @@ struct TreeTrellisSearch {
             if step < messageBits { bits[step] = UInt8(ViterbiTrellis.inputBit(of: Int(later.state), constraintLength: k)) }
             current = later
         }
-        return ConvolutionalCode.ListCandidate(bits: bits, metric: metric)
+        return metric
     }
 
     // MARK: Binary max-heap
@@ -130,7 +185,7 @@ struct TreeTrellisSearch {
         a.priority != b.priority ? a.priority > b.priority : a.time < b.time
     }
 
-    mutating func push(priority: Double, time: Int32, node: Int32) {
+    private mutating func push(priority: Double, time: Int32, node: Int32) {
         heap.append((priority, time, node))
         var child = heap.count - 1
         while child > 0 {
@@ -141,7 +196,7 @@ struct TreeTrellisSearch {
         }
     }
 
-    mutating func pop() -> (priority: Double, time: Int32, node: Int32)? {
+    private mutating func pop() -> (priority: Double, time: Int32, node: Int32)? {
         guard let last = heap.popLast() else { return nil }
         guard !heap.isEmpty else { return last }
         let top = heap[0]

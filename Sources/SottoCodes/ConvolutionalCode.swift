@@ -56,23 +56,36 @@ public struct ConvolutionalCode: Sendable, Hashable {
     /// Encodes message bits (the lowest bit of each element is used) and the K − 1 zero tail bits.
     /// - Returns: ``codedBitCount(messageBits:)`` bits, 0 or 1, n per trellis step in generator order.
     public func encode(_ bits: [UInt8]) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: codedBitCount(messageBits: bits.count)) { out, initialized in
+            bits.withUnsafeBufferPointer { initialized = encode($0, into: out) }
+        }
+    }
+
+    /// `encode`, writing the coded bits into `out` without allocating; returns how many were written
+    /// (``codedBitCount(messageBits:)`` of `bits.count`).
+    /// - Precondition: `out` holds at least that many.
+    @discardableResult
+    public func encode(_ bits: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        let count = codedBitCount(messageBits: bits.count)
+        precondition(out.count >= count, "encode: \(count) coded bits into \(out.count)")
+        forEachCodedBit(of: bits) { i, bit in out[i] = bit }
+        return count
+    }
+
+    /// Calls `body(i, bit)` with each coded bit of `message` (and its tail) in transmission order.
+    @inline(__always)
+    func forEachCodedBit(of message: UnsafeBufferPointer<UInt8>, _ body: (Int, UInt8) -> Void) {
         let k = constraintLength
-        let steps = bits.count + k - 1
-        let n = rate
-        let generators = generators
-        return [UInt8](unsafeUninitializedCapacity: steps * n) { out, initialized in
-            var state: UInt32 = 0   // the last K − 1 inputs, newest at bit K − 2
-            var i = 0
-            for t in 0..<steps {
-                let bit = t < bits.count ? UInt32(bits[t] & 1) : 0
-                let register = bit << UInt32(k - 1) | state
-                for g in generators {
-                    out[i] = UInt8((register & g).nonzeroBitCount & 1)
-                    i += 1
-                }
-                state = register >> 1
+        var state: UInt32 = 0   // the last K − 1 inputs, newest at bit K − 2
+        var i = 0
+        for t in 0..<(message.count + k - 1) {
+            let bit = t < message.count ? UInt32(message[t] & 1) : 0
+            let register = bit << UInt32(k - 1) | state
+            for g in generators {
+                body(i, UInt8((register & g).nonzeroBitCount & 1))
+                i += 1
             }
-            initialized = i
+            state = register >> 1
         }
     }
 
@@ -80,11 +93,16 @@ public struct ConvolutionalCode: Sendable, Hashable {
     /// up to a constant, the quantity the decoders maximise. LLRs are sanitized as the decoders do (``LLR``);
     /// missing ones count as 0.
     public func pathMetric(message: [UInt8], llrs: [Float]) -> Float {
-        let coded = encode(message)
+        message.withUnsafeBufferPointer { message in llrs.withUnsafeBufferPointer { pathMetric(message: message, llrs: $0) } }
+    }
+
+    /// `pathMetric` on buffers, encoding as it goes (no allocation).
+    func pathMetric(message: UnsafeBufferPointer<UInt8>, llrs: UnsafeBufferPointer<Float>) -> Float {
         var metric: Float = 0
-        for i in coded.indices where i < llrs.count {
+        forEachCodedBit(of: message) { i, bit in
+            guard i < llrs.count else { return }
             let half = 0.5 * LLR.sanitized(llrs[i])
-            metric += coded[i] == 0 ? half : -half
+            metric += bit == 0 ? half : -half
         }
         return metric
     }

@@ -22,8 +22,13 @@ struct DecodeWorkspace {
     var llrs: [Float]
     var coded: [Float]
     var message: [UInt8]
-    /// The plain Viterbi decoder, with its trellis.
+    /// The plain Viterbi decoder, with its trellis; the list decoder (nearly right headers), with its own.
     var viterbi = ViterbiDecoder(code: FrameFormat.code)
+    var list = ListViterbiDecoder(code: FrameFormat.code)
+    /// A list candidate packed into bytes (header, payload, CRC), and re-encoded to count the coded bits it
+    /// corrects.
+    var messageBytes: [UInt8]
+    var recoded: [UInt8]
 
     /// Buffers for frames of `profile` up to the longest payload.
     init(profile: Profile) {
@@ -39,5 +44,7 @@ struct DecodeWorkspace {
         llrs = [Float](repeating: 0, count: 4 * symbols)
         coded = [Float](repeating: 0, count: FrameFormat.codedBitCount(payloadBytes: longest))
         message = [UInt8](repeating: 0, count: FrameFormat.messageBitCount(payloadBytes: longest))
+        messageBytes = [UInt8](repeating: 0, count: FrameFormat.messageBitCount(payloadBytes: longest) / 8)
+        recoded = [UInt8](repeating: 0, count: FrameFormat.codedBitCount(payloadBytes: longest))
     }
 }

@@ -127,7 +127,7 @@ public enum FrameFormat {
 
     /// `decode`, also returning how many header bits the plain Viterbi path got wrong (8 when not decoded
     /// at all): a frame whose header is nearly right is worth a second, more expensive attempt. Works in
-    /// `workspace`: allocates nothing unless the header is within `listHeaderDistance` bits.
+    /// `workspace`: allocates nothing but the decoded token.
     static func decodeReportingHeader(symbolLogLikelihoods: UnsafeBufferPointer<Float>, payloadBytes: Int, profile: Profile,
                                       workspace: inout DecodeWorkspace) -> (decoded: Decoded?, headerDistance: Int) {
         guard FrameFormat.payloadBytes.contains(payloadBytes) else { return (nil, 8) }
@@ -163,20 +163,33 @@ public enum FrameFormat {
         for i in 0..<headerBits { decodedHeader = decodedHeader << 1 | (workspace.message[i] & 1) }
         let headerDistance = (decodedHeader ^ expectedHeader).nonzeroBitCount
         guard headerDistance <= Self.listHeaderDistance else { return (nil, headerDistance) }
-        let coded = Array(workspace.coded[0..<codedCount])
-        let candidates = code.listDecode(llrs: coded, messageBits: messageBits, listSize: listSize)
+        // The list's candidates, best first: the first whose header and CRC check is the frame.
         let initial = crcInitial(profile: profile)
-        for candidate in candidates {
-            let bytes = Bits.pack(candidate)
-            guard bytes[0] == expectedHeader else { continue }
-            let body = bytes[0..<(1 + payloadBytes)]
-            let crc = UInt16(bytes[1 + payloadBytes]) << 8 | UInt16(bytes[2 + payloadBytes])
-            guard CRC16.checksum(body, initial: initial) == crc else { continue }
-            let recoded = code.encode(candidate)
-            var corrected = 0
-            for i in recoded.indices where (coded[i] < 0 ? 1 : 0) != recoded[i] && coded[i] != 0 { corrected += 1 }
-            return (Decoded(payload: Array(bytes[1..<(1 + payloadBytes)]), correctedBits: corrected), headerDistance)
+        let byteCount = messageBits / 8
+        var decoded: Decoded?
+        workspace.coded.withUnsafeBufferPointer { codedBuffer in
+            let coded = UnsafeBufferPointer(rebasing: codedBuffer[0..<codedCount])
+            workspace.recoded.withUnsafeMutableBufferPointer { recoded in
+                workspace.messageBytes.withUnsafeMutableBufferPointer { bytes in
+                    _ = workspace.list.decode(llrs: coded, messageBits: messageBits, listSize: listSize) { bits, _ in
+                        // Header, payload and CRC bytes, most significant bit first.
+                        for i in 0..<byteCount {
+                            var value: UInt8 = 0
+                            for b in (8 * i)..<(8 * i + 8) { value = value << 1 | (bits[b] & 1) }
+                            bytes[i] = value
+                        }
+                        guard bytes[0] == expectedHeader else { return false }
+                        let crc = UInt16(bytes[1 + payloadBytes]) << 8 | UInt16(bytes[2 + payloadBytes])
+                        guard CRC16.checksum(bytes[0...payloadBytes], initial: initial) == crc else { return false }
+                        code.encode(bits, into: recoded)
+                        var corrected = 0
+                        for i in 0..<codedCount where (coded[i] < 0 ? 1 : 0) != recoded[i] && coded[i] != 0 { corrected += 1 }
+                        decoded = Decoded(payload: Array(bytes[1...payloadBytes]), correctedBits: corrected)
+                        return true
+                    }
+                }
+            }
         }
-        return (nil, headerDistance)
+        return (decoded, headerDistance)
     }
 }

@@ -96,6 +96,10 @@ final class FrameReceiver {
         var roomModelRefused: Bool { outranked || (coherent?.failed ?? false) }
     }
     private var pending: [FrameCandidate] = []
+    /// The arrays of candidates no longer pending, for the next ones (a detection allocates nothing once
+    /// there are as many as candidates at once; at most `maxPending` + 1 are kept).
+    private var spareSteps: [[(Float, Float)]] = []
+    private var spareEnergies: [[Float]] = []
     /// Preambles detected (whether or not a frame followed).
     private(set) var detections = 0
     /// Preambles starting before this baseband position are parts of frames already decoded.
@@ -238,14 +242,27 @@ final class FrameReceiver {
     private func add(_ detection: PreambleDetection) {
         guard detection.start >= suppressUntil else { return }
         detections += 1
-        if pending.count >= Self.maxPending { pending.removeFirst() }
-        let steps = (0..<profile.toneCount).map { tone -> (Float, Float) in
+        if pending.count >= Self.maxPending { recycle(pending.removeFirst()) }
+        var steps = spareSteps.popLast() ?? []
+        steps.removeAll(keepingCapacity: true)
+        for tone in 0..<profile.toneCount {
             let f = profile.toneFrequency(tone) / detection.scale - decimator.centerFrequency
             let step = -2 * Double.pi * f / basebandRate
-            return (Float(Double.cos(step)), Float(Double.sin(step)))
+            steps.append((Float(Double.cos(step)), Float(Double.sin(step))))
         }
-        pending.append(FrameCandidate(start: detection.start, scale: detection.scale, strength: detection.strength, steps: steps))
+        var energies = spareEnergies.popLast() ?? []
+        energies.removeAll(keepingCapacity: true)
+        energies.reserveCapacity(profile.toneCount * FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound))
+        pending.append(FrameCandidate(start: detection.start, scale: detection.scale, strength: detection.strength, steps: steps,
+                                      energies: energies))
         frontEnd.record(.init(receiver: ObjectIdentifier(self), start: detection.start, strength: detection.strength))
+    }
+
+    /// Keeps a finished candidate's arrays for the next detections.
+    private func recycle(_ candidate: FrameCandidate) {
+        guard spareEnergies.count <= Self.maxPending else { return }
+        spareSteps.append(candidate.steps)
+        spareEnergies.append(candidate.energies)
     }
 
     /// Baseband position of the start of data symbol `k` of a frame.
@@ -272,6 +289,9 @@ final class FrameReceiver {
     /// Takes the next action of candidate `index` (its samples have arrived).
     private func step(_ index: Int, into frames: inout [DecodedFrame]) {
         var frame = pending[index]
+        // `frame` holds the candidate's arrays alone while it works (appending to a shared one would copy it).
+        pending[index].energies = []
+        pending[index].steps = []
         var decoded: (frame: DecodedFrame, end: Double)?
         // Overwritten (too late), counting what the coherent detector reads before the start.
         if frame.start - (CoherentDetector.precursorDuration * basebandRate + 16) < Double(clock - history.mask) {
@@ -312,8 +332,12 @@ final class FrameReceiver {
         }
         if case .drop = frame.machine.action {
             pending.remove(at: index)
+            recycle(frame)
             // Drop other detections inside the frame just decoded.
-            if decoded != nil { pending.removeAll { $0.start < suppressUntil } }
+            if decoded != nil {
+                for candidate in pending where candidate.start < suppressUntil { recycle(candidate) }
+                pending.removeAll { $0.start < suppressUntil }
+            }
         } else {
             pending[index] = frame
         }
@@ -393,7 +417,6 @@ final class FrameReceiver {
     /// of earlier symbols.
     private func computeEnergies(_ frame: inout FrameCandidate, upTo symbols: Int) {
         guard frame.symbolsDone < symbols else { return }
-        frame.energies.reserveCapacity(profile.toneCount * FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound))
         // Skip the start of each symbol, where the transition from the previous tone lingers.
         let skip = SymbolMetric.windowSkip * profile.symbolTime * basebandRate * frame.scale
         let window = metricWindow(frame)

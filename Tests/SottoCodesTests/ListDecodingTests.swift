@@ -27,6 +27,40 @@ import Testing
         }
     }
 
+    /// One decoder reused across messages of different lengths (longer first, so stale buffer contents would
+    /// show) offers exactly the candidates a fresh decode lists, and stops at the one its check accepts.
+    @Test func aReusedListDecoderMatchesFreshDecodesAndStopsWhenAccepted() {
+        var rng = SplitMix64(seed: 21)
+        var noise = GaussianSource(seed: 22)
+        for entry in allCodes {
+            var decoder = ListViterbiDecoder(code: entry.code)
+            for length in [152, 8, 88, 1, 152, 40] {
+                let message = rng.bits(length)
+                let llrs = bpskLLRs(entry.code.encode(message), ebN0dB: 1, codeRate: 1 / Double(entry.code.rate), noise: &noise)
+                let fresh = entry.code.listCandidates(llrs: llrs, messageBits: length, listSize: 8)
+                var offered: [(bits: [UInt8], metric: Float)] = []
+                let accepted = llrs.withUnsafeBufferPointer { llrs in
+                    decoder.decode(llrs: llrs, messageBits: length, listSize: 8) { bits, metric in
+                        offered.append((Array(bits), metric))
+                        return false
+                    }
+                }
+                #expect(!accepted && offered.map(\.bits) == fresh.map(\.bits) && offered.map(\.metric) == fresh.map(\.metric),
+                        "\(entry.name) \(length)")
+                // Accepting the third candidate ends the search there.
+                guard fresh.count >= 3 else { continue }
+                var seen = 0
+                let third = llrs.withUnsafeBufferPointer { llrs in
+                    decoder.decode(llrs: llrs, messageBits: length, listSize: 8) { bits, _ in
+                        seen += 1
+                        return Array(bits) == fresh[2].bits
+                    }
+                }
+                #expect(third && seen == 3, "\(entry.name) \(length)")
+            }
+        }
+    }
+
     @Test func listIsExactlyTheBestPathsByExhaustiveSearch() {
         // 10 message bits: 1024 paths, few enough to rank them all.
         let code = ConvolutionalCode.k7r12
