@@ -13,10 +13,8 @@ import Testing
         var actions: [CandidateStateMachine.Action] = [machine.action]
         while machine.action != .drop { actions.append(machine.step(decoded: false)) }
         #expect(actions.count == 2 * FrameFormat.payloadBytes.count + 1)
-        let tone = FrameFormat.payloadBytes.map { CandidateStateMachine.Action.decodeWithToneMetric(payloadBytes: $0) }
-        let room = FrameFormat.payloadBytes.map { CandidateStateMachine.Action.decodeWithRoomModel(payloadBytes: $0) }
-        #expect(Array(actions[0..<16]) == tone)
-        #expect(Array(actions[16..<32]) == room)
+        #expect(actions.prefix(16) == FrameFormat.payloadBytes.map { .decodeWithToneMetric(payloadBytes: $0) })
+        #expect(actions[16..<32] == ArraySlice(FrameFormat.payloadBytes.map { .decodeWithRoomModel(payloadBytes: $0) }))
         #expect(actions.last == .drop)
         #expect(machine.step(decoded: true) == .drop && machine.state == .finished)
     }
