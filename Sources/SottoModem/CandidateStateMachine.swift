@@ -1,34 +1,23 @@
-/// What the receiver does with one detected preamble: try every payload length with the tone metric
-/// first; then, when none decoded and the tone metric found the frame reverberant at some lengths, the
-/// coherent (room-aware) detector at those lengths in turn; and, when a coherent decode came close (its
-/// header nearly right), the room fitted again over the decided frame; until one decodes or every length
-/// has failed. A pure value: the receiver executes the actions and reports their outcome.
+/// What the receiver does with one detected preamble: try each payload length in turn, first with the
+/// tone metric, then, when that fails, with the coherent (room-aware) detector, and, when the coherent
+/// decode came close (its header nearly right), with the room fitted again over the decided frame; until
+/// one decodes or every length has failed. A pure value: the receiver executes the actions and reports
+/// their outcome.
 ///
 /// ```
-/// toneMetric(1) --failed--> toneMetric(2) ... toneMetric(16) --failed--> roomModel(first reverberant length)
-/// roomModel(n) --failed--> roomModel(next reverberant length) ... --failed--> finished
-/// roomModel(n) --failed, nearly right, refinements left--> refinedRoomModel(n) --failed--> roomModel(next)
-/// any --decoded--> finished                  toneMetric(16) --failed, no reverberant length--> finished
+/// toneMetric(1) --failed--> roomModel(1) --failed--> toneMetric(2) ... roomModel(16) --failed--> finished
+/// toneMetric(n) --failed, dry--> toneMetric(n + 1)          any --decoded--> finished
+/// roomModel(n) --failed, nearly right, refinements left--> refinedRoomModel(n) --failed--> toneMetric(n + 1)
 /// ```
 ///
-/// The tone metric goes through every length before the room model is tried because the room model's fit
-/// is the costliest step of a frame and most reverberant frames do not need it: when the room model came
-/// between the lengths, every frame the tone metric decoded at its own length after failing on reverberant
-/// shorter ones had paid for a fit (`sotto bench sweep reverb --trials 40`: 149 of the 175 fits; `sweep
-/// rooms --lengths 4,8,16 --trials 40`: 284 of 989). The tone metric's header distance cannot choose the
-/// length instead: frames the room model decoded had up to 7 of the 8 header bits wrong under the tone
-/// metric at their own length. The cost is latency: a frame that needs the room model is decoded once the
-/// samples of the longest frame have arrived.
-///
-/// A refinement is a second room fit, so a candidate has a budget of them (`refinementLimit`, given by the
-/// receiver with each outcome).
+/// A refinement is a second room fit (the costliest step of a frame in a room), so a candidate has a
+/// budget of them (`refinementLimit`, given by the receiver with each outcome).
 struct CandidateStateMachine: Sendable, Hashable {
     enum State: Sendable, Hashable {
         /// The tone metric's decode of a frame of `payloadBytes` waits for its samples.
         case toneMetric(payloadBytes: Int)
-        /// The tone metric failed at every length and found the frame reverberant at `payloadBytes`; the
-        /// coherent detector's decode waits for its samples (and for every earlier candidate to have been
-        /// decoded or refused by it).
+        /// The tone metric failed at `payloadBytes`; the coherent detector's decode waits for its samples
+        /// (and for every earlier candidate to have been decoded or refused by it).
         case roomModel(payloadBytes: Int)
         /// The coherent decode at `payloadBytes` failed with a nearly right header: the room is fitted again
         /// over the decided frame and the frame decided again.
@@ -50,8 +39,8 @@ struct CandidateStateMachine: Sendable, Hashable {
     struct Outcome: Sendable, Hashable {
         /// The action produced a frame.
         var decoded: Bool
-        /// The tone metric measured a reverberant tail (or a long room's floor) at this length: the room model
-        /// is tried only at such lengths (it gains nothing on a dry frame).
+        /// The tone metric measured a reverberant tail (or a long room's floor): without it the room model
+        /// is not tried (it gains nothing on a dry frame).
         var reverberant = true
         /// The coherent decode's header was within the receiver's distance for a second room fit.
         var nearlyRight = false
@@ -62,9 +51,6 @@ struct CandidateStateMachine: Sendable, Hashable {
     private(set) var state: State = .toneMetric(payloadBytes: FrameFormat.payloadBytes.lowerBound)
     /// Second room fits taken so far.
     private(set) var refinements = 0
-    /// The lengths (bit `payloadBytes`) at which the tone metric failed on a reverberant frame: the room
-    /// model's turns once the tone metric has tried every length.
-    private(set) var reverberantLengths: UInt32 = 0
 
     /// The action the current state waits to take.
     var action: Action {
@@ -98,10 +84,10 @@ struct CandidateStateMachine: Sendable, Hashable {
         case .toneMetric(let bytes):
             if outcome.decoded {
                 state = .finished
+            } else if outcome.reverberant {
+                state = .roomModel(payloadBytes: bytes)
             } else {
-                if outcome.reverberant { reverberantLengths |= 1 << UInt32(bytes) }
-                state = bytes < FrameFormat.payloadBytes.upperBound
-                    ? .toneMetric(payloadBytes: bytes + 1) : roomModel(after: FrameFormat.payloadBytes.lowerBound - 1)
+                state = Self.next(after: bytes)
             }
         case .roomModel(let bytes):
             if outcome.decoded {
@@ -110,10 +96,10 @@ struct CandidateStateMachine: Sendable, Hashable {
                 refinements += 1
                 state = .refinedRoomModel(payloadBytes: bytes)
             } else {
-                state = roomModel(after: bytes)
+                state = Self.next(after: bytes)
             }
         case .refinedRoomModel(let bytes):
-            state = outcome.decoded ? .finished : roomModel(after: bytes)
+            state = outcome.decoded ? .finished : Self.next(after: bytes)
         case .finished:
             break
         }
@@ -125,10 +111,9 @@ struct CandidateStateMachine: Sendable, Hashable {
         step(Outcome(decoded: decoded, reverberant: reverberant))
     }
 
-    /// The room model at the next reverberant length after `bytes`, or finished when there is none.
-    private func roomModel(after bytes: Int) -> State {
-        let later = reverberantLengths & ~((UInt32(2) << UInt32(bytes)) &- 1)
-        return later == 0 ? .finished : .roomModel(payloadBytes: later.trailingZeroBitCount)
+    /// The tone metric at the next length, or finished after the longest.
+    private static func next(after bytes: Int) -> State {
+        bytes >= FrameFormat.payloadBytes.upperBound ? .finished : .toneMetric(payloadBytes: bytes + 1)
     }
 
     /// Gives up (the samples the candidate needs are gone).

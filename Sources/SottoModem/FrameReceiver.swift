@@ -331,7 +331,6 @@ final class FrameReceiver {
             frame.outranked = true
             return (nil, 8)
         }
-        measureToneMetric(&frame, payloadBytes: bytes)
         let symbols = FrameFormat.symbolCount(payloadBytes: bytes)
         // The noise the room model must not fit: what arrived just before the frame, when that
         // was quieter than the tone metric's noise (which counts the room's tails as noise).
@@ -433,28 +432,19 @@ final class FrameReceiver {
         return energies
     }
 
-    /// The tone metric's statistics of a frame of `payloadBytes` (its likelihoods in the workspace): sets the
-    /// candidate's tail, floor and noise variance, which decide whether and how the room model is tried at
-    /// that length; returns the signal energy per symbol. The room model's turn at a length comes after the
-    /// tone metric has tried every length, so it measures them again for its own.
-    @discardableResult
-    private func measureToneMetric(_ frame: inout FrameCandidate, payloadBytes: Int) -> Double {
-        let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
-        let (signal, noise, tail) = SymbolMetric.likelihoods(
-            energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile, workspace: &workspace)
-        frame.tail = tail
-        frame.floorShare = noise / max(signal, 1e-30)
-        frame.floorRise = noise / metricWindow(frame) / powerBefore(frame)
-        frame.noiseVariance = noise / metricWindow(frame)
-        return signal
-    }
-
     /// Decodes `payloadBytes` from the noncoherent metric, or from `coherentLikelihoods` when given; the
     /// noncoherent statistics give the reported SNR and level either way.
     private func decode(_ frame: inout FrameCandidate, payloadBytes: Int, coherentLikelihoods: [Float]? = nil)
         -> (result: (frame: DecodedFrame, end: Double)?, headerDistance: Int) {
         let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
-        let signal = measureToneMetric(&frame, payloadBytes: payloadBytes)
+        let (signal, noise, tail) = SymbolMetric.likelihoods(
+            energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile, workspace: &workspace)
+        if coherentLikelihoods == nil {
+            frame.tail = tail
+            frame.floorShare = noise / max(signal, 1e-30)
+            frame.floorRise = noise / metricWindow(frame) / powerBefore(frame)
+        }
+        frame.noiseVariance = noise / metricWindow(frame)
         let attempt = (coherentLikelihoods ?? workspace.likelihoods).withUnsafeBufferPointer { likelihoods in
             FrameFormat.decodeReportingHeader(symbolLogLikelihoods: likelihoods, payloadBytes: payloadBytes, profile: profile,
                                               workspace: &workspace)

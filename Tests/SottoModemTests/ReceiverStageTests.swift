@@ -8,55 +8,45 @@ import Testing
 @Suite struct ReceiverStageTests {
     // MARK: Candidate state machine
 
-    @Test func candidateTriesEveryLengthWithTheToneMetricThenTheRoomModelThenDrops() {
+    @Test func candidateTriesEveryLengthWithBothDetectorsThenDrops() {
         var machine = CandidateStateMachine()
         var actions: [CandidateStateMachine.Action] = [machine.action]
         while machine.action != .drop { actions.append(machine.step(decoded: false)) }
         #expect(actions.count == 2 * FrameFormat.payloadBytes.count + 1)
-        #expect(actions.prefix(16) == FrameFormat.payloadBytes.map { .decodeWithToneMetric(payloadBytes: $0) })
-        #expect(actions[16..<32] == ArraySlice(FrameFormat.payloadBytes.map { .decodeWithRoomModel(payloadBytes: $0) }))
-        #expect(actions.last == .drop)
+        #expect(actions.prefix(4) == [.decodeWithToneMetric(payloadBytes: 1), .decodeWithRoomModel(payloadBytes: 1),
+                                      .decodeWithToneMetric(payloadBytes: 2), .decodeWithRoomModel(payloadBytes: 2)])
+        #expect(actions.suffix(2) == [.decodeWithRoomModel(payloadBytes: 16), .drop])
         #expect(machine.step(decoded: true) == .drop && machine.state == .finished)
     }
 
-    /// The room model is tried only at the lengths where the tone metric found the frame reverberant, and
-    /// only once the tone metric has tried every length: a frame it decodes at its own length never pays
-    /// for a room fit, however reverberant the shorter lengths looked.
-    @Test func roomModelOnlyAfterEveryLengthAndOnlyAtReverberantOnes() {
+    /// A dry frame (no reverberant tail measured) is not worth the room model: lengths go by with the tone
+    /// metric alone.
+    @Test func dryCandidateSkipsTheRoomModel() {
         var machine = CandidateStateMachine()
         #expect(machine.step(decoded: false, reverberant: false) == .decodeWithToneMetric(payloadBytes: 2))
-        #expect(machine.step(decoded: false, reverberant: true) == .decodeWithToneMetric(payloadBytes: 3))
-        for bytes in 3...15 {
-            #expect(machine.step(decoded: false, reverberant: bytes == 9) == .decodeWithToneMetric(payloadBytes: bytes + 1))
-        }
-        #expect(machine.step(decoded: false, reverberant: false) == .decodeWithRoomModel(payloadBytes: 2))
-        #expect(machine.step(decoded: false) == .decodeWithRoomModel(payloadBytes: 9))
-        #expect(machine.step(decoded: false) == .drop)
-        // Decoded by the tone metric at its length after reverberant shorter ones: no room model at all.
-        var toneDecoded = CandidateStateMachine()
-        for _ in 1..<8 { _ = toneDecoded.step(decoded: false, reverberant: true) }
-        #expect(toneDecoded.action == .decodeWithToneMetric(payloadBytes: 8))
-        #expect(toneDecoded.step(decoded: true, reverberant: true) == .drop)
-        // A dry frame: every length by the tone metric alone.
-        var dry = CandidateStateMachine()
+        #expect(machine.step(decoded: false, reverberant: true) == .decodeWithRoomModel(payloadBytes: 2))
+        #expect(machine.step(decoded: false) == .decodeWithToneMetric(payloadBytes: 3))
         var steps = 0
-        while dry.action != .drop { _ = dry.step(decoded: false, reverberant: false); steps += 1 }
-        #expect(steps == 16)
+        while machine.action != .drop { _ = machine.step(decoded: false, reverberant: false); steps += 1 }
+        #expect(steps == 14)
     }
 
     /// A coherent decode whose header came close gets the room fitted again at the same length, within the
     /// candidate's budget of second fits; a far header, or a spent budget, moves on to the next length.
     @Test func nearlyRightCoherentDecodeIsRefinedWithinItsBudget() {
         var machine = CandidateStateMachine()
-        for _ in FrameFormat.payloadBytes { _ = machine.step(decoded: false) }
-        #expect(machine.action == .decodeWithRoomModel(payloadBytes: 1))
-        #expect(machine.step(.init(decoded: false, nearlyRight: false, refinementLimit: 8)) == .decodeWithRoomModel(payloadBytes: 2))
+        #expect(machine.step(decoded: false) == .decodeWithRoomModel(payloadBytes: 1))
+        #expect(machine.step(.init(decoded: false, nearlyRight: false, refinementLimit: 8)) == .decodeWithToneMetric(payloadBytes: 2))
+        _ = machine.step(decoded: false)
         let close = CandidateStateMachine.Outcome(decoded: false, nearlyRight: true, refinementLimit: 1)
         #expect(machine.step(close) == .refineRoomModel(payloadBytes: 2))
         #expect(machine.usesRoomModel && machine.payloadBytes == 2 && machine.refinements == 1)
-        #expect(machine.step(decoded: false) == .decodeWithRoomModel(payloadBytes: 3))
+        #expect(machine.step(decoded: false) == .decodeWithToneMetric(payloadBytes: 3))
+        #expect(!machine.usesRoomModel)
+        _ = machine.step(decoded: false)
         // The budget of one is spent.
-        #expect(machine.step(close) == .decodeWithRoomModel(payloadBytes: 4))
+        #expect(machine.step(close) == .decodeWithToneMetric(payloadBytes: 4))
+        _ = machine.step(decoded: false)
         #expect(machine.step(.init(decoded: false, nearlyRight: true, refinementLimit: 2)) == .refineRoomModel(payloadBytes: 4))
         #expect(machine.step(decoded: true) == .drop && machine.refinements == 2)
         // The longest length's refinement is the last action.
@@ -70,10 +60,10 @@ import Testing
         var toneMetric = CandidateStateMachine()
         #expect(toneMetric.step(decoded: true) == .drop)
         var roomModel = CandidateStateMachine()
-        for _ in FrameFormat.payloadBytes { _ = roomModel.step(decoded: false) }
-        #expect(roomModel.state == .roomModel(payloadBytes: 1))
         _ = roomModel.step(decoded: false)
-        #expect(roomModel.state == .roomModel(payloadBytes: 2))
+        _ = roomModel.step(decoded: false)
+        #expect(roomModel.state == .toneMetric(payloadBytes: 2))
+        _ = roomModel.step(decoded: false)
         #expect(roomModel.step(decoded: true) == .drop && roomModel.payloadBytes == nil)
         var abandoned = CandidateStateMachine()
         abandoned.abandon()
