@@ -13,7 +13,7 @@ import SottoDSP
     }
 
     /// Normal equations of an overdetermined complex least-squares system y = X h: the solver recovers h.
-    @Test(arguments: [1, 4, 33])
+    @Test(arguments: [1, 2, 3, 4, 33, 34])
     func recoversAKnownChannel(taps: Int) {
         var random = Generator(state: UInt64(taps))
         let rows = 3 * taps + 5
