@@ -90,6 +90,9 @@ final class FrameReceiver {
         var floorRise = 0.0
         /// The coherent detector's state, from the first time it is needed.
         var coherent: CoherentDetector.Frame?
+        /// What the code's decision of the last failed coherent decode in a long room re-encodes to (the
+        /// symbols a second pass takes as sent; see `redecideWithFeedback`), empty otherwise.
+        var feedback: [Int] = []
         /// Another profile's receiver owns this preamble: no room model for it.
         var outranked = false
         /// True once the room model refused this detection (or will not try it).
@@ -307,17 +310,19 @@ final class FrameReceiver {
         case .decodeWithRoomModel(let bytes):
             (decoded, headerDistance) = decodeWithRoomModel(&frame, payloadBytes: bytes)
         case .refineRoomModel(let bytes):
-            decoded = refineRoomModel(&frame, payloadBytes: bytes)
+            decoded = isLongRoom(frame) ? redecideWithFeedback(&frame, payloadBytes: bytes)
+                : refineRoomModel(&frame, payloadBytes: bytes)
         case .drop:
             break
         }
         if case .drop = frame.machine.action {
         } else {
             let longRoom = isLongRoom(frame)
-            // A second room fit only outside long rooms (see `longRoomFloorRise`).
+            // A second pass when the coherent decode came close: a room fit over the decided frame, or in a
+            // long room the decisions again with the code's feedback (see `longRoomFloorRise`).
             _ = frame.machine.step(.init(
                 decoded: decoded != nil, reverberant: frame.tail >= Self.reverberantTail || longRoom,
-                nearlyRight: !longRoom && headerDistance <= Self.refinementHeaderDistance,
+                nearlyRight: headerDistance <= Self.refinementHeaderDistance,
                 refinementLimit: Self.maximumRefinements))
         }
         if let result = decoded {
@@ -360,14 +365,54 @@ final class FrameReceiver {
         // was quieter than the tone metric's noise (which counts the room's tails as noise).
         let state = frame.coherent ?? coherent.makeFrame(start: frame.start, scale: frame.scale,
                                                          noiseVariance: min(frame.noiseVariance, powerBefore(frame)))
+        // In a long room the decisions' echoes are predicted from their posteriors (see `Frame.softFeedback`).
+        if frame.coherent == nil { state.softFeedback = isLongRoom(frame) }
         frame.coherent = state
         guard var likelihoods = coherent.likelihoods(state, symbols: symbols, history: history) else { return (nil, 8) }
-        if isLongRoom(frame) {
+        let longRoom = isLongRoom(frame)
+        if longRoom {
             // The tail beyond the room model builds up during the frame: weigh each symbol by its own part.
             likelihoods = LongRoomWeighting.likelihoods(costs: state.costs, symbols: symbols,
                                                         windowSamples: coherent.decisionWindow, noiseVariance: state.noiseVariance)
         }
-        return decode(&frame, payloadBytes: bytes, coherentLikelihoods: likelihoods)
+        let attempt = decode(&frame, payloadBytes: bytes, coherentLikelihoods: likelihoods)
+        frame.feedback = []
+        if attempt.result == nil && longRoom && attempt.headerDistance <= Self.refinementHeaderDistance {
+            frame.feedback = viterbiSymbols(payloadBytes: bytes)
+        }
+        return attempt
+    }
+
+    /// The symbols the plain Viterbi path of the last decode (left in the workspace) re-encodes to.
+    private func viterbiSymbols(payloadBytes bytes: Int) -> [Int] {
+        let bits = Array(workspace.message[0..<FrameFormat.messageBitCount(payloadBytes: bytes)])
+        return FrameFormat.symbols(messageBits: bits, profile: profile)
+    }
+
+    /// Passes of `redecideWithFeedback`: each decides the frame again with the echoes of what the previous
+    /// pass's code decision re-encodes to.
+    static let feedbackPasses = 2
+
+    /// The coherent decode at `payloadBytes` failed in a long room with a nearly right header: decides the
+    /// frame again with the same room model, predicting the echoes from the code's decision instead of
+    /// from the symbol decisions (`CoherentDetector.redecided`), up to `feedbackPasses` times. No second
+    /// room fit: too many decided symbols are wrong there for it (see `longRoomFloorRise`).
+    private func redecideWithFeedback(_ frame: inout FrameCandidate, payloadBytes bytes: Int) -> (frame: DecodedFrame, end: Double)? {
+        let symbols = FrameFormat.symbolCount(payloadBytes: bytes)
+        for _ in 0..<Self.feedbackPasses {
+            guard frame.feedback.count >= symbols, let state = frame.coherent,
+                  let second = coherent.redecided(state, hints: frame.feedback),
+                  coherent.likelihoods(second, symbols: symbols, history: history) != nil else { break }
+            let likelihoods = LongRoomWeighting.likelihoods(costs: second.costs, symbols: symbols,
+                                                            windowSamples: coherent.decisionWindow, noiseVariance: second.noiseVariance)
+            if let result = decode(&frame, payloadBytes: bytes, coherentLikelihoods: likelihoods).result {
+                frame.feedback = []
+                return result
+            }
+            frame.feedback = viterbiSymbols(payloadBytes: bytes)
+        }
+        frame.feedback = []
+        return nil
     }
 
     /// The coherent decode at `payloadBytes` came close: fits the room again over the whole decided frame

@@ -125,15 +125,7 @@ struct RoomEstimator {
         var first = 0
         while first < taps, hr[first] * hr[first] + hi[first] * hi[first] < 0.3 * strongest { first += 1 }
         frame.windowOffset = max(-shapes.guardSamples / 2, min(shapes.maximumWindowOffset, first - pre))
-        // What the preamble predicts from here on.
-        let length = shapes.windowEnd(FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound)) + taps
-        frame.predicted = [Float](repeating: 0, count: 2 * (length + frame.origin))
-        frame.sent = [Float](repeating: 0, count: 2 * length)
-        for m in 0..<shapes.knownPreamble {
-            frame.addConvolved(re: shapes.preambleReal[m], im: shapes.preambleImaginary[m], at: m, precursorTaps: shapes.precursorTaps)
-            frame.sent[2 * m] = shapes.preambleReal[m]; frame.sent[2 * m + 1] = shapes.preambleImaginary[m]
-        }
-        frame.phase = shapes.dataStartPhase
+        startPrediction(frame)
         guard source == nil else { frame.unexplained = 0; return true }
         // A detection that is not a frame of this profile (another profile's chirps, a chirp-like stretch
         // inside a frame) leaves most of the preamble unexplained: stop here instead of decoding it.
@@ -146,5 +138,19 @@ struct RoomEstimator {
         }
         frame.unexplained = unexplained / max(received, 1e-30)
         return frame.unexplained <= Self.maximumUnexplained
+    }
+
+    /// Starts `frame`'s decisions from the preamble with its room model (`channel`): the prediction of
+    /// what the preamble leaves in the symbols, the transmitted preamble, and the phase at the first
+    /// data symbol; nothing decided yet.
+    func startPrediction(_ frame: CoherentDetector.Frame) {
+        let length = shapes.windowEnd(FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound)) + shapes.channelTaps
+        frame.predicted = [Float](repeating: 0, count: 2 * (length + frame.origin))
+        frame.sent = [Float](repeating: 0, count: 2 * length)
+        for m in 0..<shapes.knownPreamble {
+            frame.addConvolved(re: shapes.preambleReal[m], im: shapes.preambleImaginary[m], at: m, precursorTaps: shapes.precursorTaps)
+            frame.sent[2 * m] = shapes.preambleReal[m]; frame.sent[2 * m + 1] = shapes.preambleImaginary[m]
+        }
+        frame.phase = shapes.dataStartPhase
     }
 }
