@@ -27,22 +27,30 @@ public enum Bits {
     /// - Precondition: `bits.count` is a multiple of 8.
     public static func pack(_ bits: some Collection<UInt8>) -> [UInt8] {
         precondition(bits.count % 8 == 0, "Bits.pack needs a multiple of 8 bits, got \(bits.count)")
-        let total = bits.count / 8
-        return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
-            var byte: UInt8 = 0
-            var filled = 0
-            var i = 0
-            for bit in bits {
-                byte = byte << 1 | (bit & 1)
-                filled += 1
-                if filled == 8 {
-                    buffer[i] = byte
-                    i += 1
-                    byte = 0
-                    filled = 0
-                }
-            }
-            initialized = i
+        return [UInt8](unsafeUninitializedCapacity: bits.count / 8) { buffer, initialized in
+            initialized = pack(bits, into: buffer)
         }
+    }
+
+    /// ``pack(_:)`` into `bytes` without allocating; returns the number of bytes written (`bits.count / 8`).
+    /// - Precondition: `bits.count` is a multiple of 8 and `bytes` holds `bits.count / 8`.
+    @discardableResult
+    public static func pack(_ bits: some Collection<UInt8>, into bytes: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        precondition(bits.count % 8 == 0 && bytes.count >= bits.count / 8,
+                     "Bits.pack: \(bits.count) bits into \(bytes.count) bytes")
+        var byte: UInt8 = 0
+        var filled = 0
+        var i = 0
+        for bit in bits {
+            byte = byte << 1 | (bit & 1)
+            filled += 1
+            if filled == 8 {
+                bytes[i] = byte
+                i += 1
+                byte = 0
+                filled = 0
+            }
+        }
+        return i
     }
 }

@@ -165,19 +165,14 @@ public enum FrameFormat {
         guard headerDistance <= Self.listHeaderDistance else { return (nil, headerDistance) }
         // The list's candidates, best first: the first whose header and CRC check is the frame.
         let initial = crcInitial(profile: profile)
-        let byteCount = messageBits / 8
         var decoded: Decoded?
         workspace.coded.withUnsafeBufferPointer { codedBuffer in
             let coded = UnsafeBufferPointer(rebasing: codedBuffer[0..<codedCount])
             workspace.recoded.withUnsafeMutableBufferPointer { recoded in
                 workspace.messageBytes.withUnsafeMutableBufferPointer { bytes in
                     _ = workspace.list.decode(llrs: coded, messageBits: messageBits, listSize: listSize) { bits, _ in
-                        // Header, payload and CRC bytes, most significant bit first.
-                        for i in 0..<byteCount {
-                            var value: UInt8 = 0
-                            for b in (8 * i)..<(8 * i + 8) { value = value << 1 | (bits[b] & 1) }
-                            bytes[i] = value
-                        }
+                        // Header, payload and CRC bytes.
+                        Bits.pack(bits, into: bytes)
                         guard bytes[0] == expectedHeader else { return false }
                         let crc = UInt16(bytes[1 + payloadBytes]) << 8 | UInt16(bytes[2 + payloadBytes])
                         guard CRC16.checksum(bytes[0...payloadBytes], initial: initial) == crc else { return false }
