@@ -196,6 +196,11 @@ final class FrameReceiver {
                                     noiseBandwidth: min(basebandRate, 2 * halfWidth + 300), capacity: history.capacity)
     }
 
+    /// Input samples of one block of the preamble correlator (the longest its positions wait for).
+    var correlationBlockInputSamples: Int {
+        Int((Double(preamble.correlationBlock) * sampleRate / basebandRate).rounded(.up))
+    }
+
     /// True when nothing is under way: no preamble candidate and no frame being received.
     var isIdle: Bool { pending.isEmpty && preamble.isIdle }
 

@@ -126,6 +126,9 @@ final class PreambleDetector {
         rhoDown.deallocate()
     }
 
+    /// Baseband samples per correlation block: positions come out a block at a time.
+    var correlationBlock: Int { correlator.fftSize }
+
     /// True when no up-chirp peak is being followed or waits for its down-chirp.
     var isIdle: Bool { awaitingDown.isEmpty && upCandidate == nil }
 

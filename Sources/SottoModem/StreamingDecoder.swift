@@ -85,8 +85,9 @@ public final class StreamingDecoder {
     public func finish() -> [DecodedFrame] {
         let longest = profiles.map { $0.airtime(payloadBytes: FrameFormat.payloadBytes.upperBound) }.max() ?? 0
         let padding = Int((longest + 0.5) * sampleRate)
-        // The detector needs this much after a preamble before it can tell whether one was there.
-        let settle = Int(0.3 * sampleRate)
+        // The detector needs this much after a preamble before it can tell whether one was there, once the
+        // front end has let it through: one block of the band decimator and one of each correlator.
+        let settle = Int(0.3 * sampleRate) + bank.blockSize + (receivers.map(\.correlationBlockInputSamples).max() ?? 0)
         let silence = [Float](repeating: 0, count: 4096)
         var frames: [DecodedFrame] = []
         var fed = 0

@@ -32,8 +32,8 @@ import Testing
         for j in stride(from: 500, to: out.re.count - 500, by: 97) {
             let amplitude = (out.re[j] * out.re[j] + out.im[j] * out.im[j]).squareRoot()
             #expect(abs(amplitude - 1) < 0.01, "amplitude \(amplitude) at \(j)")
-            // Phase must match the analytic signal at input time j * factor.
-            let t = Double(j * decimator.factor) / rate
+            // Phase must match the analytic signal at input time j / outputRate.
+            let t = Double(j) / decimator.outputRate
             let phase = 2 * Double.pi * (f * t - decimator.centerFrequency * t)
             let dr = Double(out.re[j]) - Double.cos(phase), di = Double(out.im[j]) - Double.sin(phase)
             #expect((dr * dr + di * di).squareRoot() < 0.02, "phase error at \(j)")
@@ -68,7 +68,8 @@ import Testing
 @Suite struct BandDecimatorBankTests {
     static let rate = 48_000.0
     /// The decoder's three bands at 48 kHz (the 18-20 kHz profiles, the fast one, the audible one):
-    /// decimation factors 13, 9 and 13, so the shared blocks must fit both.
+    /// output blocks of 320, 432 and 320 samples per 4 096 input samples, so the shared blocks must fit
+    /// both ratios (12.8 and 9.48 input samples per output sample).
     static let bands = [
         BandSpecification(centerFrequency: 19_000, passbandHalfWidth: 1_109, minimumOutputRate: 3_618),
         BandSpecification(centerFrequency: 19_000, passbandHalfWidth: 1_709, minimumOutputRate: 4_818),
@@ -97,7 +98,9 @@ import Testing
 
     @Test func everyBandCarriesItsTonesWithTheirPhaseAndNothingElse() {
         let bank = BandDecimatorBank(sampleRate: Self.rate, bands: Self.bands)
-        #expect(bank.bands.map(\.factor) == [13, 9, 13])
+        #expect(bank.bands.map(\.blockSize) == [4096, 4096, 4096])
+        #expect(bank.bands.map(\.outputBlockSize) == [320, 432, 320])
+        #expect(bank.bands.map(\.outputRate) == [3_750, 5_062.5, 3_750])
         let outputs = Self.run(bank, chunks: [1000])
         for (index, decimator) in bank.bands.enumerated() {
             let out = outputs[index]
@@ -106,8 +109,8 @@ import Testing
             let inBand = Self.tones.filter { abs($0.frequency - Self.bands[index].centerFrequency) < Self.bands[index].passbandHalfWidth }
             #expect(inBand.count == 1)
             for j in stride(from: 500, to: out.re.count - 500, by: 97) {
-                // The analytic signal of the band's tone at input time j * factor, shifted by the centre.
-                let t = Double(j * decimator.factor) / Self.rate
+                // The analytic signal of the band's tone at input time j / outputRate, shifted by the centre.
+                let t = Double(j) / decimator.outputRate
                 let phase = 2 * Double.pi * (inBand[0].frequency - decimator.centerFrequency) * t
                 let dr = Double(out.re[j]) - inBand[0].amplitude * Double.cos(phase)
                 let di = Double(out.im[j]) - inBand[0].amplitude * Double.sin(phase)
@@ -134,13 +137,15 @@ import Testing
 }
 
 @Suite struct StreamingCorrelatorTests {
-    @Test func matchesDirectNormalisedCorrelation() {
+    /// Templates from well under a block to a whole half block (256 samples: the block of 512 then yields
+    /// only 257 positions), so every block boundary case of the overlap-save is crossed.
+    @Test(arguments: [37, 150, 256])
+    func matchesDirectNormalisedCorrelation(length: Int) {
         var state: UInt64 = 99
         func noise() -> Float {
             state = state &* 6364136223846793005 &+ 1442695040888963407
             return Float(Int64(bitPattern: state >> 11) % 2000) / 1000 - 1
         }
-        let length = 37
         let tRe = (0..<length).map { _ in noise() }, tIm = (0..<length).map { _ in noise() }
         var xRe = (0..<2000).map { _ in 0.3 * noise() }, xIm = (0..<2000).map { _ in 0.3 * noise() }
         // Plant a scaled copy at 700.
@@ -174,6 +179,16 @@ import Testing
         let best = rho.indices.max { rho[$0] < rho[$1] }
         #expect(best == 700)
         #expect(rho[700] > 0.9)
+    }
+
+    /// Blocks are powers of two of two to four template lengths (256 at least): a fast transform, and at
+    /// most three template lengths of positions waiting for the next block.
+    @Test(arguments: [1, 37, 64, 65, 150, 188, 225, 256, 257, 1000])
+    func blocksArePowersOfTwoOfTwoToFourTemplateLengths(length: Int) {
+        let size = StreamingCorrelator.blockSize(templateLength: length)
+        #expect(size >= 256 && size & (size - 1) == 0)
+        #expect(size >= 2 * length)
+        #expect(size < 4 * length || size == 256)
     }
 }
 

@@ -123,16 +123,20 @@ import Testing
         }
     }
 
-    /// Prefixes of a whole number of baseband samples (the decimator's factor, 13 input samples at 48 kHz)
-    /// move every block boundary against the frames; with any chunking on top, the frames found, their
+    /// Prefixes of a whole number of baseband samples (multiples of 64 input samples at 48 kHz, 5 samples
+    /// of the 3 750 Hz baseband) move every block boundary against the frames; with any chunking on top, the frames found, their
     /// times, SNR, level and offset are the same. (Decode attempts and detections are taken at stream
     /// positions fixed by the signal, not when a block happens to complete.)
     @Test func decisionsDoNotDependOnWhereTheBlocksFall() async {
         let reference = Self.decode(prefix: 0, chunks: [1 << 20])
         #expect(reference.count >= 2 && reference.count <= 4, "near the threshold: \(reference.count) of 6 decoded")
-        let factor = FrameReceiver(profile: .standard, sampleRate: Self.rate).decimator.factor
-        await propertyCheck(count: 5, input: Gen.int(in: 1...15_000), Gen.int(in: 1...20_000).array(of: 1...8)) { blocks, sizes in
-            let frames = Self.decode(prefix: blocks * factor, chunks: sizes)
+        let decimator = FrameReceiver(profile: .standard, sampleRate: Self.rate).decimator
+        // The fewest input samples that are a whole number of baseband samples.
+        func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
+        let period = decimator.blockSize / gcd(decimator.blockSize, decimator.outputBlockSize)
+        #expect(period == 64)
+        await propertyCheck(count: 5, input: Gen.int(in: 1...3_000), Gen.int(in: 1...20_000).array(of: 1...8)) { blocks, sizes in
+            let frames = Self.decode(prefix: blocks * period, chunks: sizes)
             #expect(frames.map(\.token) == reference.map(\.token))
             for (a, b) in zip(frames, reference) {
                 // The same samples in blocks cut elsewhere: FFT round-off (1e-7) only, which can move a
