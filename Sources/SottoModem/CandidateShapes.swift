@@ -133,59 +133,78 @@ final class CandidateShapes: Sendable {
         let cdfTable = (0..<rampCount).map { cdf(Double($0 - rampOrigin) / gridRate) }
         func rampAt(_ n: Int) -> Double { rampTable[n + rampOrigin] }
         func pulseAt(_ n: Int) -> Double { pulseTable[n + rampOrigin] }
+        // Away from the chirp, a segment's phase is linear in the tone offsets it spans:
+        //   part 1: dPrevious * p(i) + dCurrent * q(i) + c,   part 2: dCurrent * q(i) + dNext * r(i) + c,
+        // with p, q, r the ramps (and the summation error's pulses) of the previous, current and later
+        // symbols and c = -summation * lowOffset. So each shape is a product of one phasor per tone and
+        // position, 32 tables per part instead of a sine and a cosine per sample of all 256 shapes (that was
+        // 70 M instructions for the robust profile, paid by the first frame that needs the room model).
+        let twoPiT = 2 * Double.pi * symbolTime
+        let constant = -summation * lowOffset
+        func own(_ n: Int) -> Double { twoPiT * rampAt(n) + summation * pulseAt(n) }
+        let split = segmentSplit, symbolSamples = samplesPerSymbol
+        let previousPart = (0..<split).map { i in
+            let n = i - guardSamples + symbolSamples
+            return twoPiT * (rampAt(n) - 1) + summation * pulseAt(n)
+        }
+        let currentPart1 = (0..<split).map { own($0 - guardSamples) }
+        let currentPart2 = (split..<segmentLength).map { own($0 - guardSamples) }
+        // The next tone stands for every later symbol too (a late window sees them through the early
+        // arrivals, which are then the weaker ones).
+        let laterPart = (split..<segmentLength).map { i in
+            (1...laterSymbols).reduce(0.0) { $0 + own(i - guardSamples - $1 * symbolSamples) }
+        }
+        /// exp(i (offset * slope[k] + constant)) for every k, interleaved.
+        func phasors(_ offset: Double, _ slope: [Double], constant: Double = 0) -> [Double] {
+            var out = [Double](repeating: 0, count: 2 * slope.count)
+            for k in slope.indices {
+                let phase = offset * slope[k] + constant
+                out[2 * k] = Double.cos(phase); out[2 * k + 1] = Double.sin(phase)
+            }
+            return out
+        }
+        /// The element-wise complex product of two interleaved phasor tables, as Float.
+        func product(_ x: [Double], _ y: [Double]) -> [Float] {
+            var out = [Float](repeating: 0, count: x.count)
+            for k in stride(from: 0, to: x.count, by: 2) {
+                out[k] = Float(x[k] * y[k] - x[k + 1] * y[k + 1])
+                out[k + 1] = Float(x[k] * y[k + 1] + x[k + 1] * y[k])
+            }
+            return out
+        }
         var first: [[[Float]]] = [], second: [[[Float]]] = []
         for parity in 0..<profile.subBands {
             var part1: [[Float]] = [], part2: [[Float]] = []
             let previousParity = (parity + profile.subBands - 1) % profile.subBands
             let nextParity = (parity + 1) % profile.subBands
+            let previousPhasors = (0..<16).map { phasors(offset($0, previousParity), previousPart, constant: constant) }
+            let currentPhasors1 = (0..<16).map { phasors(offset($0, parity), currentPart1) }
             for previous in 0...16 {
                 for current in 0..<16 {
-                    var shape = [Float](repeating: 0, count: 2 * segmentSplit)
                     if previous == 16 {
                         // The first symbol follows the down-chirp: its part 1 is the transmitted preamble (with a
                         // dummy first tone at the chirp's end frequency) plus the smoothed step to the real one.
+                        var shape = [Float](repeating: 0, count: 2 * split)
                         guard parity == 0 else { part1.append(shape); continue }
                         let step = profile.toneFrequency(symbolIndex: 0, value: current) - profile.lowFrequency
-                        for i in 0..<segmentSplit {
+                        for i in 0..<split {
                             let n = i - guardSamples
                             let phase = dummyFirst[i].phase - startPhase
                                 + 2 * Double.pi * step * psiTable[n + rampOrigin] + summation * step * cdfTable[n + rampOrigin]
                             shape[2 * i] = Float(dummyFirst[i].amplitude * Double.cos(phase))
                             shape[2 * i + 1] = Float(dummyFirst[i].amplitude * Double.sin(phase))
                         }
+                        part1.append(shape)
                     } else {
-                        let dPrevious = offset(previous, previousParity), dCurrent = offset(current, parity)
-                        for i in 0..<segmentSplit {
-                            let n = i - guardSamples
-                            let f = dPrevious * pulseAt(n + samplesPerSymbol) + dCurrent * pulseAt(n)
-                            let phase = 2 * Double.pi * symbolTime * (dPrevious * (rampAt(n + samplesPerSymbol) - 1) + dCurrent * rampAt(n))
-                                + summation * (f - lowOffset)
-                            shape[2 * i] = Float(Double.cos(phase))
-                            shape[2 * i + 1] = Float(Double.sin(phase))
-                        }
+                        part1.append(product(previousPhasors[previous], currentPhasors1[current]))
                     }
-                    part1.append(shape)
                 }
             }
+            let currentPhasors2 = (0..<16).map { phasors(offset($0, parity), currentPart2, constant: constant) }
+            let nextPhasors = (0..<16).map { phasors(offset($0, nextParity), laterPart) }
             for current in 0..<16 {
-                let dCurrent = offset(current, parity)
                 for next in 0..<16 {
-                    let dNext = offset(next, nextParity)
-                    var shape = [Float](repeating: 0, count: 2 * (segmentLength - segmentSplit))
-                    for i in segmentSplit..<segmentLength {
-                        let n = i - guardSamples
-                        // The next tone stands for every later symbol too (a late window sees them through
-                        // the early arrivals, which are then the weaker ones).
-                        var f = dCurrent * pulseAt(n), ramps = 0.0
-                        for m in 1...laterSymbols {
-                            f += dNext * pulseAt(n - m * samplesPerSymbol)
-                            ramps += rampAt(n - m * samplesPerSymbol)
-                        }
-                        let phase = 2 * Double.pi * symbolTime * (dCurrent * rampAt(n) + dNext * ramps) + summation * (f - lowOffset)
-                        shape[2 * (i - segmentSplit)] = Float(Double.cos(phase))
-                        shape[2 * (i - segmentSplit) + 1] = Float(Double.sin(phase))
-                    }
-                    part2.append(shape)
+                    part2.append(product(currentPhasors2[current], nextPhasors[next]))
                 }
             }
             first.append(part1)
