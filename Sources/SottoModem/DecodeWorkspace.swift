@@ -29,6 +29,9 @@ struct DecodeWorkspace {
     /// corrects.
     var messageBytes: [UInt8]
     var recoded: [UInt8]
+    /// A decoded frame's symbols (re-encoded) and the tone energies of the noise before it, for its SNR.
+    var symbolValues: [Int]
+    var noiseProbe: [Float]
 
     /// Buffers for frames of `profile` up to the longest payload.
     init(profile: Profile) {
@@ -46,5 +49,8 @@ struct DecodeWorkspace {
         message = [UInt8](repeating: 0, count: FrameFormat.messageBitCount(payloadBytes: longest))
         messageBytes = [UInt8](repeating: 0, count: FrameFormat.messageBitCount(payloadBytes: longest) / 8)
         recoded = [UInt8](repeating: 0, count: FrameFormat.codedBitCount(payloadBytes: longest))
+        symbolValues = [Int](repeating: 0, count: symbols)
+        noiseProbe = []
+        noiseProbe.reserveCapacity(profile.toneCount * SignalReport.noiseProbeWindows)
     }
 }

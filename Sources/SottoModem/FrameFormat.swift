@@ -95,16 +95,41 @@ public enum FrameFormat {
 
     /// The symbol values for a block of message bits (header, payload and CRC, 0/1 each).
     static func symbols(messageBits: [UInt8], profile: Profile) -> [Int] {
-        var coded = code.encode(messageBits)
-        let scrambling = scramblingSequence(count: coded.count, profile: profile)
-        for i in coded.indices { coded[i] ^= scrambling[i] }
-        coded = interleaver(count: coded.count).interleave(coded)
-        while coded.count % 4 != 0 { coded.append(0) }
-        var symbols = [Int](repeating: 0, count: coded.count / 4)
-        for s in symbols.indices {
-            symbols[s] = Int(coded[4 * s]) << 3 | Int(coded[4 * s + 1]) << 2 | Int(coded[4 * s + 2]) << 1 | Int(coded[4 * s + 3])
+        let coded = code.encode(messageBits)
+        var symbols = [Int](repeating: 0, count: (coded.count + 3) / 4)
+        coded.withUnsafeBufferPointer { bits in
+            symbols.withUnsafeMutableBufferPointer { packSymbols(codedBits: bits, profile: profile, into: $0) }
         }
         return symbols
+    }
+
+    /// Coded bits in code order (0/1, as the convolutional code emits them) scrambled, interleaved and
+    /// packed four to a symbol (the last one padded with zeros) into `symbols[0..<(count + 3) / 4]`.
+    /// Allocates nothing for the frame lengths' bit counts (their sequences are cached).
+    static func packSymbols(codedBits: UnsafeBufferPointer<UInt8>, profile: Profile, into symbols: UnsafeMutableBufferPointer<Int>) {
+        let count = codedBits.count
+        let scrambling = scramblingSequence(count: count, profile: profile)
+        let permutation = interleaver(count: count).permutation
+        // Transmitted bit i is coded bit permutation[i], scrambled in code order.
+        for s in 0..<((count + 3) / 4) {
+            var value = 0
+            for i in (4 * s)..<(4 * s + 4) {
+                let bit = i < count ? codedBits[permutation[i]] ^ scrambling[permutation[i]] : 0
+                value = value << 1 | Int(bit)
+            }
+            symbols[s] = value
+        }
+    }
+
+    /// The symbols of the frame the last successful ``decodeReportingHeader(symbolLogLikelihoods:payloadBytes:profile:workspace:)``
+    /// of `payloadBytes` bytes decoded (re-encoded there), into `workspace.symbolValues[0..<symbolCount]`.
+    static func recodedSymbols(payloadBytes: Int, profile: Profile, workspace: inout DecodeWorkspace) {
+        let codedCount = codedBitCount(payloadBytes: payloadBytes)
+        workspace.recoded.withUnsafeBufferPointer { recoded in
+            workspace.symbolValues.withUnsafeMutableBufferPointer {
+                packSymbols(codedBits: UnsafeBufferPointer(rebasing: recoded[0..<codedCount]), profile: profile, into: $0)
+            }
+        }
     }
 
     /// The outcome of decoding one length hypothesis.

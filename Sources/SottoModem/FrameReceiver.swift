@@ -253,6 +253,7 @@ final class FrameReceiver {
         if pending.count >= Self.maxPending { recycle(pending.removeFirst()) }
         var steps = spareSteps.popLast() ?? []
         steps.removeAll(keepingCapacity: true)
+        steps.reserveCapacity(profile.toneCount)
         for tone in 0..<profile.toneCount {
             let f = profile.toneFrequency(tone) / detection.scale - decimator.centerFrequency
             let step = -2 * Double.pi * f / basebandRate
@@ -482,8 +483,10 @@ final class FrameReceiver {
     /// Tone energies over up to `SignalReport.noiseProbeWindows` windows ending shortly before the frame
     /// (the noise its SNR is measured against): as many as the stream and the ring buffer hold before it
     /// (a frame 0.1 s into a recording still has a few), none when fewer than
-    /// `SignalReport.minimumNoiseProbeWindows` fit.
-    private func noiseProbe(_ frame: FrameCandidate) -> [Float] {
+    /// `SignalReport.minimumNoiseProbeWindows` fit. Written to `workspace.noiseProbe` (its capacity is
+    /// reserved: nothing is allocated).
+    private func measureNoiseProbe(_ frame: FrameCandidate) {
+        workspace.noiseProbe.removeAll(keepingCapacity: true)
         let window = metricWindow(frame)
         let end = frame.start - SignalReport.noiseProbeGap * basebandRate
         var windows = SignalReport.noiseProbeWindows
@@ -492,17 +495,14 @@ final class FrameReceiver {
             if first >= 1, history.holds(Int(first) - 64, at: clock) { break }
             windows -= 1
         }
-        guard windows >= SignalReport.minimumNoiseProbeWindows else { return [] }
+        guard windows >= SignalReport.minimumNoiseProbeWindows else { return }
         let first = end - Double(windows) * window
-        var energies: [Float] = []
-        energies.reserveCapacity(profile.toneCount * windows)
         frame.steps.withUnsafeBufferPointer { steps in
             for w in 0..<windows {
                 SymbolMetric.appendToneEnergies(history, from: first + Double(w) * window, length: window, steps: steps,
-                                                into: &energies)
+                                                into: &workspace.noiseProbe)
             }
         }
-        return energies
     }
 
     /// Decodes `payloadBytes` from the noncoherent metric, or from `coherentLikelihoods` when given; the
@@ -525,10 +525,11 @@ final class FrameReceiver {
         guard let decoded = attempt.decoded else { return (nil, attempt.headerDistance) }
         let window = metricWindow(frame) / basebandRate
         // The in-band SNR, against the symbols actually sent (re-encoded from the payload).
-        let values = (try? FrameFormat.symbols(payload: decoded.payload, profile: profile)) ?? []
+        FrameFormat.recodedSymbols(payloadBytes: payloadBytes, profile: profile, workspace: &workspace)
+        measureNoiseProbe(frame)
         let snr = SignalReport.inBandSNR(
-            energies: frame.energies[0..<(profile.toneCount * symbols)], values: values,
-            probe: noiseProbe(frame)[...], profile: profile,
+            energies: frame.energies[0..<(profile.toneCount * symbols)], values: workspace.symbolValues[0..<symbols],
+            probe: workspace.noiseProbe[...], profile: profile,
             bandwidthCorrection: profile.symbolTime * frame.scale / window)
         let end = symbolStart(frame, symbols) + profile.fadeDuration * basebandRate * frame.scale
         // A tone of amplitude a sums to a x W over a W-sample window (the decimator keeps a cosine's

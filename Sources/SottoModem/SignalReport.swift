@@ -45,7 +45,7 @@ enum SignalReport {
     ///     stream holds nothing before it.
     ///   - bandwidthCorrection: symbol time (received, s) x baseband rate (Hz) / window length (samples):
     ///     the correlators integrate a little less than a symbol, so they tile the band a little loosely.
-    static func inBandSNR(energies: ArraySlice<Float>, values: [Int], probe: ArraySlice<Float>, profile: Profile,
+    static func inBandSNR(energies: ArraySlice<Float>, values: ArraySlice<Int>, probe: ArraySlice<Float>, profile: Profile,
                           bandwidthCorrection: Double) -> Double {
         let tones = profile.toneCount
         let symbols = values.count
@@ -53,7 +53,7 @@ enum SignalReport {
         let base = energies.startIndex
         var total = 0.0, unused = 0.0
         for k in 0..<symbols {
-            let sent = (k % profile.subBands) * profile.tonesPerSubBand + values[k]
+            let sent = (k % profile.subBands) * profile.tonesPerSubBand + values[values.startIndex + k]
             for t in 0..<tones {
                 let e = Double(energies[base + k * tones + t])
                 total += e

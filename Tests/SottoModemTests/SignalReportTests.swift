@@ -91,23 +91,23 @@ import Testing
         let values = (0..<symbols).map { $0 % 16 }
         for k in 0..<symbols { energies[16 * k + values[k]] += 1_600 }
         let quiet = [Float](repeating: 1, count: 16 * 12)
-        let snr = SignalReport.inBandSNR(energies: energies[...], values: values, probe: quiet[...], profile: profile,
+        let snr = SignalReport.inBandSNR(energies: energies[...], values: values[...], probe: quiet[...], profile: profile,
                                          bandwidthCorrection: 1)
         #expect(abs(snr - 20) < 0.01)
         // Leakage: the unused tones hold 4 instead of 1; the quiet windows before say 1.
         var leaky = energies
         for k in 0..<symbols { for t in 0..<16 where t != values[k] { leaky[16 * k + t] = 4 } }
-        let withProbe = SignalReport.inBandSNR(energies: leaky[...], values: values, probe: quiet[...], profile: profile,
+        let withProbe = SignalReport.inBandSNR(energies: leaky[...], values: values[...], probe: quiet[...], profile: profile,
                                                bandwidthCorrection: 1)
         #expect(abs(withProbe - 10 * log10((1_601 + 15 * 4 - 16.0) / 16)) < 0.01)
         // Slight leakage (1.3, within the two estimates' statistical error of 1): still the noise before alone.
         var slightlyLeaky = energies
         for k in 0..<symbols { for t in 0..<16 where t != values[k] { slightlyLeaky[16 * k + t] = 1.3 } }
-        let nearlyAgreeing = SignalReport.inBandSNR(energies: slightlyLeaky[...], values: values, probe: quiet[...], profile: profile,
+        let nearlyAgreeing = SignalReport.inBandSNR(energies: slightlyLeaky[...], values: values[...], probe: quiet[...], profile: profile,
                                                     bandwidthCorrection: 1)
         #expect(abs(nearlyAgreeing - 10 * log10((1_601 + 15 * 1.3 - 16.0) / 16)) < 0.01)
         let loud = [Float](repeating: 50, count: 16 * 12)
-        let withoutProbe = SignalReport.inBandSNR(energies: leaky[...], values: values, probe: loud[...], profile: profile,
+        let withoutProbe = SignalReport.inBandSNR(energies: leaky[...], values: values[...], probe: loud[...], profile: profile,
                                                   bandwidthCorrection: 1)
         #expect(abs(withoutProbe - 10 * log10((1_601 + 15 * 4 - 64.0) / 64)) < 0.01)
     }
