@@ -7,19 +7,10 @@ import SottoDSP
 /// The history is sized for the most demanding receiver that shares it. One owner (the decoder), which
 /// feeds each block once and lends the baseband to its receivers.
 final class BasebandFrontEnd {
-    /// What makes two receivers' front ends the same: input rate (Hz), band centre (Hz), half-width of the
-    /// band kept flat (Hz) and smallest output rate (Hz), as `BandDecimator` takes them.
+    /// What makes two receivers' front ends the same: the input rate (Hz) and the band the decimator extracts.
     struct Parameters: Hashable {
         var sampleRate: Double
-        var centerFrequency: Double
-        var passbandHalfWidth: Double
-        var minimumOutputRate: Double
-
-        /// The band these parameters ask a decimator for.
-        var band: BandSpecification {
-            BandSpecification(centerFrequency: centerFrequency, passbandHalfWidth: passbandHalfWidth,
-                              minimumOutputRate: minimumOutputRate)
-        }
+        var band: BandSpecification
     }
 
     let parameters: Parameters
@@ -81,9 +72,10 @@ final class BasebandFrontEnd {
     /// - Parameter minimumHistory: for the decimator's output rate (Hz), baseband samples the history
     ///   must hold (the largest any sharing receiver needs).
     convenience init(_ parameters: Parameters, minimumHistory: (Double) -> Int) {
-        self.init(parameters, decimator: BandDecimator(sampleRate: parameters.sampleRate, centerFrequency: parameters.centerFrequency,
-                                                       passbandHalfWidth: parameters.passbandHalfWidth,
-                                                       minimumOutputRate: parameters.minimumOutputRate),
+        let band = parameters.band
+        self.init(parameters, decimator: BandDecimator(sampleRate: parameters.sampleRate, centerFrequency: band.centerFrequency,
+                                                       passbandHalfWidth: band.passbandHalfWidth,
+                                                       minimumOutputRate: band.minimumOutputRate),
                   minimumHistory: minimumHistory)
     }
 

@@ -158,12 +158,21 @@ final class FrameReceiver {
     /// The band extractor a receiver for `profile` at `sampleRate` needs (profiles whose band, Doppler
     /// margin and rate come out the same share one: the default and robust profiles at any rate).
     static func frontEndParameters(profile: Profile, sampleRate: Double) -> BasebandFrontEnd.Parameters {
-        let band = profile.highFrequency - profile.lowFrequency
+        let bandwidth = profile.highFrequency - profile.lowFrequency
         let dopplerMargin = profile.highFrequency * PreambleDetector.maxOffsetPPM * 1e-6
-        let halfWidth = band / 2 + dopplerMargin + 50
-        return BasebandFrontEnd.Parameters(sampleRate: sampleRate, centerFrequency: profile.centerFrequency,
-                                           passbandHalfWidth: halfWidth, minimumOutputRate: 2 * halfWidth + 1400)
+        let halfWidth = bandwidth / 2 + dopplerMargin + Self.passbandMargin
+        return BasebandFrontEnd.Parameters(
+            sampleRate: sampleRate,
+            band: BandSpecification(centerFrequency: profile.centerFrequency, passbandHalfWidth: halfWidth,
+                                    minimumOutputRate: 2 * halfWidth + Self.transitionAllowance))
     }
+
+    /// Flat band kept beyond the outermost tones at the largest clock offset (Hz): their Gaussian-smoothed
+    /// spectra spill a little past the tone frequencies.
+    static let passbandMargin = 50.0
+    /// Baseband rate beyond the flat band (Hz), for the decimator's transition from passband to stopband on
+    /// both sides (at least 700 Hz each: about 340 taps of Kaiser filter at 48 kHz for 80 dB).
+    static let transitionAllowance = 1_400.0
 
     /// Baseband samples a receiver for `profile` must keep: the longest frame plus the correlator's and
     /// decimator's latency.
@@ -190,7 +199,7 @@ final class FrameReceiver {
         decimator = frontEnd.decimator
         basebandRate = decimator.outputRate
         history = frontEnd.history
-        let halfWidth = frontEnd.parameters.passbandHalfWidth
+        let halfWidth = frontEnd.parameters.band.passbandHalfWidth
         workspace = DecodeWorkspace(profile: profile)
         preamble = PreambleDetector(profile: profile, basebandRate: basebandRate, centerFrequency: decimator.centerFrequency,
                                     noiseBandwidth: min(basebandRate, 2 * halfWidth + 300), capacity: history.capacity)
