@@ -1,3 +1,4 @@
+import RealModule
 import SottoAudio
 import SottoChannel
 
@@ -11,10 +12,16 @@ public enum ChannelFile {
     /// Reads `input` (`-`: standard input; channels mixed), applies `model` with a measured impulse response
     /// from `impulseResponse` (its channel 0, at the input's rate) and an interfering recording (resampled to
     /// the input's rate) if given, and writes the result to `output` (format by extension; `-`: standard
-    /// output). Returns what was written: samples and sample rate (Hz).
+    /// output). Returns what was written: samples, sample rate (Hz) and the gain applied to keep it below
+    /// full scale (dB, 0 when none was needed).
+    ///
+    /// A measured response is normalised to its peak, so a reverberant one adds up to more than the input's
+    /// level (a burst at -6 dBFS through a measured living room reached +4 dBFS, and the file's integer
+    /// samples clipped a fifth of it). Unless the model clips on purpose (`clipLevel`), output that would
+    /// exceed full scale is scaled down to peak at ``outputPeak`` instead, and the gain is returned.
     @discardableResult
     public static func simulate(input: String, output: String, model: ChannelModel, impulseResponse: String? = nil,
-                                interference: String? = nil) throws -> (samples: Int, sampleRate: Double) {
+                                interference: String? = nil) throws -> (samples: Int, sampleRate: Double, gainDB: Double) {
         let (samples, info) = try AudioFile.read(path: input, channel: .mix)
         let measured = try impulseResponse.map { path -> [Float] in
             let (response, responseInfo) = try AudioFile.read(path: path, channel: .channel(0))
@@ -35,8 +42,18 @@ public enum ChannelFile {
         if model.snrDB != nil || interferer != nil, Channel.activePower(samples, sampleRate: info.sampleRate) == 0 {
             throw Failure(description: "\(input) is silent: --snr and --interference are set relative to the signal's power, which is 0")
         }
-        let result = model.apply(samples, sampleRate: info.sampleRate, interference: interferer, measuredImpulseResponse: measured)
+        var result = model.apply(samples, sampleRate: info.sampleRate, interference: interferer, measuredImpulseResponse: measured)
+        let peak = result.samples.reduce(Float(0)) { max($0, abs($1)) }
+        var gainDB = 0.0
+        if peak > 1, model.clipLevel == nil {
+            let gain = outputPeak / peak
+            for i in result.samples.indices { result.samples[i] *= gain }
+            gainDB = 20 * Double.log10(Double(gain))
+        }
         try AudioFile.write(result.samples, sampleRate: result.sampleRate, to: output, format: AudioFileFormat(path: output))
-        return (result.samples.count, result.sampleRate)
+        return (result.samples.count, result.sampleRate, gainDB)
     }
+
+    /// Peak (full scale = 1) that output too loud for the file is scaled to: -1 dBFS.
+    public static let outputPeak: Float = 0.891
 }

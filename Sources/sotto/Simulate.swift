@@ -16,7 +16,7 @@ struct Simulate: ParsableCommand {
     @Option(parsing: .unconditional, help: "Source-microphone distance for the synthetic room (m; default 1).") var distance: Double?
     @Option(parsing: .unconditional, help: "Room volume for the synthetic room (m^3; default 60).") var volume: Double?
     @Option(parsing: .unconditional, help: "Directivity factor Q of the source for the synthetic room (1 = omnidirectional; default 4).") var directivity: Double?
-    @Option(help: "Convolve with this measured room impulse response (audio file) instead.") var rir: String?
+    @Option(help: "Convolve with this measured room impulse response (audio file) instead: normalised to its peak; output that would then exceed full scale is scaled to -1 dBFS, with a note.") var rir: String?
     @Option(parsing: .unconditional, help: "Speaker/microphone roll-off corner (Hz), 24 dB/octave above it.") var rollOff: Double?
     @Option(parsing: .unconditional, help: "Receiver sample-clock offset (ppm, positive: receiver clock fast, frame arrives stretched).") var ppm: Double?
     @Option(parsing: .unconditional, help: "Output sample rate (Hz).") var rate: Double?
@@ -63,6 +63,9 @@ struct Simulate: ParsableCommand {
             model.sirDB = interference == nil ? nil : sir
             let written = try ChannelFile.simulate(input: input, output: output, model: model, impulseResponse: rir, interference: interference)
             printError("simulated \(input == "-" ? "standard input" : input) -> \(output == "-" ? "standard output" : output) (\(fixed(Double(written.samples) / written.sampleRate, 2)) s at \(Int(written.sampleRate)) Hz)")
+            if written.gainDB < 0 {
+                printError("note: the channel took the signal above full scale; the output was scaled by \(fixed(written.gainDB, 1)) dB to peak at -1 dBFS instead of clipping (--clip models clipping)")
+            }
         } catch {
             throw CommandError("\(error)")
         }

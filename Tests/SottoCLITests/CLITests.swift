@@ -164,6 +164,31 @@ func temporaryDirectory() throws -> URL {
         #expect(try Sotto.run(["simulate", sent, heard, "--rt60", "-1"]).status != 0)
     }
 
+    /// A measured response is normalised to its peak, so a reverberant one sums the burst above full scale:
+    /// the 16-bit file must not clip it silently. Scaled to -1 dBFS with a note; an explicit --clip clips.
+    @Test func simulateDoesNotClipARoomThatAddsUp() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sent = dir.appendingPathComponent("sent.wav").path, heard = dir.appendingPathComponent("heard.wav").path
+        let rir = dir.appendingPathComponent("rir.wav").path
+        #expect(try Sotto.run(["send", "0x0123456789abcdef", "--out", sent]).status == 0)
+        // Four equal arrivals 1 ms apart: the tones add up to about four times the -6 dBFS burst.
+        var response = [Float](repeating: 0, count: 480)
+        for k in 0..<4 { response[48 * k] = 0.9 }
+        try AudioFile.write(response, sampleRate: 48_000, to: rir)
+        let simulate = try Sotto.run(["simulate", sent, heard, "--rir", rir])
+        #expect(simulate.status == 0, "\(simulate.stderr)")
+        #expect(simulate.stderr.contains("scaled by -"), "\(simulate.stderr)")
+        let (samples, _) = try AudioFile.read(path: heard)
+        let peak = samples.map { abs($0) }.max() ?? 0
+        #expect(peak > 0.85 && peak < 0.9, "peak \(peak)")
+        #expect(try Sotto.run(["decode", "--format", "hex", heard]).stdout == "0123456789abcdef\n")
+        // Asked to clip: clipped at that level, not scaled.
+        #expect(try Sotto.run(["simulate", sent, heard, "--rir", rir, "--clip", "0.5"]).status == 0)
+        let clipped = try AudioFile.read(path: heard).0.map { abs($0) }.max() ?? 0
+        #expect(abs(clipped - 0.5) < 0.001, "peak \(clipped)")
+    }
+
     @Test func benchComparesWithTheManifest() throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
