@@ -84,29 +84,37 @@ struct ViterbiTrellis {
                 }
                 var best: Float = -.infinity
                 let decisionBase = t * words
-                current.withUnsafeBufferPointer { old in
-                    next.withUnsafeMutableBufferPointer { new in
+                current.withUnsafeBufferPointer { oldBuffer in
+                    next.withUnsafeMutableBufferPointer { newBuffer in
+                        // Raw pointers and wrapping index arithmetic: the bounds and overflow checks of the
+                        // plain loop cost about as much as the add-compare-select itself.
+                        let old = oldBuffer.baseAddress!, new = newBuffer.baseAddress!
+                        let output = out.baseAddress!, metric = UnsafePointer(bm.baseAddress!)
+                        let decided = decisions.baseAddress! + decisionBase
                         // Butterfly: states 2j and 2j + 1 feed j (input 0) and j + S/2 (input 1).
-                        for j in 0..<half {
-                            let s0 = 2 * j, s1 = s0 + 1
+                        var j = 0
+                        while j < half {
+                            let s0 = j &<< 1, s1 = s0 | 1
                             let a0 = old[s0], a1 = old[s1]
-                            let m00 = a0 + bm[Int(out[s0])]
-                            let m01 = a1 + bm[Int(out[s1])]
-                            let m10 = a0 + bm[Int(out[stateCount + s0])]
-                            let m11 = a1 + bm[Int(out[stateCount + s1])]
+                            let m00 = a0 + metric[Int(output[s0])]
+                            let m01 = a1 + metric[Int(output[s1])]
+                            let m10 = a0 + metric[Int(output[stateCount &+ s0])]
+                            let m11 = a1 + metric[Int(output[stateCount &+ s1])]
                             let d0 = m01 > m00
                             let d1 = m11 > m10
                             let n0 = d0 ? m01 : m00
                             let n1 = d1 ? m11 : m10
+                            let upper = j &+ half
                             new[j] = n0
-                            new[j + half] = n1
-                            let upper = j + half
-                            decisions[decisionBase + (j >> 6)] |= UInt64(d0 ? 1 : 0) << UInt64(j & 63)
-                            decisions[decisionBase + (upper >> 6)] |= UInt64(d1 ? 1 : 0) << UInt64(upper & 63)
+                            new[upper] = n1
+                            decided[j &>> 6] |= UInt64(d0 ? 1 : 0) &<< UInt64(j & 63)
+                            decided[upper &>> 6] |= UInt64(d1 ? 1 : 0) &<< UInt64(upper & 63)
                             best = max(best, max(n0, n1))
+                            j &+= 1
                         }
                         // Normalise so metrics stay small whatever the frame length.
-                        for s in 0..<stateCount { new[s] -= best }
+                        var s = 0
+                        while s < stateCount { new[s] -= best; s &+= 1 }
                     }
                 }
                 offset += Double(best)
