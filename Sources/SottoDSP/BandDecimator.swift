@@ -60,8 +60,14 @@ public final class BandDecimator {
     ///   - attenuationDB: stopband attenuation of the filter (dB).
     public convenience init(sampleRate: Double, centerFrequency: Double, passbandHalfWidth: Double,
                             minimumOutputRate: Double, attenuationDB: Double = 80) {
-        let band = BandSpecification(centerFrequency: centerFrequency, passbandHalfWidth: passbandHalfWidth,
-                                     minimumOutputRate: minimumOutputRate)
+        self.init(sampleRate: sampleRate,
+                  band: BandSpecification(centerFrequency: centerFrequency, passbandHalfWidth: passbandHalfWidth,
+                                          minimumOutputRate: minimumOutputRate),
+                  attenuationDB: attenuationDB)
+    }
+
+    /// The same, for a band given as a ``BandSpecification``.
+    public convenience init(sampleRate: Double, band: BandSpecification, attenuationDB: Double = 80) {
         let spectrum = BlockSpectrum(sampleRate: sampleRate, bands: [band], attenuationDB: attenuationDB)
         self.init(spectrum.designs[0], spectrum: spectrum, ownsSpectrum: true)
         spectrum.clearInput()
@@ -284,12 +290,7 @@ struct LowpassDesign {
     /// while every baseband sample more costs the correlator and the receiver behind it. Multiples of 16
     /// because half the overlap must be a multiple of blockSize / 2^a: with 450 points (2 x 225, the fast
     /// profile at 44.1 kHz) that was half a 4 096 block, and the block grew to 16 384.
-    static func isFastOutputSize(_ n: Int) -> Bool {
-        guard n >= 16, n % 16 == 0 else { return false }
-        var m = n
-        for p in [2, 3, 5] { while m % p == 0 { m /= p } }
-        return m == 1
-    }
+    static func isFastOutputSize(_ n: Int) -> Bool { n >= 16 && n % 16 == 0 && isSmoothFFTSize(n) }
 }
 
 /// The blocks of input and their real FFT, shared by the bands that read them: where blocks start, what

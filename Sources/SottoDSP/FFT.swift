@@ -144,10 +144,13 @@ public final class InverseRealFFT {
 /// The smallest size >= `n` of the form 2^a 3^b 5^c, for which FFTW is fastest.
 public func fastFFTSize(atLeast n: Int) -> Int {
     var candidate = max(1, n)
-    while true {
-        var m = candidate
-        for p in [2, 3, 5] { while m % p == 0 { m /= p } }
-        if m == 1 { return candidate }
-        candidate += 1
-    }
+    while !isSmoothFFTSize(candidate) { candidate += 1 }
+    return candidate
+}
+
+/// True when `n` (positive) is of the form 2^a 3^b 5^c.
+func isSmoothFFTSize(_ n: Int) -> Bool {
+    var m = n
+    for p in [2, 3, 5] { while m % p == 0 { m /= p } }
+    return m == 1
 }

@@ -72,10 +72,7 @@ final class BasebandFrontEnd {
     /// - Parameter minimumHistory: for the decimator's output rate (Hz), baseband samples the history
     ///   must hold (the largest any sharing receiver needs).
     convenience init(_ parameters: Parameters, minimumHistory: (Double) -> Int) {
-        let band = parameters.band
-        self.init(parameters, decimator: BandDecimator(sampleRate: parameters.sampleRate, centerFrequency: band.centerFrequency,
-                                                       passbandHalfWidth: band.passbandHalfWidth,
-                                                       minimumOutputRate: band.minimumOutputRate),
+        self.init(parameters, decimator: BandDecimator(sampleRate: parameters.sampleRate, band: parameters.band),
                   minimumHistory: minimumHistory)
     }
 
