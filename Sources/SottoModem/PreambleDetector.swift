@@ -53,6 +53,10 @@ final class PreambleDetector {
     private let mask: Int
     private let rhoUp: UnsafeMutableBufferPointer<Float>
     private let rhoDown: UnsafeMutableBufferPointer<Float>
+    /// True when the down-chirp correlation is read only after an up-chirp peak `chirpLength -
+    /// profileSpan - maxPeakShift` or more positions before it (see `process`); false for a profile whose
+    /// chirps are too short for that, which then correlates both chirps everywhere.
+    private let downChirpAfterPeaksOnly: Bool
     /// Correlation positions computed so far, and scanned for up-chirp peaks.
     private(set) var positionCount = 0
     private var examined = 0
@@ -71,7 +75,10 @@ final class PreambleDetector {
     ///   - centerFrequency: frequency the baseband is centred on (Hz).
     ///   - noiseBandwidth: bandwidth of the noise in that baseband (Hz), for the thresholds.
     ///   - capacity: positions of correlation kept (a power of two, at least the baseband history's).
-    init(profile: Profile, basebandRate: Double, centerFrequency: Double, noiseBandwidth: Double, capacity: Int) {
+    ///   - correlateDownChirpEverywhere: correlate the down-chirp at every position, not only near up-chirp
+    ///     peaks (the same detections at more cost; for tests).
+    init(profile: Profile, basebandRate: Double, centerFrequency: Double, noiseBandwidth: Double, capacity: Int,
+         correlateDownChirpEverywhere: Bool = false) {
         self.profile = profile
         self.basebandRate = basebandRate
         // Templates: the transmitted preamble itself (same smoothing and fade), cut into its two chirps.
@@ -101,6 +108,7 @@ final class PreambleDetector {
         let maxShift = dopplerMargin / slope * basebandRate
         maxPeakShift = Int((2 * maxShift).rounded(.up)) + 2
         profileSpan = Int((0.008 * basebandRate).rounded())
+        downChirpAfterPeaksOnly = !correlateDownChirpEverywhere && chirpLength > profileSpan + maxPeakShift
         let mean = Float(1 / (profile.chirpDuration * noiseBandwidth))
         singleThreshold = DetectionThreshold.single * mean
         pairThreshold = DetectionThreshold.pair * mean
@@ -139,19 +147,45 @@ final class PreambleDetector {
     /// Correlates a run of new baseband samples and finds the up-chirp peaks in it.
     func process(real: UnsafeBufferPointer<Float>, imaginary: UnsafeBufferPointer<Float>) {
         let rhoUp = rhoUp, rhoDown = rhoDown, mask = mask
-        correlator.process(real: real, imaginary: imaginary) { rho, count in
-            // Copied in at most two runs each (the ring wraps once at most: a block is shorter than it).
-            var copied = 0
-            while copied < count {
-                let at = (positionCount + copied) & mask
-                let run = min(count - copied, mask + 1 - at)
-                (rhoUp.baseAddress! + at).update(from: rho.baseAddress! + copied, count: run)
-                (rhoDown.baseAddress! + at).update(from: rho.baseAddress! + count + copied, count: run)
-                copied += run
-            }
+        correlator.process(real: real, imaginary: imaginary) { count, correlation in
+            let first = positionCount
+            Self.store(correlation(0), into: rhoUp, at: first, mask: mask)
             positionCount += count
+            scanUpChirps()
+            // The down-chirp correlation is read only within profileSpan + maxPeakShift of chirpLength after
+            // an up-chirp peak (`pairNext`, `profileLag`). A peak not found yet lies at or after
+            // `positionCount`, so its reads start after this block: with no peak followed or waiting, no
+            // read will ever reach this block's positions, and its down-chirp correlation is not computed
+            // (most blocks of noise). Zeros stand in for it.
+            if !downChirpAfterPeaksOnly || upCandidate != nil || !awaitingDown.isEmpty {
+                Self.store(correlation(1), into: rhoDown, at: first, mask: mask)
+            } else {
+                Self.clear(rhoDown, at: first, count: count, mask: mask)
+            }
         }
-        scanUpChirps()
+    }
+
+    /// Copies a block of correlation into a ring from stream position `first`, in at most two runs (the
+    /// ring wraps once at most: a block is shorter than it).
+    private static func store(_ rho: UnsafeBufferPointer<Float>, into ring: UnsafeMutableBufferPointer<Float>,
+                              at first: Int, mask: Int) {
+        var copied = 0
+        while copied < rho.count {
+            let at = (first + copied) & mask
+            let run = min(rho.count - copied, mask + 1 - at)
+            (ring.baseAddress! + at).update(from: rho.baseAddress! + copied, count: run)
+            copied += run
+        }
+    }
+
+    private static func clear(_ ring: UnsafeMutableBufferPointer<Float>, at first: Int, count: Int, mask: Int) {
+        var cleared = 0
+        while cleared < count {
+            let at = (first + cleared) & mask
+            let run = min(count - cleared, mask + 1 - at)
+            (ring.baseAddress! + at).update(repeating: 0, count: run)
+            cleared += run
+        }
     }
 
     /// Finds up-chirp peaks in the correlation computed so far; each finished one waits for its down-chirp.

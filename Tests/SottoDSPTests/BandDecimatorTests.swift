@@ -137,6 +137,42 @@ import Testing
 }
 
 @Suite struct StreamingCorrelatorTests {
+    /// Templates are correlated when asked for, once per block: asking for the second template in some
+    /// blocks only, or for both in either order, gives each the values of a correlator asked for it alone.
+    @Test func templatesAreCorrelatedWhenAskedForInAnyOrder() {
+        var state: UInt64 = 7
+        func noise() -> Float {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return Float(Int64(bitPattern: state >> 11) % 2000) / 1000 - 1
+        }
+        let length = 100
+        let templates = (0..<2).map { _ in ((0..<length).map { _ in noise() }, (0..<length).map { _ in noise() }) }
+        let xRe = (0..<5000).map { _ in noise() }, xIm = (0..<5000).map { _ in noise() }
+        func run(_ correlator: StreamingCorrelator, ask: (Int) -> [Int]) -> [[Float]] {
+            var rows: [[Float]] = [[], []]
+            var block = 0
+            xRe.withUnsafeBufferPointer { r in
+                xIm.withUnsafeBufferPointer { i in
+                    correlator.process(real: r, imaginary: i) { count, correlation in
+                        for t in ask(block) { rows[t] += correlation(t); _ = correlation(t) }
+                        for t in 0..<2 where !ask(block).contains(t) { rows[t] += [Float](repeating: .nan, count: count) }
+                        block += 1
+                    }
+                }
+            }
+            return rows
+        }
+        let alone = (0..<2).map { t in run(StreamingCorrelator(templates: [templates[t]])) { _ in [0] }[0] }
+        let mixed = run(StreamingCorrelator(templates: templates)) { block in [[1], [0, 1], [1, 0], [0]][block % 4] }
+        #expect(alone[0].count > 4000)
+        for t in 0..<2 {
+            for n in alone[t].indices where !mixed[t][n].isNaN {
+                #expect(mixed[t][n] == alone[t][n], "template \(t), position \(n)")
+            }
+        }
+        #expect(mixed[1].filter { !$0.isNaN }.count > mixed[0].filter { !$0.isNaN }.count)
+    }
+
     /// Templates from well under a block to a whole half block (256 samples: the block of 512 then yields
     /// only 257 positions), so every block boundary case of the overlap-save is crossed.
     @Test(arguments: [37, 150, 256])
@@ -157,8 +193,8 @@ import Testing
                 for start in stride(from: 0, to: 2000, by: 123) {
                     let end = min(2000, start + 123)
                     correlator.process(real: UnsafeBufferPointer(rebasing: r[start..<end]),
-                                       imaginary: UnsafeBufferPointer(rebasing: i[start..<end])) { out, count in
-                        rho += out[0..<count]
+                                       imaginary: UnsafeBufferPointer(rebasing: i[start..<end])) { _, correlation in
+                        rho += correlation(0)
                     }
                 }
             }

@@ -149,6 +149,49 @@ import Testing
         }
     }
 
+    /// The down-chirp is correlated only in blocks that a followed or waiting up-chirp peak can read: every
+    /// pairing comes out as when it is correlated everywhere, through frames near the threshold in noise
+    /// (peaks over the threshold in most blocks, pairings on either side of block boundaries), for every
+    /// profile.
+    @Test(arguments: [Profile.standard, .fast, .robust, .audible])
+    func downChirpOnlyNearPeaksPairsTheSame(profile: Profile) throws {
+        let rate = 48_000.0
+        let receiver = FrameReceiver(profile: profile, sampleRate: rate)
+        let decimator = receiver.decimator
+        let everywhere = PreambleDetector(profile: profile, basebandRate: decimator.outputRate,
+                                          centerFrequency: decimator.centerFrequency,
+                                          noiseBandwidth: min(decimator.outputRate, profile.highFrequency - profile.lowFrequency + 300),
+                                          capacity: receiver.history.capacity, correlateDownChirpEverywhere: true)
+        let nearPeaks = PreambleDetector(profile: profile, basebandRate: decimator.outputRate,
+                                         centerFrequency: decimator.centerFrequency,
+                                         noiseBandwidth: min(decimator.outputRate, profile.highFrequency - profile.lowFrequency + 300),
+                                         capacity: receiver.history.capacity)
+        let modulator = try Modulator(profile: profile, sampleRate: rate)
+        var noise = SeededRandom(seed: 21)
+        var x: [Float] = []
+        for index in 0..<6 {
+            // Gaps of different lengths, so the chirps fall at different places in the correlator's blocks.
+            x += [Float](repeating: 0, count: 7_000 + 1_733 * index)
+            x += try modulator.modulate([UInt8(index), 7, 9])
+        }
+        x += [Float](repeating: 0, count: 24_000)
+        for i in x.indices { x[i] = 0.25 * x[i] + 0.2 * noise.sample() }
+        var pairings: [[PreambleDetection?]] = [[], []]
+        x.withUnsafeBufferPointer { input in
+            decimator.process(input) { re, im in
+                for (index, detector) in [everywhere, nearPeaks].enumerated() {
+                    detector.process(real: re, imaginary: im)
+                    while let time = detector.nextPairingTime, time <= detector.horizon {
+                        pairings[index].append(detector.pairNext())
+                    }
+                }
+            }
+        }
+        #expect(pairings[0].compactMap { $0 }.count >= 3, "too few detections to compare")
+        #expect(pairings[0].count > pairings[0].compactMap { $0 }.count, "no rejected pairing to compare")
+        #expect(pairings[0] == pairings[1])
+    }
+
     @Test func noiseAloneIsNotAPreamble() {
         let receiver = FrameReceiver(profile: .standard, sampleRate: 48_000)
         var noise = SeededRandom(seed: 8)
