@@ -165,26 +165,32 @@ final class PreambleDetector {
         }
     }
 
-    /// Copies a block of correlation into a ring from stream position `first`, in at most two runs (the
-    /// ring wraps once at most: a block is shorter than it).
+    /// Copies a block of correlation into a ring from stream position `first`.
     private static func store(_ rho: UnsafeBufferPointer<Float>, into ring: UnsafeMutableBufferPointer<Float>,
                               at first: Int, mask: Int) {
-        var copied = 0
-        while copied < rho.count {
-            let at = (first + copied) & mask
-            let run = min(rho.count - copied, mask + 1 - at)
-            (ring.baseAddress! + at).update(from: rho.baseAddress! + copied, count: run)
-            copied += run
+        forEachRun(from: first, count: rho.count, mask: mask) { offset, at, run in
+            (ring.baseAddress! + at).update(from: rho.baseAddress! + offset, count: run)
         }
     }
 
+    /// Zeroes `count` positions of a ring from stream position `first`.
     private static func clear(_ ring: UnsafeMutableBufferPointer<Float>, at first: Int, count: Int, mask: Int) {
-        var cleared = 0
-        while cleared < count {
-            let at = (first + cleared) & mask
-            let run = min(count - cleared, mask + 1 - at)
+        forEachRun(from: first, count: count, mask: mask) { _, at, run in
             (ring.baseAddress! + at).update(repeating: 0, count: run)
-            cleared += run
+        }
+    }
+
+    /// Visits `count` positions of a ring from stream position `first` as contiguous runs: `body(offset,
+    /// slot, run)` for positions `first + offset ..< first + offset + run` at slots `slot ..< slot + run`.
+    /// At most two runs: a block is shorter than the ring, so it wraps once at most.
+    @inline(__always)
+    private static func forEachRun(from first: Int, count: Int, mask: Int, _ body: (Int, Int, Int) -> Void) {
+        var done = 0
+        while done < count {
+            let at = (first + done) & mask
+            let run = min(count - done, mask + 1 - at)
+            body(done, at, run)
+            done += run
         }
     }
 
