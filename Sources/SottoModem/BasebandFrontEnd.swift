@@ -55,6 +55,14 @@ final class BasebandFrontEnd {
         decoded.append((receiver, start, end))
     }
 
+    /// The latest end (baseband samples) of a frame decoded on this front end, by any of its receivers, that
+    /// ended at or before `position`; nil when none is remembered.
+    func latestDecodedEnd(atOrBefore position: Double) -> Double? {
+        var latest: Double?
+        for frame in decoded where frame.end <= position { latest = max(latest ?? frame.end, frame.end) }
+        return latest
+    }
+
     /// True when another receiver on this front end decoded a frame that covers `position`: a detection
     /// there is that frame seen through another profile's templates (chirp-like stretches of its symbols).
     func isInsideOtherFrame(_ receiver: ObjectIdentifier, _ position: Double) -> Bool {

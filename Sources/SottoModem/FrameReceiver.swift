@@ -491,17 +491,20 @@ final class FrameReceiver {
 
     /// Tone energies over up to `SignalReport.noiseProbeWindows` windows ending shortly before the frame
     /// (the noise its SNR is measured against): as many as the stream and the ring buffer hold before it
-    /// (a frame 0.1 s into a recording still has a few), none when fewer than
+    /// and after the end of the last frame decoded before it on this band (a frame 0.1 s into a recording,
+    /// or 0.1 s after another one, still has a few), none when fewer than
     /// `SignalReport.minimumNoiseProbeWindows` fit. Written to `workspace.noiseProbe` (its capacity is
     /// reserved: nothing is allocated).
     private func measureNoiseProbe(_ frame: FrameCandidate) {
         workspace.noiseProbe.removeAll(keepingCapacity: true)
         let window = metricWindow(frame)
         let end = frame.start - SignalReport.noiseProbeGap * basebandRate
+        let afterPrevious = frontEnd.latestDecodedEnd(atOrBefore: frame.start)
+            .map { $0 + SignalReport.noiseProbeGap * basebandRate } ?? -.infinity
         var windows = SignalReport.noiseProbeWindows
         while windows >= SignalReport.minimumNoiseProbeWindows {
             let first = end - Double(windows) * window
-            if first >= 1, history.holds(Int(first) - 64, at: clock) { break }
+            if first >= 1, first >= afterPrevious, history.holds(Int(first) - 64, at: clock) { break }
             windows -= 1
         }
         guard windows >= SignalReport.minimumNoiseProbeWindows else { return }

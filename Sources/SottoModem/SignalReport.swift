@@ -12,9 +12,11 @@ import RealModule
 /// How: the tone correlators of a symbol window (one per tone, spaced 1 / symbol time) tile the band,
 /// so their energies summed over all tones hold the in-band power of the window plus `toneCount`
 /// times the noise energy of one correlator. That noise energy comes from the same correlators run over
-/// windows just before the frame, where the frame and its tail are absent, unless those windows are
-/// clearly noisier than the frame's own unused tones (a frame right after another one, a sound that
-/// stopped): then from the unused tones, which hold the signal's leakage and the room's tails as well as
+/// windows just before the frame, where the frame and its tail are absent (and after the end of any frame
+/// decoded before it in the band: frames 0.1 s apart are each measured in the gap before them; in a room
+/// what is left there of the previous frame's tail counts as noise), unless those windows are
+/// clearly noisier than the frame's own unused tones (a sound that stopped, a gap too short for
+/// `minimumNoiseProbeWindows`): then from the unused tones, which hold the signal's leakage and the room's tails as well as
 /// the noise (about 25 dB under the signal), so they alone cannot measure a high SNR. Even near the
 /// decoding threshold they read 20-40 % above the noise in a room: pooling them with the windows before
 /// whenever the two agreed within their statistical error made the report 2-2.6 dB low there (1 m from
@@ -25,7 +27,8 @@ enum SignalReport {
     /// a dry channel, with 24 within -1.3...+1.5 dB), and the gap between the last one and the frame's
     /// detected start (s): the room model lets the direct sound arrive up to
     /// `CoherentDetector.precursorDuration` (4 ms) before the detected start, and the band filter rings
-    /// for a few milliseconds before a sound.
+    /// for a few milliseconds before a sound. The same gap is left after the end of a frame decoded
+    /// before it (the filter rings after a sound too).
     static let noiseProbeWindows = 24
     /// Fewest windows worth measuring when the stream holds less before a frame (at 16 tones, 64 energies:
     /// a relative error of 1/8 on the noise, 0.5 dB).
