@@ -10,6 +10,12 @@ enum DetectionThreshold {
     static let single: Float = 6
     /// The up and down peaks together must exceed this multiple.
     static let pair: Float = 17
+    /// The down-chirp's own peak must exceed this multiple (the up-chirp's still `single`, the pair's
+    /// `pair`). In a reverberant room the down-chirp's correlation window also holds the up-chirp's tail,
+    /// which raises its normalising energy: the audible profile's down-chirp peaked at 3.4-4.1x the noise
+    /// mean through the measured close living room while its up-chirp peaked at 15-17x (see the design
+    /// article).
+    static let downFloor: Float = 3
 }
 
 /// A preamble found in the baseband: where its frame starts and how it is stretched.
@@ -43,6 +49,7 @@ final class PreambleDetector {
     /// Thresholds scaled to this template: rho^2 noise mean = 1 / (chirp time x noise bandwidth).
     let singleThreshold: Float
     let pairThreshold: Float
+    let downThreshold: Float
     /// Largest supported time-scale offset (ppm magnitude).
     static let maxOffsetPPM = 8000.0
 
@@ -112,6 +119,7 @@ final class PreambleDetector {
         let mean = Float(1 / (profile.chirpDuration * noiseBandwidth))
         singleThreshold = DetectionThreshold.single * mean
         pairThreshold = DetectionThreshold.pair * mean
+        downThreshold = DetectionThreshold.downFloor * mean
         mask = capacity - 1
         rhoUp = .zeroed(capacity)
         rhoDown = .zeroed(capacity)
@@ -237,7 +245,7 @@ final class PreambleDetector {
             let v = rhoDown[m & mask]
             if v > best.value { best = Peak(position: m, value: v) }
         }
-        guard best.position >= 0, best.value > singleThreshold, up.value + best.value > pairThreshold else { return nil }
+        guard best.position >= 0, best.value > downThreshold, up.value + best.value > pairThreshold else { return nil }
         let tu = Double(up.position) + peakOffset(rhoUp, at: up.position)
         // The down-chirp's delay relative to the up-chirp's, from the whole correlation profiles
         // rather than their two maxima: in a reverberant room the strongest peak of each may be a
