@@ -93,6 +93,9 @@ final class FrameReceiver {
         /// What the code's decision of the last failed coherent decode in a long room re-encodes to (the
         /// symbols a second pass takes as sent; see `redecideWithFeedback`), empty otherwise.
         var feedback: [Int] = []
+        /// The preamble's start at time scale 1, tried when this candidate decodes nothing at its estimated
+        /// scale (`PreambleDetection.nominalStart`); nil once tried or when there is none.
+        var nominalStart: Double?
         /// Another profile's receiver owns this preamble: no room model for it.
         var outranked = false
         /// True once the room model refused this detection (or will not try it).
@@ -260,20 +263,26 @@ final class FrameReceiver {
         guard detection.start >= suppressUntil else { return }
         detections += 1
         if pending.count >= Self.maxPending { recycle(pending.removeFirst()) }
+        var candidate = makeCandidate(start: detection.start, scale: detection.scale, strength: detection.strength)
+        candidate.nominalStart = detection.nominalStart
+        pending.append(candidate)
+        frontEnd.record(.init(receiver: ObjectIdentifier(self), start: detection.start, strength: detection.strength))
+    }
+
+    /// A fresh candidate for a frame at `start` with time scale `scale` (arrays from the spares).
+    private func makeCandidate(start: Double, scale: Double, strength: Float) -> FrameCandidate {
         var steps = spareSteps.popLast() ?? []
         steps.removeAll(keepingCapacity: true)
         steps.reserveCapacity(profile.toneCount)
         for tone in 0..<profile.toneCount {
-            let f = profile.toneFrequency(tone) / detection.scale - decimator.centerFrequency
+            let f = profile.toneFrequency(tone) / scale - decimator.centerFrequency
             let step = -2 * Double.pi * f / basebandRate
             steps.append((Float(Double.cos(step)), Float(Double.sin(step))))
         }
         var energies = spareEnergies.popLast() ?? []
         energies.removeAll(keepingCapacity: true)
         energies.reserveCapacity(profile.toneCount * FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound))
-        pending.append(FrameCandidate(start: detection.start, scale: detection.scale, strength: detection.strength, steps: steps,
-                                      energies: energies))
-        frontEnd.record(.init(receiver: ObjectIdentifier(self), start: detection.start, strength: detection.strength))
+        return FrameCandidate(start: start, scale: scale, strength: strength, steps: steps, energies: energies)
     }
 
     /// Keeps a finished candidate's arrays for the next detections.
@@ -314,9 +323,13 @@ final class FrameReceiver {
         // Overwritten (too late), counting what the coherent detector reads before the start.
         if frame.start - (CoherentDetector.precursorDuration * basebandRate + 16) < Double(clock - history.mask) {
             frame.machine.abandon()
+            frame.nominalStart = nil
         }
         // Inside a frame another profile's receiver decoded on the same band: not a frame of this profile.
-        if frontEnd.isInsideOtherFrame(ObjectIdentifier(self), frame.start) { frame.machine.abandon() }
+        if frontEnd.isInsideOtherFrame(ObjectIdentifier(self), frame.start) {
+            frame.machine.abandon()
+            frame.nominalStart = nil
+        }
         var headerDistance = 8
         switch frame.machine.action {
         case .decodeWithToneMetric(let bytes):
@@ -350,7 +363,13 @@ final class FrameReceiver {
             frontEnd.recordDecoded(ObjectIdentifier(self), start: frame.start - Double(preamble.chirpLength) / 2, end: result.end)
             suppressUntil = max(suppressUntil, result.end - Double(preamble.chirpLength) / 2)
         }
-        if case .drop = frame.machine.action {
+        if case .drop = frame.machine.action, decoded == nil, let nominal = frame.nominalStart, !frame.outranked,
+           nominal >= suppressUntil {
+            // Nothing decoded at the estimated time scale, which was within its uncertainty of 1: the same
+            // preamble again at scale 1, every length from the first (its samples are still in the history).
+            recycle(frame)
+            pending[index] = makeCandidate(start: nominal, scale: 1, strength: frame.strength)
+        } else if case .drop = frame.machine.action {
             pending.remove(at: index)
             recycle(frame)
             // Drop other detections inside the frame just decoded.

@@ -29,6 +29,10 @@ struct PreambleDetection: Sendable, Hashable {
     /// peaks (0...2; 2 for a clean copy of this profile's preamble). Comparable between profiles: another
     /// profile's chirps over the same band match less well than the receiver's own.
     var strength: Float = 0
+    /// Where the frame starts if it is not stretched at all, when the estimated time scale is within its
+    /// own uncertainty of 1 (`PreambleDetector.scaleUncertainty`) but not 1: the receiver's second
+    /// hypothesis, tried only when the estimated scale decodes nothing. Nil otherwise.
+    var nominalStart: Double?
 }
 
 /// Finds the preamble (an up-chirp then a down-chirp across the profile's band) in one receiver's
@@ -64,6 +68,9 @@ final class PreambleDetector {
     /// profileSpan - maxPeakShift` or more positions before it (see `process`); false for a profile whose
     /// chirps are too short for that, which then correlates both chirps everywhere.
     private let downChirpAfterPeaksOnly: Bool
+    /// Added to the measured delay of the down-chirp (baseband samples): tests reproduce with it the biased
+    /// delay a reverberant room gave (see `lagUncertainty`). 0 otherwise.
+    var delayBiasForTesting = 0.0
     /// Correlation positions computed so far, and scanned for up-chirp peaks.
     private(set) var positionCount = 0
     private var examined = 0
@@ -250,7 +257,7 @@ final class PreambleDetector {
         // The down-chirp's delay relative to the up-chirp's, from the whole correlation profiles
         // rather than their two maxima: in a reverberant room the strongest peak of each may be a
         // different arrival, and every sample between them is 1000 ppm or so of time scale.
-        let td = tu + Double(chirpLength) + profileLag(upPosition: up.position)
+        let td = tu + Double(chirpLength) + profileLag(upPosition: up.position) + delayBiasForTesting
         // A frame stretched by s = 1 + e (every frequency divided by s, every duration multiplied)
         // moves the up-chirp peak by e (f_mid / k + T/2) and the down-chirp peak by
         // e (-f_mid / k + 3T/2), k being the chirp rate (Hz/s) and T its duration: their distance
@@ -262,8 +269,19 @@ final class PreambleDetector {
         let stretch = spread / (chirpTime - 2 * middle / rate)
         let start = (tu + td - Double(chirpLength)) / 2 - stretch * Double(chirpLength)
         guard abs(stretch) < Self.maxOffsetPPM * 1e-6 else { return nil }
-        return PreambleDetection(start: start, scale: 1 + stretch, strength: up.value + best.value)
+        let uncertainty = Self.lagUncertainty / basebandRate / abs(chirpTime - 2 * middle / rate)
+        let nominal = stretch != 0 && abs(stretch) <= uncertainty ? (tu + td - Double(chirpLength)) / 2 : nil
+        return PreambleDetection(start: start, scale: 1 + stretch, strength: up.value + best.value, nominalStart: nominal)
     }
+
+    /// Uncertainty of the chirps' measured delay (baseband samples) for the time scale's: a scale whose
+    /// offset from 1 is within what this much delay makes is not told from 1, and a frame that does not
+    /// decode at it is tried again at 1 (`PreambleDetection.nominalStart`). The scale's sensitivity to the
+    /// delay is 1 / (rate x |T - 2 f_mid / k|): about 2 700 ppm a baseband sample for the audible profile's
+    /// low band, 340 for the default profile's. Through the measured close living room the audible
+    /// profile's detections reported +300 to +700 ppm with no offset applied, and the coherent detector's
+    /// de-rotation at that scale lost the frames (see the design article).
+    static let lagUncertainty = 0.5
 
     /// Delay of the down-chirp correlation profile relative to the up-chirp one (baseband samples, beyond
     /// the chirp length), by cross-correlating the two around the up-chirp peak: the lag at which the
