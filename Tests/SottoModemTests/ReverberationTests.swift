@@ -75,8 +75,9 @@ import Testing
 
 /// A time scale measured hundreds of ppm off in a room. The audible profile's estimate moves about 2 660 ppm
 /// a baseband sample of the chirps' measured delay, and through the measured close living room its
-/// detections reported +300 to +700 ppm with no offset applied, and those frames failed. A detection whose scale is within its uncertainty of 1 is tried again at scale 1
-/// when nothing decodes at the estimate (`PreambleDetection.nominalStart`).
+/// detections reported +300 to +700 ppm with no offset applied, and those frames failed. A detection
+/// whose scale is within its uncertainty of 1 is tried again at scale 1 when nothing decodes at the
+/// estimate (`PreambleDetection.nominalStart`).
 @Suite struct TimeScaleHypothesisTests {
     /// An audible frame through a synthetic live room (RT60 1 s, 5 m, omnidirectional source: only the
     /// coherent detector decodes there; this frame, seed 3, is the one of seeds 1-4 it decodes unbiased,
