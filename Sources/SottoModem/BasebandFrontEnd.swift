@@ -55,11 +55,12 @@ final class BasebandFrontEnd {
         decoded.append((receiver, start, end))
     }
 
-    /// The latest end (baseband samples) of a frame decoded on this front end, by any of its receivers, that
-    /// ended at or before `position`; nil when none is remembered.
-    func latestDecodedEnd(atOrBefore position: Double) -> Double? {
+    /// The latest end (baseband samples) of the frames decoded so far on this front end, by any of its
+    /// receivers, that started before `position` (it may lie after `position`: frames can overlap); nil
+    /// when none is remembered.
+    func latestDecodedEnd(startingBefore position: Double) -> Double? {
         var latest: Double?
-        for frame in decoded where frame.end <= position { latest = max(latest ?? frame.end, frame.end) }
+        for frame in decoded where frame.start < position { latest = max(latest ?? frame.end, frame.end) }
         return latest
     }
 

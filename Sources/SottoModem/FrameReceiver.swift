@@ -19,7 +19,8 @@ public struct DecodedFrame: Sendable, Hashable, Codable {
     /// Received level of the burst (dBFS, peak): how loud the frame arrived.
     public var level: Double
     /// Estimated time-scale offset of the received frame (ppm): positive when it arrives stretched (tones
-    /// lower, e.g. a receiver whose sample clock runs fast, or a source moving away).
+    /// lower, e.g. a receiver whose sample clock runs fast, or a source moving away). Exactly 0 when the
+    /// estimate, within its uncertainty of 0, decoded nothing and the frame was decoded at scale 1 instead.
     public var clockOffsetPPM: Double
     /// Coded bits the error-correcting code had to correct.
     public var correctedBits: Int
@@ -93,8 +94,9 @@ final class FrameReceiver {
         /// What the code's decision of the last failed coherent decode in a long room re-encodes to (the
         /// symbols a second pass takes as sent; see `redecideWithFeedback`), empty otherwise.
         var feedback: [Int] = []
-        /// The preamble's start at time scale 1, tried when this candidate decodes nothing at its estimated
-        /// scale (`PreambleDetection.nominalStart`); nil once tried or when there is none.
+        /// The preamble's start at time scale 1 (baseband samples), tried as a new candidate when this one
+        /// decodes nothing at its estimated scale (`PreambleDetection.nominalStart`); nil when there is
+        /// none, for the retry itself, and once this candidate is abandoned.
         var nominalStart: Double?
         /// Another profile's receiver owns this preamble: no room model for it.
         var outranked = false
@@ -510,15 +512,15 @@ final class FrameReceiver {
 
     /// Tone energies over up to `SignalReport.noiseProbeWindows` windows ending shortly before the frame
     /// (the noise its SNR is measured against): as many as the stream and the ring buffer hold before it
-    /// and after the end of the last frame decoded before it on this band (a frame 0.1 s into a recording,
-    /// or 0.1 s after another one, still has a few), none when fewer than
+    /// and after the end of the frames decoded so far on this band that started before it (a frame 0.1 s
+    /// into a recording, or 0.1 s after another one, still has a few), none when fewer than
     /// `SignalReport.minimumNoiseProbeWindows` fit. Written to `workspace.noiseProbe` (its capacity is
     /// reserved: nothing is allocated).
     private func measureNoiseProbe(_ frame: FrameCandidate) {
         workspace.noiseProbe.removeAll(keepingCapacity: true)
         let window = metricWindow(frame)
         let end = frame.start - SignalReport.noiseProbeGap * basebandRate
-        let afterPrevious = frontEnd.latestDecodedEnd(atOrBefore: frame.start)
+        let afterPrevious = frontEnd.latestDecodedEnd(startingBefore: frame.start)
             .map { $0 + SignalReport.noiseProbeGap * basebandRate } ?? -.infinity
         var windows = SignalReport.noiseProbeWindows
         while windows >= SignalReport.minimumNoiseProbeWindows {

@@ -4,17 +4,18 @@ import SottoDSP
 /// Detection thresholds on the normalised chirp correlation, in multiples of its mean under noise
 /// (which is 1 / independent samples in the template). Measured: see the design article.
 enum DetectionThreshold {
-    /// Each chirp's peak must exceed this multiple of the noise mean.
-    /// (10 minutes of white noise through all four profiles: 1 detection at 6 / 16, none at 9 / 26;
-    /// 5 / 14 gave 21. Detection, not decoding, limited the fast profile at 9 / 26.)
+    /// The up-chirp's peak must exceed this multiple of the noise mean (the down-chirp's `downFloor`).
+    /// (Measured when both chirps had to exceed it: 10 minutes of white noise through all four profiles,
+    /// 1 detection at 6 / 16, none at 9 / 26; 5 / 14 gave 21. Detection, not decoding, limited the fast
+    /// profile at 9 / 26. The down-chirp's lower floor added about a quarter more detections in noise.)
     static let single: Float = 6
     /// The up and down peaks together must exceed this multiple.
     static let pair: Float = 17
     /// The down-chirp's own peak must exceed this multiple (the up-chirp's still `single`, the pair's
-    /// `pair`). In a reverberant room the down-chirp's correlation window also holds the up-chirp's tail,
-    /// which raises its normalising energy: the audible profile's down-chirp peaked at 3.4-4.1x the noise
-    /// mean through the measured close living room while its up-chirp peaked at 15-17x (see the design
-    /// article).
+    /// `pair`). Through the measured close living room the audible profile's down-chirp peaked at 3.4-5.6x
+    /// the noise mean while its up-chirp peaked at 15-18x (12 frames; see the design article), most likely
+    /// because its correlation window also holds the up-chirp's reverberant tail, which raises its
+    /// normalising energy.
     static let downFloor: Float = 3
 }
 
@@ -29,9 +30,9 @@ struct PreambleDetection: Sendable, Hashable {
     /// peaks (0...2; 2 for a clean copy of this profile's preamble). Comparable between profiles: another
     /// profile's chirps over the same band match less well than the receiver's own.
     var strength: Float = 0
-    /// Where the frame starts if it is not stretched at all, when the estimated time scale is within its
-    /// own uncertainty of 1 (`PreambleDetector.scaleUncertainty`) but not 1: the receiver's second
-    /// hypothesis, tried only when the estimated scale decodes nothing. Nil otherwise.
+    /// Where the frame starts (baseband samples, fractional) if it is not stretched at all, when the
+    /// estimated time scale is within its uncertainty of 1 (`PreambleDetector.lagUncertainty`) but not 1:
+    /// the receiver's second hypothesis, tried only when the estimated scale decodes nothing. Nil otherwise.
     var nominalStart: Double?
 }
 
@@ -256,7 +257,8 @@ final class PreambleDetector {
         let tu = Double(up.position) + peakOffset(rhoUp, at: up.position)
         // The down-chirp's delay relative to the up-chirp's, from the whole correlation profiles
         // rather than their two maxima: in a reverberant room the strongest peak of each may be a
-        // different arrival, and every sample between them is 1000 ppm or so of time scale.
+        // different arrival, and every sample between them is 330 ppm of time scale (default profile;
+        // 2 660 for audible: see `lagUncertainty`).
         let td = tu + Double(chirpLength) + profileLag(upPosition: up.position) + delayBiasForTesting
         // A frame stretched by s = 1 + e (every frequency divided by s, every duration multiplied)
         // moves the up-chirp peak by e (f_mid / k + T/2) and the down-chirp peak by
@@ -274,11 +276,12 @@ final class PreambleDetector {
         return PreambleDetection(start: start, scale: 1 + stretch, strength: up.value + best.value, nominalStart: nominal)
     }
 
-    /// Uncertainty of the chirps' measured delay (baseband samples) for the time scale's: a scale whose
-    /// offset from 1 is within what this much delay makes is not told from 1, and a frame that does not
-    /// decode at it is tried again at 1 (`PreambleDetection.nominalStart`). The scale's sensitivity to the
-    /// delay is 1 / (rate x |T - 2 f_mid / k|): about 2 660 ppm a baseband sample for the audible profile's
-    /// low band, 330 for the default profile's. Through the measured close living room the audible
+    /// Delay between the chirps (baseband samples) within which a time scale is not told from 1: a scale
+    /// whose offset from 1 is no more than this much delay makes, and which decodes nothing, is tried
+    /// again at 1 (`PreambleDetection.nominalStart`). Chosen, not measured: half a sample. The scale moves
+    /// 1 / (basebandRate x |T - 2 f_mid / k|) per sample of delay (T the chirp time, f_mid its middle
+    /// frequency, k its rate in Hz/s): about 2 660 ppm for the audible profile's low band, 330 for the
+    /// default profile's. Through the measured close living room the audible
     /// profile's detections reported +300 to +700 ppm with no offset applied, and those frames failed;
     /// with this retry 97.5 % decode there instead of 60 % (see the design article).
     static let lagUncertainty = 0.5

@@ -12,12 +12,13 @@ import RealModule
 /// How: the tone correlators of a symbol window (one per tone, spaced 1 / symbol time) tile the band,
 /// so their energies summed over all tones hold the in-band power of the window plus `toneCount`
 /// times the noise energy of one correlator. That noise energy comes from the same correlators run over
-/// windows just before the frame, where the frame and its tail are absent (and after the end of any frame
-/// decoded before it in the band: frames 0.1 s apart are each measured in the gap before them; in a room
-/// what is left there of the previous frame's tail counts as noise), unless those windows are
-/// clearly noisier than the frame's own unused tones (a sound that stopped, a gap too short for
-/// `minimumNoiseProbeWindows`): then from the unused tones, which hold the signal's leakage and the room's tails as well as
-/// the noise (about 25 dB under the signal), so they alone cannot measure a high SNR. Even near the
+/// windows just before the frame, where the frame and its tail are absent, and after the end of the
+/// frames decoded before it in the band (frames 0.1 s apart are each measured in the gap before them; in a
+/// room what is left there of the previous frame's tail counts as noise). When fewer than
+/// `minimumNoiseProbeWindows` fit there, or those windows are clearly noisier than the frame's own unused
+/// tones (a sound that stopped), the noise comes from the unused tones, which hold the signal's leakage
+/// and the room's tails as well as the noise (about 25 dB under the signal), so they alone cannot measure
+/// a high SNR. Even near the
 /// decoding threshold they read 20-40 % above the noise in a room: pooling them with the windows before
 /// whenever the two agreed within their statistical error made the report 2-2.6 dB low there (1 m from
 /// the source in a 0.5 s room, -15 dB full band) on about half the seeds, and right on the others.

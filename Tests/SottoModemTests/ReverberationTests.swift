@@ -101,12 +101,24 @@ import Testing
         return (token, frames)
     }
 
-    /// A third of a sample either way (about 800 ppm): the frame decodes, at scale 1 (0 ppm reported), the
+    /// 0.3 of a sample either way (about 800 ppm): the frame decodes, at scale 1 (0 ppm reported), the
     /// estimated scale having decoded nothing.
     @Test(arguments: [-0.3, 0.3])
     func aScaleWithinItsUncertaintyOfOneIsTriedAtOne(bias: Double) throws {
         let (token, frames) = try decode(bias: bias)
         #expect(frames.map(\.token) == [token], "\(frames.map(\.token))")
         #expect(frames.map(\.clockOffsetPPM) == [0])
+    }
+
+    /// Unbiased, the estimate decodes and is what is reported (scale 1 is the second hypothesis, not the
+    /// first); biased beyond the uncertainty (0.6 of a sample, about 1 600 ppm), scale 1 is not tried.
+    @Test func theEstimateComesFirstAndScaleOneOnlyWithinItsUncertainty() throws {
+        let (token, frames) = try decode(bias: 0)
+        #expect(frames.map(\.token) == [token], "\(frames.map(\.token))")
+        #expect(frames.allSatisfy { $0.clockOffsetPPM != 0 }, "\(frames.map(\.clockOffsetPPM))")
+        for bias in [-0.6, 0.6] {
+            let (_, biased) = try decode(bias: bias)
+            #expect(biased.allSatisfy { $0.clockOffsetPPM != 0 }, "bias \(bias): \(biased.map(\.clockOffsetPPM))")
+        }
     }
 }
