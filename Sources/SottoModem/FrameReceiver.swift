@@ -20,7 +20,7 @@ public struct DecodedFrame: Sendable, Hashable, Codable {
     public var level: Double
     /// Estimated time-scale offset of the received frame (ppm): positive when it arrives stretched (tones
     /// lower, e.g. a receiver whose sample clock runs fast, or a source moving away). Exactly 0 when the
-    /// estimate, within its uncertainty of 0, decoded nothing and the frame was decoded at scale 1 instead.
+    /// estimate decoded nothing and the frame was decoded at scale 1 instead (`PreambleDetection.nominalStart`).
     public var clockOffsetPPM: Double
     /// Coded bits the error-correcting code had to correct.
     public var correctedBits: Int
@@ -367,8 +367,8 @@ final class FrameReceiver {
         }
         if case .drop = frame.machine.action, decoded == nil, let nominal = frame.nominalStart, !frame.outranked,
            nominal >= suppressUntil {
-            // Nothing decoded at the estimated time scale, which was within its uncertainty of 1: the same
-            // preamble again at scale 1, every length from the first (its samples are still in the history).
+            // Nothing decoded at the estimated time scale: the same preamble again at scale 1, every length
+            // from the first (its samples are still in the history).
             recycle(frame)
             pending[index] = makeCandidate(start: nominal, scale: 1, strength: frame.strength)
         } else if case .drop = frame.machine.action {

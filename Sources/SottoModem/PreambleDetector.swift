@@ -31,8 +31,15 @@ struct PreambleDetection: Sendable, Hashable {
     /// profile's chirps over the same band match less well than the receiver's own.
     var strength: Float = 0
     /// Where the frame starts (baseband samples, fractional) if it is not stretched at all, when the
-    /// estimated time scale is within its uncertainty of 1 (`PreambleDetector.lagUncertainty`) but not 1:
-    /// the receiver's second hypothesis, tried only when the estimated scale decodes nothing. Nil otherwise.
+    /// estimated time scale is not exactly 1: the receiver's second hypothesis, tried only when the
+    /// estimated scale decodes nothing. The scale moves 1 / (basebandRate x |T - 2 f_mid / k|) per baseband
+    /// sample of delay between the chirps (T the chirp time, f_mid its middle frequency, k its rate in
+    /// Hz/s): 330 ppm for the default profile, 2 660 for the audible one's low band. In a room whose direct
+    /// sound is weak that delay can be several samples off: through the measured close living room the
+    /// audible profile's detections reported +300 to +700 ppm with no offset applied, and in a synthetic
+    /// room 10 dB under its reverberation (RT60 0.3 s) 7 of 9 failing default frames reported -2 700 to
+    /// -7 300 ppm. Scale 1 is what most frames have (sample clocks within a few hundred ppm, no motion).
+    /// Nil when the estimate is exactly 1.
     var nominalStart: Double?
 }
 
@@ -70,7 +77,7 @@ final class PreambleDetector {
     /// chirps are too short for that, which then correlates both chirps everywhere.
     private let downChirpAfterPeaksOnly: Bool
     /// Added to the measured delay of the down-chirp (baseband samples): tests reproduce with it the biased
-    /// delay a reverberant room gave (see `lagUncertainty`). 0 otherwise.
+    /// delay a reverberant room gave (see `PreambleDetection.nominalStart`). 0 otherwise.
     var delayBiasForTesting = 0.0
     /// Correlation positions computed so far, and scanned for up-chirp peaks.
     private(set) var positionCount = 0
@@ -258,7 +265,7 @@ final class PreambleDetector {
         // The down-chirp's delay relative to the up-chirp's, from the whole correlation profiles
         // rather than their two maxima: in a reverberant room the strongest peak of each may be a
         // different arrival, and every sample between them is 330 ppm of time scale (default profile;
-        // 2 660 for audible: see `lagUncertainty`).
+        // 2 660 for audible: see `PreambleDetection.nominalStart`).
         let td = tu + Double(chirpLength) + profileLag(upPosition: up.position) + delayBiasForTesting
         // A frame stretched by s = 1 + e (every frequency divided by s, every duration multiplied)
         // moves the up-chirp peak by e (f_mid / k + T/2) and the down-chirp peak by
@@ -271,20 +278,11 @@ final class PreambleDetector {
         let stretch = spread / (chirpTime - 2 * middle / rate)
         let start = (tu + td - Double(chirpLength)) / 2 - stretch * Double(chirpLength)
         guard abs(stretch) < Self.maxOffsetPPM * 1e-6 else { return nil }
-        let uncertainty = Self.lagUncertainty / basebandRate / abs(chirpTime - 2 * middle / rate)
-        let nominal = stretch != 0 && abs(stretch) <= uncertainty ? (tu + td - Double(chirpLength)) / 2 : nil
+        // The second hypothesis, scale 1 (`PreambleDetection.nominalStart`): the start is then the mean of
+        // the two chirps' places, which the measured delay no longer moves apart.
+        let nominal = stretch != 0 ? (tu + td - Double(chirpLength)) / 2 : nil
         return PreambleDetection(start: start, scale: 1 + stretch, strength: up.value + best.value, nominalStart: nominal)
     }
-
-    /// Delay between the chirps (baseband samples) within which a time scale is not told from 1: a scale
-    /// whose offset from 1 is no more than this much delay makes, and which decodes nothing, is tried
-    /// again at 1 (`PreambleDetection.nominalStart`). Chosen, not measured: half a sample. The scale moves
-    /// 1 / (basebandRate x |T - 2 f_mid / k|) per sample of delay (T the chirp time, f_mid its middle
-    /// frequency, k its rate in Hz/s): about 2 660 ppm for the audible profile's low band, 330 for the
-    /// default profile's. Through the measured close living room the audible
-    /// profile's detections reported +300 to +700 ppm with no offset applied, and those frames failed;
-    /// with this retry 97.5 % decode there instead of 60 % (see the design article).
-    static let lagUncertainty = 0.5
 
     /// Delay of the down-chirp correlation profile relative to the up-chirp one (baseband samples, beyond
     /// the chirp length), by cross-correlating the two around the up-chirp peak: the lag at which the
