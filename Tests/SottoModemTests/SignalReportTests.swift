@@ -24,15 +24,20 @@ import Testing
         let delay = rt60 == nil ? 0 : Int((distance / 343 * rate).rounded())
         let first = lead + delay + Int(2 * profile.chirpDuration * rate)
         let last = lead + delay + Int((profile.airtime(payloadBytes: 8) - profile.fadeDuration) * rate)
-        let signal = received[first..<last].reduce(0.0) { $0 + Double($1) * Double($1) } / Double(last - first)
         let noisePower = Channel.activePower(input, sampleRate: rate) / pow(10, fullBandSNR / 10)
-        let bandwidth = profile.highFrequency - profile.lowFrequency
-        let truth = 10 * log10(signal / (noisePower * bandwidth / (rate / 2)))
+        let truth = inBandSNR(received[first..<last], noisePower: noisePower, profile: profile, rate: rate)
         var noise = SeededRandom(seed: seed &+ 1_000)
         let sigma = Float(noisePower.squareRoot())
         for i in received.indices { received[i] += sigma * noise.sample() }
         let frames = try StreamingDecoder.decode(received, sampleRate: rate, profiles: [profile])
         return (truth, frames.first { $0.token == token }?.snr)
+    }
+
+    /// The true in-band SNR (dB) of `signal` (the frame's data symbols as received) in white noise of
+    /// `noisePower` over 0...fs/2.
+    static func inBandSNR(_ signal: ArraySlice<Float>, noisePower: Double, profile: Profile, rate: Double) -> Double {
+        let power = signal.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(signal.count)
+        return 10 * log10(power / (noisePower * (profile.highFrequency - profile.lowFrequency) / (rate / 2)))
     }
 
     /// A dry channel from the decoding threshold (-15 dB full band, -3.7 dB in band) to +40 dB full band.
@@ -81,7 +86,6 @@ import Testing
             input += try modulator.modulate(token) + gap
         }
         let noisePower = Channel.activePower(input, sampleRate: rate) / pow(10, fullBandSNR / 10)
-        let bandwidth = profile.highFrequency - profile.lowFrequency
         var received = input
         var noise = SeededRandom(seed: 10)
         let sigma = Float(noisePower.squareRoot())
@@ -90,8 +94,7 @@ import Testing
         for (token, start) in zip(tokens, starts) {
             let first = start + Int(2 * profile.chirpDuration * rate)
             let last = start + Int((profile.airtime(payloadBytes: 8) - profile.fadeDuration) * rate)
-            let signal = input[first..<last].reduce(0.0) { $0 + Double($1) * Double($1) } / Double(last - first)
-            let truth = 10 * log10(signal / (noisePower * bandwidth / (rate / 2)))
+            let truth = Self.inBandSNR(input[first..<last], noisePower: noisePower, profile: profile, rate: rate)
             let value = try #require(frames.first { $0.token == token }?.snr, "frame at \(start) not decoded")
             #expect(abs(value - truth) <= 2, "frame at \(start): reported \(value) dB, truth \(truth) dB")
         }
