@@ -27,7 +27,12 @@ public struct FixtureGenerator {
     }
 
     /// A token of `bytes` random bytes.
-    mutating func token(_ bytes: Int) -> [UInt8] { (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) } }
+    mutating func token(_ bytes: Int) -> [UInt8] { Self.token(bytes, using: &random) }
+
+    /// A token of `bytes` random bytes from `rng`.
+    static func token(_ bytes: Int, using rng: inout SeededRandom) -> [UInt8] {
+        (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &rng) }
+    }
 
     /// Frames placed one after the other with gaps, at `rate`.
     func frames(_ tokens: [[UInt8]], profile: Profile, rate: Double, gap: Double = 0.25, level: Double = Modulator.defaultLevel) throws -> (samples: [Float], power: Double) {
@@ -154,7 +159,7 @@ public struct FixtureGenerator {
         var extraRandom = SeededRandom(seed: 2027)
         for (rir, profile) in RealRoomProfiles.extra {
             guard let index = rirs.firstIndex(of: rir) else { continue }
-            let tokens = (0..<2).map { _ in (0..<8).map { _ in UInt8.random(in: 0...255, using: &extraRandom) } }
+            let tokens = (0..<2).map { _ in Self.token(8, using: &extraRandom) }
             try addRealRoom(rir, profile: profile, tokens: tokens, noise: noises[index % noises.count])
         }
     }
