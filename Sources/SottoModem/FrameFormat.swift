@@ -188,24 +188,33 @@ public enum FrameFormat {
         for i in 0..<headerBits { decodedHeader = decodedHeader << 1 | (workspace.message[i] & 1) }
         let headerDistance = (decodedHeader ^ expectedHeader).nonzeroBitCount
         guard headerDistance <= Self.listHeaderDistance else { return (nil, headerDistance) }
-        // The list's candidates, best first: the first whose header and CRC check is the frame.
+        // The list's candidates, best first: the first whose header and CRC check is the frame. Its first
+        // candidate is the plain path just decoded, so that one is checked here: a frame that decodes on its
+        // plain path (most do) skips the list's second trellis pass.
         let initial = crcInitial(profile: profile)
         var decoded: Decoded?
         workspace.coded.withUnsafeBufferPointer { codedBuffer in
             let coded = UnsafeBufferPointer(rebasing: codedBuffer[0..<codedCount])
             workspace.recoded.withUnsafeMutableBufferPointer { recoded in
                 workspace.messageBytes.withUnsafeMutableBufferPointer { bytes in
-                    _ = workspace.list.decode(llrs: coded, messageBits: messageBits, listSize: listSize) { bits, _ in
-                        // Header, payload and CRC bytes.
+                    /// The frame carried by `bits` (header, payload and CRC), or nil unless header and CRC check.
+                    func frame(_ bits: UnsafeBufferPointer<UInt8>) -> Decoded? {
                         Bits.pack(bits, into: bytes)
-                        guard bytes[0] == expectedHeader else { return false }
+                        guard bytes[0] == expectedHeader else { return nil }
                         let crc = UInt16(bytes[1 + payloadBytes]) << 8 | UInt16(bytes[2 + payloadBytes])
-                        guard CRC16.checksum(bytes[0...payloadBytes], initial: initial) == crc else { return false }
+                        guard CRC16.checksum(bytes[0...payloadBytes], initial: initial) == crc else { return nil }
                         code.encode(bits, into: recoded)
                         var corrected = 0
                         for i in 0..<codedCount where (coded[i] < 0 ? 1 : 0) != recoded[i] && coded[i] != 0 { corrected += 1 }
-                        decoded = Decoded(payload: Array(bytes[1...payloadBytes]), correctedBits: corrected)
-                        return true
+                        return Decoded(payload: Array(bytes[1...payloadBytes]), correctedBits: corrected)
+                    }
+                    if headerDistance == 0 {
+                        decoded = workspace.message.withUnsafeBufferPointer { frame(UnsafeBufferPointer(rebasing: $0[0..<messageBits])) }
+                        if decoded != nil { return }
+                    }
+                    _ = workspace.list.decode(llrs: coded, messageBits: messageBits, listSize: listSize) { bits, _ in
+                        decoded = frame(bits)
+                        return decoded != nil
                     }
                 }
             }
