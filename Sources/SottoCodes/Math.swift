@@ -8,6 +8,8 @@ import Darwin
 import ucrt
 #endif
 
-// The C library's single-precision exp and log; SottoCodes has no package dependencies.
+// The C library's exp and log; SottoCodes has no package dependencies.
 @usableFromInline @inline(__always) func cExp(_ x: Float) -> Float { expf(x) }
 @usableFromInline @inline(__always) func cLog(_ x: Float) -> Float { logf(x) }
+@usableFromInline @inline(__always) func cExp(_ x: Double) -> Double { exp(x) }
+@usableFromInline @inline(__always) func cLog(_ x: Double) -> Double { log(x) }

@@ -31,7 +31,76 @@ public enum SymbolDemapper {
         let m = 1 << bitsPerSymbol
         precondition(symbolLogLikelihoods.count == m, "need 2^bitsPerSymbol log-likelihoods")
         precondition(offset >= 0 && offset + bitsPerSymbol <= output.count, "output range out of bounds")
+        if bitsPerSymbol == 4 {
+            output.withUnsafeMutableBufferPointer { bitLLRs16(symbolLogLikelihoods.baseAddress!, into: $0.baseAddress! + offset) }
+            return
+        }
+        bitLLRsAnySize(symbolLogLikelihoods: symbolLogLikelihoods, bitsPerSymbol: bitsPerSymbol, into: &output, at: offset)
+    }
 
+    /// Below this, a per-bit sum of exp(v − top) in Double may have lost its precision to underflow (about
+    /// 690 nats below the top, where Float's sums give out at about 69).
+    static let underflowGuardDouble = 1e-300
+
+    /// The 16-ary case (4 bits, the frame's symbols) of ``bitLLRs(symbolLogLikelihoods:bitsPerSymbol:into:at:)``:
+    /// the same sums, in Double and in straight-line code on stack buffers, so that one exp per symbol value
+    /// and one log per side serve every bit of a symbol whose bits are up to about 690 nats apart. In Float,
+    /// the bits of a clean symbol (tens to hundreds of nats) took the weak side's second pass, about 40 exps
+    /// and logs a symbol: a third of a frame's decoding. Within float round-off of the general loop's values.
+    @inline(__always)
+    static func bitLLRs16(_ input: UnsafePointer<Float>, into out: UnsafeMutablePointer<Float>) {
+        withUnsafeTemporaryAllocation(of: Double.self, capacity: 16) { buffer in
+            let weights = buffer.baseAddress!
+            // Clean values: NaN → −∞ (impossible), +∞ → largest finite.
+            @inline(__always) func clean(_ v: Float) -> Float { v.isNaN ? -.infinity : min(v, .greatestFiniteMagnitude) }
+            var top: Float = -.infinity
+            for s in 0..<16 { top = max(top, clean(input[s])) }
+            guard top > -.infinity else {
+                for b in 0..<4 { out[b] = 0 }
+                return
+            }
+            let topDouble = Double(top)
+            for s in 0..<16 { weights[s] = cExp(Double(clean(input[s])) - topDouble) }
+            for b in 0..<4 {
+                // Bit b (most significant first) of symbol s is (s >> shift) & 1: runs of `run` symbols
+                // alternate between 0 and 1.
+                let shift = 3 - b, run = 1 << shift
+                var sum0 = 0.0, sum1 = 0.0
+                var start = 0
+                while start < 16 {
+                    for s in start..<(start + run) { sum0 += weights[s] }
+                    for s in (start + run)..<(start + 2 * run) { sum1 += weights[s] }
+                    start += 2 * run
+                }
+                var llr: Float
+                if sum0 >= underflowGuardDouble && sum1 >= underflowGuardDouble {
+                    llr = Float(cLog(sum0) - cLog(sum1))
+                } else {
+                    // One side is more than ~690 nats below the top: it counts only by its own maximum's
+                    // distance, beyond the decoders' limit anyway, taken exactly as the general loop does.
+                    let weakBit = sum0 < sum1 ? 0 : 1
+                    var weakTop: Float = -.infinity
+                    for s in 0..<16 where (s >> shift) & 1 == weakBit { weakTop = max(weakTop, clean(input[s])) }
+                    if weakTop == -.infinity {
+                        llr = LLR.limit
+                    } else {
+                        var weakSum: Float = 0
+                        for s in 0..<16 where (s >> shift) & 1 == weakBit { weakSum += cExp(clean(input[s]) - weakTop) }
+                        let strongSum = Float(weakBit == 0 ? sum1 : sum0)
+                        llr = cLog(strongSum) + (top - weakTop) - cLog(weakSum)
+                    }
+                    if weakBit == 0 { llr = -llr }
+                }
+                out[b] = LLR.sanitized(llr)
+            }
+        }
+    }
+
+    /// ``bitLLRs(symbolLogLikelihoods:bitsPerSymbol:into:at:)`` for any number of bits, one symbol value at a
+    /// time.
+    static func bitLLRsAnySize(symbolLogLikelihoods: UnsafeBufferPointer<Float>, bitsPerSymbol: Int,
+                               into output: inout [Float], at offset: Int) {
+        let m = 1 << bitsPerSymbol
         // Clean values: NaN → −∞ (impossible), +∞ → largest finite.
         @inline(__always) func clean(_ v: Float) -> Float {
             v.isNaN ? -.infinity : min(v, .greatestFiniteMagnitude)
