@@ -53,4 +53,38 @@ struct DecodeWorkspace {
         noiseProbe = []
         noiseProbe.reserveCapacity(profile.toneCount * SignalReport.noiseProbeWindows)
     }
+
+    /// The tone metric's buffers, as pointers valid during one call of `withToneMetricScratch`.
+    struct ToneMetricScratch {
+        let likelihoods: UnsafeMutablePointer<Float>
+        let used: UnsafeMutablePointer<Float>
+        let variance: UnsafeMutablePointer<Float>
+        let strongest: UnsafeMutablePointer<Int>
+        let toneSignal: UnsafeMutablePointer<Double>
+        let toneUses: UnsafeMutablePointer<Double>
+        let toneAmplitude: UnsafeMutablePointer<Float>
+    }
+
+    /// Calls `body` with the tone metric's buffers.
+    mutating func withToneMetricScratch<Result>(_ body: (ToneMetricScratch) -> Result) -> Result {
+        likelihoods.withUnsafeMutableBufferPointer { likelihoods in
+            used.withUnsafeMutableBufferPointer { used in
+                variance.withUnsafeMutableBufferPointer { variance in
+                    strongest.withUnsafeMutableBufferPointer { strongest in
+                        toneSignal.withUnsafeMutableBufferPointer { toneSignal in
+                            toneUses.withUnsafeMutableBufferPointer { toneUses in
+                                toneAmplitude.withUnsafeMutableBufferPointer { toneAmplitude in
+                                    body(ToneMetricScratch(
+                                        likelihoods: likelihoods.baseAddress!, used: used.baseAddress!,
+                                        variance: variance.baseAddress!, strongest: strongest.baseAddress!,
+                                        toneSignal: toneSignal.baseAddress!, toneUses: toneUses.baseAddress!,
+                                        toneAmplitude: toneAmplitude.baseAddress!))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
