@@ -30,14 +30,19 @@ final class BasebandHistory {
         imaginary.deallocate()
     }
 
-    /// Appends a run of samples.
+    /// Appends a run of samples: copied in at most two contiguous pieces per buffer (the ring wraps once at
+    /// most per piece; a run longer than the ring keeps its last `capacity` samples).
     func append(real re: UnsafeBufferPointer<Float>, imaginary im: UnsafeBufferPointer<Float>) {
-        let real = real, imaginary = imaginary, mask = mask, base = count
-        for i in 0..<re.count {
-            real[(base + i) & mask] = re[i]
-            imaginary[(base + i) & mask] = im[i]
+        let total = re.count
+        var done = max(0, total - capacity)
+        while done < total {
+            let slot = (count + done) & mask
+            let run = min(total - done, capacity - slot)
+            (real.baseAddress! + slot).update(from: re.baseAddress! + done, count: run)
+            (imaginary.baseAddress! + slot).update(from: im.baseAddress! + done, count: run)
+            done += run
         }
-        count = base + re.count
+        count += total
     }
 
     /// True when position `position` is still held once `now` samples have been written (positions

@@ -291,24 +291,33 @@ final class PreambleDetector {
     private func profileLag(upPosition: Int) -> Double {
         let floor = 2 * singleThreshold / DetectionThreshold.single
         let rhoUp = rhoUp, rhoDown = rhoDown, mask = mask, span = profileSpan, chirpLength = chirpLength
-        func match(_ lag: Int) -> Float {
-            var c: Float = 0
-            for n in (upPosition - span)...(upPosition + span) {
-                let a = rhoUp[n & mask] - floor
-                guard a > 0 else { continue }
-                c += a * max(0, rhoDown[(n + chirpLength + lag) & mask] - floor)
+        let width = 2 * span + 1, reach = maxPeakShift + 1
+        // The two profiles above the floor, copied out of their rings once: the up-chirp's around its peak
+        // (`width` positions) and the down-chirp's where every lag tried (up to one beyond the largest shift,
+        // for the parabola) reads it. A position under the floor adds a zero (exactly what skipping it did:
+        // the sums only grow from 0 by products of non-negative values).
+        return withUnsafeTemporaryAllocation(of: Float.self, capacity: 2 * width + 2 * reach) { buffer in
+            let up = buffer.baseAddress!, down = up + width
+            for i in 0..<width { up[i] = max(0, rhoUp[(upPosition - span + i) & mask] - floor) }
+            for i in 0..<(width + 2 * reach) {
+                down[i] = max(0, rhoDown[(upPosition - span + chirpLength - reach + i) & mask] - floor)
             }
-            return c
+            func match(_ lag: Int) -> Float {
+                let shifted = down + (lag + reach)
+                var c: Float = 0
+                for i in 0..<width { c += up[i] * shifted[i] }
+                return c
+            }
+            var bestLag = 0, bestMatch: Float = -1
+            for lag in -maxPeakShift...maxPeakShift {
+                let c = match(lag)
+                if c > bestMatch { bestMatch = c; bestLag = lag }
+            }
+            let a = Double(match(bestLag - 1)), b = Double(bestMatch), c = Double(match(bestLag + 1))
+            let denominator = a - 2 * b + c
+            let offset = denominator < 0 ? max(-0.5, min(0.5, 0.5 * (a - c) / denominator)) : 0
+            return Double(bestLag) + offset
         }
-        var bestLag = 0, bestMatch: Float = -1
-        for lag in -maxPeakShift...maxPeakShift {
-            let c = match(lag)
-            if c > bestMatch { bestMatch = c; bestLag = lag }
-        }
-        let a = Double(match(bestLag - 1)), b = Double(bestMatch), c = Double(match(bestLag + 1))
-        let denominator = a - 2 * b + c
-        let offset = denominator < 0 ? max(-0.5, min(0.5, 0.5 * (a - c) / denominator)) : 0
-        return Double(bestLag) + offset
     }
 
     /// Sub-sample offset of a correlation peak, in -0.5...0.5: a parabola through the logarithms of it and

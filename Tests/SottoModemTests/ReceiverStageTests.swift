@@ -1,5 +1,6 @@
 import Foundation
 import SottoChannel
+import SottoCodes
 import SottoDSP
 import Testing
 @testable import SottoModem
@@ -85,6 +86,24 @@ import Testing
         #expect(abs(history.meanPower(from: 2500, length: 100) - 5) < 1e-9)
         // Held: the last capacity - 1 positions (one to spare).
         #expect(history.holds(954, at: 3000) && !history.holds(953, at: 3000))
+    }
+
+    /// Runs of any length, a run longer than the ring included, land where a sample-by-sample copy puts them.
+    @Test func historyHoldsTheLastSamplesWhateverTheRuns() {
+        let history = BasebandHistory(minimumCapacity: 1024)
+        var rng = SplitMix64(seed: 7)
+        var written = 0
+        for run in [0, 1, 700, 1023, 1024, 1025, 3000, 5, 2048, 17] {
+            let re = (0..<run).map { _ in Float(rng.nextUnitFloat()) }, im = re.map { -$0 }
+            re.withUnsafeBufferPointer { r in im.withUnsafeBufferPointer { i in history.append(real: r, imaginary: i) } }
+            written += run
+            #expect(history.count == written)
+            // The last min(run, capacity) samples of this run sit at their positions' slots.
+            for k in max(0, run - history.capacity)..<run {
+                let slot = (written - run + k) & history.mask
+                #expect(history.real[slot] == re[k] && history.imaginary[slot] == im[k], "run \(run), sample \(k)")
+            }
+        }
     }
 
     // MARK: Symbol metric
