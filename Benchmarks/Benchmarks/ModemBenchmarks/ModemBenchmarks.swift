@@ -45,7 +45,11 @@ let fixtures: [[Float]] = {
 
 /// Streams `signal` through a decoder in 4096-sample chunks, as a file reader or a device would.
 func stream(_ signal: [Float], profiles: [Profile]) -> Int {
-    let decoder = try! StreamingDecoder(sampleRate: 48_000, profiles: profiles)
+    stream(signal, through: try! StreamingDecoder(sampleRate: 48_000, profiles: profiles))
+}
+
+/// Streams `signal` through `decoder` in 4096-sample chunks.
+func stream(_ signal: [Float], through decoder: StreamingDecoder) -> Int {
     var frames = 0
     signal.withUnsafeBufferPointer { all in
         var offset = 0
@@ -91,6 +95,22 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("Decoder, all four profiles, 10 s of 48 kHz audio",
               configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances)) { benchmark in
         blackHole(stream(tenSeconds, profiles: Profile.all))
+    }
+
+    // A listener's cost: the same ten seconds through a decoder that is already running (made, and fed the
+    // ten seconds once, outside the measurement), where the benchmarks above make a decoder for every ten
+    // seconds (its filters, correlators and FFT plans) as `sotto decode` does once per file.
+    for (name, signal) in [("noise, no frames", tenSecondsOfNoise), ("audio", tenSeconds)] {
+        for (profilesName, profiles) in [("default profile", [Profile.standard]), ("all four profiles", Profile.all)] {
+            Benchmark("Running decoder, \(profilesName), 10 s of 48 kHz \(name)",
+                      configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances)) { benchmark in
+                let decoder = try! StreamingDecoder(sampleRate: 48_000, profiles: profiles)
+                blackHole(stream(signal, through: decoder))
+                benchmark.startMeasurement()
+                blackHole(stream(signal, through: decoder))
+                benchmark.stopMeasurement()
+            }
+        }
     }
 
     Benchmark("Decoder, every 48 kHz fixture, all profiles",
