@@ -67,43 +67,52 @@ let benchmarks: @Sendable () -> Void = {
     // What `scripts/check-benchmarks` lets the p90 of each metric move from the committed thresholds
     // (Benchmarks/Thresholds/: wall clock, allocations and resident memory; CPU time is left out, the
     // benchmark reads it in 10 ms steps) before it calls it a regression: wall clock by a third (a shared
-    // 2-core machine varies that much between runs), allocations by 2 %, memory by a fifth.
-    let memoryTolerances: [BenchmarkMetric: BenchmarkThresholds] = [
-        .mallocCountTotal: BenchmarkThresholds(relative: [.p90: 2]),
-        .peakMemoryResident: BenchmarkThresholds(relative: [.p90: 20]),
-    ]
-    let timeTolerance = BenchmarkThresholds(relative: [.p90: 33])
-    let tolerances = memoryTolerances.merging([.wallClock: timeTolerance, .cpuTotal: timeTolerance, .throughput: timeTolerance]) { $1 }
+    // 2-core machine varies that much between runs), memory by a fifth, allocations by 2 % or by 5, whichever
+    // is more (`typicalMallocs`, about what the benchmark makes): the harness itself makes a few more or fewer
+    // from run to run (35 or 37 for the encoder, 16 to 20 for a running decoder on noise).
+    func tolerances(typicalMallocs: Int) -> [BenchmarkMetric: BenchmarkThresholds] {
+        let timeTolerance = BenchmarkThresholds(relative: [.p90: 33])
+        return [
+            .mallocCountTotal: BenchmarkThresholds(relative: [.p90: max(2, 100 * 5 / Double(typicalMallocs))]),
+            .peakMemoryResident: BenchmarkThresholds(relative: [.p90: 20]),
+            .wallClock: timeTolerance, .cpuTotal: timeTolerance, .throughput: timeTolerance,
+        ]
+    }
+    func memoryTolerances(typicalMallocs: Int) -> [BenchmarkMetric: BenchmarkThresholds] {
+        tolerances(typicalMallocs: typicalMallocs).filter { $0.key == .mallocCountTotal || $0.key == .peakMemoryResident }
+    }
 
     // One iteration = 10 s of audio: throughput x 10 is seconds of audio per second.
     Benchmark("Decoder, default profile, 10 s of 48 kHz noise, no frames",
-              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances)) { benchmark in
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances(typicalMallocs: 335))) { benchmark in
         blackHole(stream(tenSecondsOfNoise, profiles: [.standard]))
     }
 
     // The noise-only figure with every profile listening (one FFT per block for all bands).
     Benchmark("Decoder, all four profiles, 10 s of 48 kHz noise, no frames",
-              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances)) { benchmark in
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances(typicalMallocs: 930))) { benchmark in
         blackHole(stream(tenSecondsOfNoise, profiles: Profile.all))
     }
 
     Benchmark("Decoder, default profile, 10 s of 48 kHz audio",
-              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances)) { benchmark in
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances(typicalMallocs: 415))) { benchmark in
         blackHole(stream(tenSeconds, profiles: [.standard]))
     }
 
     Benchmark("Decoder, all four profiles, 10 s of 48 kHz audio",
-              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances)) { benchmark in
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances(typicalMallocs: 1_025))) { benchmark in
         blackHole(stream(tenSeconds, profiles: Profile.all))
     }
 
     // A listener's cost: the same ten seconds through a decoder that is already running (made, and fed the
     // ten seconds once, outside the measurement), where the benchmarks above make a decoder for every ten
     // seconds (its filters, correlators and FFT plans) as `sotto decode` does once per file.
-    for (name, signal) in [("noise, no frames", tenSecondsOfNoise), ("audio", tenSeconds)] {
+    for (name, signal, framed) in [("noise, no frames", tenSecondsOfNoise, false), ("audio", tenSeconds, true)] {
         for (profilesName, profiles) in [("default profile", [Profile.standard]), ("all four profiles", Profile.all)] {
+            let typicalMallocs = !framed ? 18 : profiles.count == 1 ? 27 : 70
             Benchmark("Running decoder, \(profilesName), 10 s of 48 kHz \(name)",
-                      configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances)) { benchmark in
+                      configuration: .init(metrics: metrics, maxDuration: .seconds(5),
+                                           thresholds: tolerances(typicalMallocs: typicalMallocs))) { benchmark in
                 let decoder = try! StreamingDecoder(sampleRate: 48_000, profiles: profiles)
                 blackHole(stream(signal, through: decoder))
                 benchmark.startMeasurement()
@@ -114,12 +123,12 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark("Decoder, every 48 kHz fixture, all profiles",
-              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances)) { benchmark in
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances(typicalMallocs: 27_000))) { benchmark in
         for fixture in fixtures { blackHole(stream(fixture, profiles: Profile.all)) }
     }
 
     Benchmark("Encoder, 8-byte token, default profile, 48 kHz",
-              configuration: .init(metrics: metrics, maxDuration: .seconds(3), thresholds: tolerances)) { benchmark in
+              configuration: .init(metrics: metrics, maxDuration: .seconds(3), thresholds: tolerances(typicalMallocs: 35))) { benchmark in
         let modulator = try! Modulator()
         for i in benchmark.scaledIterations { blackHole(try! modulator.modulate([UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 8))) }
     }
@@ -127,7 +136,7 @@ let benchmarks: @Sendable () -> Void = {
     // Memory must not grow with the length of the stream: compare peak resident memory of 1 and 10 minutes.
     for minutes in [1, 10] {
         Benchmark("Decoder memory, \(minutes) min of noise, default profile",
-                  configuration: .init(metrics: [.peakMemoryResident, .mallocCountTotal], maxIterations: 1, thresholds: memoryTolerances)) { benchmark in
+                  configuration: .init(metrics: [.peakMemoryResident, .mallocCountTotal], maxIterations: 1, thresholds: memoryTolerances(typicalMallocs: 450 * minutes))) { benchmark in
             let decoder = try! StreamingDecoder(sampleRate: 48_000)
             var frames = 0
             for _ in 0..<(minutes * 6) {
