@@ -33,6 +33,7 @@ final class BasebandHistory {
     /// Appends a run of samples: copied in at most two contiguous pieces per buffer (the ring wraps once at
     /// most per piece; a run longer than the ring keeps its last `capacity` samples).
     func append(real re: UnsafeBufferPointer<Float>, imaginary im: UnsafeBufferPointer<Float>) {
+        precondition(im.count == re.count, "baseband history: \(re.count) real and \(im.count) imaginary samples")
         let total = re.count
         var done = max(0, total - capacity)
         while done < total {

@@ -77,7 +77,10 @@ enum SymbolMetric {
     ///   left one symbol after it was sent: about 0 when dry).
     static func likelihoods(energies: ArraySlice<Float>, symbols: Int, profile: Profile, workspace: inout DecodeWorkspace)
         -> (signal: Double, noise: Double, tail: Double) {
-        energies.withUnsafeBufferPointer { energies in
+        // The pointer loops below trust these (the arrays they replaced checked every index).
+        precondition(symbols > 0 && 16 * symbols <= workspace.likelihoods.count && profile.toneCount <= workspace.toneSignal.count
+                     && energies.count >= profile.toneCount * symbols, "tone metric: \(symbols) symbols beyond the workspace")
+        return energies.withUnsafeBufferPointer { energies in
             workspace.withToneMetricScratch { scratch in
                 likelihoods(energies: energies.baseAddress!, symbols: symbols, profile: profile, scratch: scratch)
             }
