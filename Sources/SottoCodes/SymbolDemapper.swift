@@ -81,8 +81,8 @@ public enum SymbolDemapper {
                 if sum0 >= underflowGuardDouble && sum1 >= underflowGuardDouble {
                     llr = Float(cLog(sum0) - cLog(sum1))
                 } else {
-                    // One side is more than ~690 nats below the top: it counts only by its own maximum's
-                    // distance, beyond the decoders' limit anyway, taken exactly as the general loop does.
+                    // One side is more than ~690 nats below the top: its sum is taken relative to its own
+                    // maximum, as the general loop does.
                     let weakBit = sum0 < sum1 ? 0 : 1
                     var weakTop: Float = -.infinity
                     for s in 0..<16 where (s >> shift) & 1 == weakBit { weakTop = max(weakTop, clean(input[s])) }

@@ -23,7 +23,7 @@ enum SymbolMetric {
         max(1, (1 - windowSkip) * symbolSamples - 0.5)
     }
 
-    /// Appends the energy of every tone (`offsets.count` values) over the window of `length` baseband
+    /// Appends the energy of every tone (`steps.count` values) over the window of `length` baseband
     /// samples from position `start`, both fractional: each sample stands for the interval of one
     /// sample period around it and is weighed by how much of that interval the window covers.
     ///
