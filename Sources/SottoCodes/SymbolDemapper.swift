@@ -31,8 +31,8 @@ public enum SymbolDemapper {
         let m = 1 << bitsPerSymbol
         precondition(symbolLogLikelihoods.count == m, "need 2^bitsPerSymbol log-likelihoods")
         precondition(offset >= 0 && offset + bitsPerSymbol <= output.count, "output range out of bounds")
-        if bitsPerSymbol == 4 {
-            output.withUnsafeMutableBufferPointer { bitLLRs16(symbolLogLikelihoods.baseAddress!, into: $0.baseAddress! + offset) }
+        if bitsPerSymbol == 4,
+           output.withUnsafeMutableBufferPointer({ bitLLRs16(symbolLogLikelihoods.baseAddress!, into: $0.baseAddress! + offset) }) {
             return
         }
         bitLLRsAnySize(symbolLogLikelihoods: symbolLogLikelihoods, bitsPerSymbol: bitsPerSymbol, into: &output, at: offset)
@@ -47,18 +47,17 @@ public enum SymbolDemapper {
     /// and one log per side serve every bit of a symbol whose bits are up to about 690 nats apart. In Float,
     /// the bits of a clean symbol (tens to hundreds of nats) took the weak side's second pass, about 40 exps
     /// and logs a symbol: a third of a frame's decoding. Within float round-off of the general loop's values.
+    /// - Returns: false, having written nothing, when a side's sum underflows even in Double or no value is
+    ///   possible: the general loop handles those.
     @inline(__always)
-    static func bitLLRs16(_ input: UnsafePointer<Float>, into out: UnsafeMutablePointer<Float>) {
+    static func bitLLRs16(_ input: UnsafePointer<Float>, into out: UnsafeMutablePointer<Float>) -> Bool {
         withUnsafeTemporaryAllocation(of: Double.self, capacity: 24) { buffer in
             let weights = buffer.baseAddress!
             // Clean values: NaN → −∞ (impossible), +∞ → largest finite.
             @inline(__always) func clean(_ v: Float) -> Float { v.isNaN ? -.infinity : min(v, .greatestFiniteMagnitude) }
             var top: Float = -.infinity
             for s in 0..<16 { top = max(top, clean(input[s])) }
-            guard top > -.infinity else {
-                for b in 0..<4 { out[b] = 0 }
-                return
-            }
+            guard top > -.infinity else { return false }
             let topDouble = Double(top)
             for s in 0..<16 { weights[s] = cExp(Double(clean(input[s])) - topDouble) }
             // Each bit's two sums from shared partial sums (bit b, most significant first, of symbol s is
@@ -68,36 +67,12 @@ public enum SymbolDemapper {
             let quads = (pairs[0] + pairs[1], pairs[2] + pairs[3], pairs[4] + pairs[5], pairs[6] + pairs[7])
             var evens = 0.0, odds = 0.0
             for i in 0..<8 { evens += weights[2 * i]; odds += weights[2 * i + 1] }
-            for b in 0..<4 {
-                let shift = 3 - b
-                let (sum0, sum1): (Double, Double)
-                switch b {
-                case 0: (sum0, sum1) = (quads.0 + quads.1, quads.2 + quads.3)
-                case 1: (sum0, sum1) = (quads.0 + quads.2, quads.1 + quads.3)
-                case 2: (sum0, sum1) = ((pairs[0] + pairs[2]) + (pairs[4] + pairs[6]), (pairs[1] + pairs[3]) + (pairs[5] + pairs[7]))
-                default: (sum0, sum1) = (evens, odds)
-                }
-                var llr: Float
-                if sum0 >= underflowGuardDouble && sum1 >= underflowGuardDouble {
-                    llr = Float(cLog(sum0) - cLog(sum1))
-                } else {
-                    // One side is more than ~690 nats below the top: its sum is taken relative to its own
-                    // maximum, as the general loop does.
-                    let weakBit = sum0 < sum1 ? 0 : 1
-                    var weakTop: Float = -.infinity
-                    for s in 0..<16 where (s >> shift) & 1 == weakBit { weakTop = max(weakTop, clean(input[s])) }
-                    if weakTop == -.infinity {
-                        llr = LLR.limit
-                    } else {
-                        var weakSum: Float = 0
-                        for s in 0..<16 where (s >> shift) & 1 == weakBit { weakSum += cExp(clean(input[s]) - weakTop) }
-                        let strongSum = Float(weakBit == 0 ? sum1 : sum0)
-                        llr = cLog(strongSum) + (top - weakTop) - cLog(weakSum)
-                    }
-                    if weakBit == 0 { llr = -llr }
-                }
-                out[b] = LLR.sanitized(llr)
-            }
+            // Bits 0...3: the sums of the symbols whose bit is 0 and of those whose bit is 1.
+            let sums0 = SIMD4<Double>(quads.0 + quads.1, quads.0 + quads.2, (pairs[0] + pairs[2]) + (pairs[4] + pairs[6]), evens)
+            let sums1 = SIMD4<Double>(quads.2 + quads.3, quads.1 + quads.3, (pairs[1] + pairs[3]) + (pairs[5] + pairs[7]), odds)
+            for b in 0..<4 where !(sums0[b] >= underflowGuardDouble && sums1[b] >= underflowGuardDouble) { return false }
+            for b in 0..<4 { out[b] = LLR.sanitized(Float(cLog(sums0[b]) - cLog(sums1[b]))) }
+            return true
         }
     }
 
