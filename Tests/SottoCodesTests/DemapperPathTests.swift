@@ -15,8 +15,9 @@ import Testing
         return out
     }
 
-    /// Spreads from a fraction of a nat (noise) to thousands (a clean symbol, where the general loop's Float
-    /// sums underflow on the weak side and it takes its second pass; the Double sums do not below ~690).
+    /// Spreads from a fraction of a nat (noise) to thousands (a clean symbol). Up to ~690 nats between a bit's
+    /// two sides the 16-ary path's Double sums hold (the general loop's Float sums underflow from ~69 and take
+    /// its second pass); beyond, the 16-ary path hands the symbol to the general loop, and these check that.
     @Test(arguments: [0.3, 3, 30, 100, 300, 1_000, 3_000] as [Float])
     func agreesWithTheGeneralLoop(spread: Float) {
         var noise = GaussianSource(seed: UInt64(spread * 10))
