@@ -168,6 +168,37 @@ import Testing
         }
     }
 
+    /// The up-chirp scan's skip finds the first position whose value is not at most the threshold (over it,
+    /// or NaN), eight values at a time, as the one-value loop did: whatever the run's length, its start in the
+    /// ring and its wrap, for every place of the value (none, in the vectorised part, in the tail) and for
+    /// negative stream positions (the silence before the stream).
+    @Test func upChirpScanFindsTheFirstValueOverTheThreshold() {
+        let capacity = 64, mask = capacity - 1
+        let ring = UnsafeMutableBufferPointer<Float>.allocate(capacity: capacity)
+        defer { ring.deallocate() }
+        var random = SplitMix64(seed: 5)
+        func reference(_ start: Int, _ end: Int, _ threshold: Float) -> Int {
+            var n = start
+            while n < end && ring[n & mask] <= threshold { n += 1 }
+            return n
+        }
+        var found = 0
+        for trial in 0..<2_000 {
+            for i in 0..<capacity { ring[i] = Float(random.next() % 1_000) / 1_000 }
+            let threshold: Float = trial % 3 == 0 ? 0.999 : 1
+            if trial % 5 == 0 { ring[Int(random.next() % UInt64(capacity))] = threshold }  // equal: not over
+            if trial % 7 == 0 { ring[Int(random.next() % UInt64(capacity))] = .nan }
+            if trial % 2 == 0 { ring[Int(random.next() % UInt64(capacity))] = 1.5 }
+            let start = Int(random.next() % 200) - 100
+            let end = start + Int(random.next() % UInt64(capacity))
+            let expected = reference(start, end, threshold)
+            if expected < end { found += 1 }
+            #expect(PreambleDetector.firstPosition(in: ring, mask: mask, from: start, to: end, notAtMost: threshold) == expected,
+                    "trial \(trial): \(start)..<\(end)")
+        }
+        #expect(found > 200 && found < 1_800, "both outcomes tried: \(found) of 2 000 found a value")
+    }
+
     /// The down-chirp is correlated only in blocks that a followed or waiting up-chirp peak can read: every
     /// pairing comes out as when it is correlated everywhere, through frames near the threshold in noise
     /// (peaks over the threshold in most blocks, pairings on either side of block boundaries), for every
