@@ -132,34 +132,27 @@ public final class StreamingCorrelator {
     }
 
     /// `prefix[i]` = the sum of |x|^2 over the first `i` of `count` interleaved complex samples (a multiple of
-    /// 4), in Double. Four quarters are summed side by side and then joined: one running sum is a chain of
-    /// dependent additions, four independent ones keep the adder busy (the single chain took about 40 % of the
-    /// correlator's own loops, outside FFTW, in a profile of 600 s of noise with all four profiles).
+    /// 4), in Double. Four samples at a time: their partial sums are formed beside the running total, which
+    /// takes one dependent addition per four samples (a single running sum was a chain of one per sample,
+    /// about 40 % of the correlator's own loops, outside FFTW, with all four profiles on 600 s of noise; four
+    /// quarters summed side by side and joined afterwards cost a second pass and scattered stores).
     @inline(__always)
     private static func prefixSums(of x: UnsafePointer<Float>, count: Int, into prefix: UnsafeMutablePointer<Double>) {
-        let quarter = count / 4
-        var sums = SIMD4<Double>(repeating: 0)
+        @inline(__always) func power(_ i: Int) -> Double {
+            Double(x[2 &* i] * x[2 &* i] + x[2 &* i &+ 1] * x[2 &* i &+ 1])
+        }
+        var total = 0.0
         prefix[0] = 0
         var i = 0
-        while i < quarter {
-            let a = i, b = i &+ quarter, c = i &+ 2 &* quarter, d = i &+ 3 &* quarter
-            let powers = SIMD4<Float>(x[2 &* a] * x[2 &* a] + x[2 &* a &+ 1] * x[2 &* a &+ 1],
-                                      x[2 &* b] * x[2 &* b] + x[2 &* b &+ 1] * x[2 &* b &+ 1],
-                                      x[2 &* c] * x[2 &* c] + x[2 &* c &+ 1] * x[2 &* c &+ 1],
-                                      x[2 &* d] * x[2 &* d] + x[2 &* d &+ 1] * x[2 &* d &+ 1])
-            sums += SIMD4<Double>(Double(powers[0]), Double(powers[1]), Double(powers[2]), Double(powers[3]))
-            prefix[a &+ 1] = sums[0]
-            prefix[b &+ 1] = sums[1]
-            prefix[c &+ 1] = sums[2]
-            prefix[d &+ 1] = sums[3]
-            i &+= 1
-        }
-        // Each later quarter starts from the total before it.
-        for part in 1..<4 {
-            let base = prefix[part * quarter]
-            let start = prefix + (part * quarter + 1)
-            i = 0
-            while i < quarter { start[i] += base; i &+= 1 }
+        while i < count {
+            let p0 = power(i), p1 = power(i &+ 1), p2 = power(i &+ 2), p3 = power(i &+ 3)
+            let first = p0 + p1, second = p2 + p3
+            prefix[i &+ 1] = total + p0
+            prefix[i &+ 2] = total + first
+            prefix[i &+ 3] = (total + first) + p2
+            total += first + second
+            prefix[i &+ 4] = total
+            i &+= 4
         }
     }
 
