@@ -43,6 +43,17 @@ let fixtures: [[Float]] = {
     }
 }()
 
+/// The measured far living room fixture (../Fixtures/rooms): two 8-byte frames of the default profile that the
+/// tone metric fails at their length and the coherent detector decodes (a room fit, its candidate tables and
+/// the sequence decisions each), then 2 s of silence in which both complete; nil when the fixture is missing.
+let coherentFrames: [Float]? = {
+    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/rooms/livingroom_far_arroyo-default.wav").path
+    guard let (samples, info) = try? AudioFile.read(path: path, channel: .channel(0)), info.sampleRate == 48_000 else { return nil }
+    return samples + [Float](repeating: 0, count: 96_000)
+}()
+
 /// Streams `signal` through a decoder in 4096-sample chunks, as a file reader or a device would.
 func stream(_ signal: [Float], profiles: [Profile]) -> Int {
     stream(signal, through: try! StreamingDecoder(sampleRate: 48_000, profiles: profiles))
@@ -118,6 +129,25 @@ let benchmarks: @Sendable () -> Void = {
                 benchmark.startMeasurement()
                 blackHole(stream(signal, through: decoder))
                 benchmark.stopMeasurement()
+            }
+        }
+    }
+
+    // The "a frame that needs the coherent path": per frame, half of one iteration. The decoder runs
+    // already (made, and fed the recording once outside the measurement: the candidate shapes are built once
+    // per process), so an iteration is what a listener pays for two such frames, the 5.7 s of audio around
+    // them included.
+    if let coherentFrames {
+        for (profilesName, profiles) in [("default profile", [Profile.standard]), ("all four profiles", Profile.all)] {
+            Benchmark("Running decoder, \(profilesName), 2 frames that need the coherent path",
+                      configuration: .init(metrics: metrics, maxDuration: .seconds(5),
+                                           thresholds: tolerances(typicalMallocs: profiles.count == 1 ? 150 : 300))) { benchmark in
+                let decoder = try! StreamingDecoder(sampleRate: 48_000, profiles: profiles)
+                precondition(stream(coherentFrames, through: decoder) == 2)
+                benchmark.startMeasurement()
+                let frames = stream(coherentFrames, through: decoder)
+                benchmark.stopMeasurement()
+                precondition(frames == 2, "the coherent benchmark's recording decoded \(frames) frames, not 2")
             }
         }
     }
