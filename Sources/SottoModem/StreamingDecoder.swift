@@ -110,3 +110,31 @@ public final class StreamingDecoder {
         return decoder.process(samples) + decoder.finish()
     }
 }
+
+extension StreamingDecoder {
+    /// Measures FFTW plans (``SottoDSP/FFTWisdom``) for every transform a decoder makes at `sampleRates`
+    /// (Hz), for every set of the profiles each rate carries (the block transform and the correlators depend
+    /// on the set), and returns the process's wisdom in FFTW's text format, to keep where decoders will find
+    /// it (``SottoDSP/FFTWisdom/systemPath``, or ``SottoDSP/FFTWisdom/importWisdom(_:)``). Tens of
+    /// milliseconds for each transform size not measured before in this process.
+    /// - Throws: `ModemError` when a rate is absurd or carries no profile.
+    public static func measureTransforms(sampleRates: [Double]) throws(ModemError) -> String {
+        var sets: [(Double, [Profile])] = []
+        for rate in sampleRates {
+            let carried = Profile.carried(atSampleRate: rate)
+            if carried.isEmpty {
+                // The audible profile needs the lowest rate: its error says what is wrong with this one.
+                try validate(sampleRate: rate, for: .audible)
+                throw .invalidSampleRate(rate)
+            }
+            for mask in 1..<(1 << carried.count) {
+                sets.append((rate, carried.indices.filter { mask & (1 << $0) != 0 }.map { carried[$0] }))
+            }
+        }
+        FFTWisdom.measuring {
+            // Every rate carries its profiles: these decoders cannot fail.
+            for (rate, profiles) in sets { _ = try? StreamingDecoder(sampleRate: rate, profiles: profiles) }
+        }
+        return FFTWisdom.exported()
+    }
+}

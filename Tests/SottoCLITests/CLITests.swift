@@ -96,6 +96,46 @@ func temporaryDirectory() throws -> URL {
         }
     }
 
+    /// `sotto tune` measures the decoder's transforms and writes FFTW wisdom; a decoder reads the file named by
+    /// SOTTO_FFTW_WISDOM (its entries all come back in the wisdom of a process that read it) and decodes as
+    /// before, and one that FFTW cannot parse is ignored. Rates no profile can use and unwritable outputs are
+    /// errors.
+    @Test func tuneWritesWisdomThatDecodersRead() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wisdom = dir.appendingPathComponent("wisdomf").path
+        let tune = try Sotto.run(["tune", "--rate", "48000", "--output", wisdom], timeout: 120)
+        #expect(tune.status == 0, "\(tune.stderr)")
+        #expect(tune.stdout.contains("wisdom written to \(wisdom)"), "\(tune.stdout)")
+        let text = try String(contentsOfFile: wisdom, encoding: .utf8)
+        #expect(text.hasPrefix("(fftw-3") && text.contains("fftwf_wisdom"), "\(text.prefix(200))")
+        let entries = Set(text.split(separator: "\n").map(String.init))
+
+        let environment = ["SOTTO_FFTW_WISDOM": wisdom]
+        let read = try Sotto.run(["tune", "--rate", "44100", "--output", "-"], environment: environment, timeout: 120)
+        #expect(read.status == 0, "\(read.stderr)")
+        #expect(entries.isSubset(of: Set(read.stdout.split(separator: "\n").map(String.init))))
+        if !FileManager.default.fileExists(atPath: "/etc/fftw/wisdomf") {
+            // Without the file, the 48 kHz transforms' entries are not all there: the test above can fail.
+            let alone = try Sotto.run(["tune", "--rate", "44100", "--output", "-"], timeout: 120)
+            #expect(!entries.isSubset(of: Set(alone.stdout.split(separator: "\n").map(String.init))))
+        }
+
+        let wav = dir.appendingPathComponent("t.wav").path
+        #expect(try Sotto.run(["send", "0x0123456789abcdef", "--out", wav]).status == 0)
+        let tuned = try Sotto.run(["decode", "--format", "hex", wav], environment: environment)
+        #expect(tuned.status == 0 && tuned.stdout == "0123456789abcdef\n", "\(tuned.stdout) \(tuned.stderr)")
+        let garbage = dir.appendingPathComponent("garbage").path
+        try Data("(fftw-3.3.10 fftwf_wisdom #x1 (nonsense".utf8).write(to: URL(fileURLWithPath: garbage))
+        let ignored = try Sotto.run(["decode", "--format", "hex", wav], environment: ["SOTTO_FFTW_WISDOM": garbage])
+        #expect(ignored.status == 0 && ignored.stdout == "0123456789abcdef\n", "\(ignored.stdout) \(ignored.stderr)")
+
+        let tooLow = try Sotto.run(["tune", "--rate", "8000", "--output", wisdom])
+        #expect(tooLow.status == 2 && tooLow.stderr.contains("too low"), "\(tooLow.stderr)")
+        let unwritable = try Sotto.run(["tune", "--output", "/proc/sotto-no-such-directory/wisdomf"])
+        #expect(unwritable.status == 2 && unwritable.stderr.contains("cannot write the wisdom"), "\(unwritable.stderr)")
+    }
+
     @Test func profilesTableListsEveryProfile() throws {
         let result = try Sotto.run(["profiles"])
         #expect(result.status == 0)

@@ -1,0 +1,32 @@
+import ArgumentParser
+import SottoDSP
+import SottoTools
+
+/// `sotto tune`: measures this machine's fastest FFT plans for the decoder and saves them as FFTW wisdom.
+struct Tune: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tune",
+        abstract: "Measure the decoder's FFT plans on this machine and save them as FFTW wisdom (faster decoding).",
+        discussion: """
+            Every decoder reads the system's wisdom (\(FFTWisdom.systemPath)) and the file named by \
+            \(FFTWisdom.environmentVariable), if set, before its first transform, and plans from them instead of \
+            FFTW's estimates. Run once per machine (and again after changing CPU or FFTW); it \
+            keeps the wisdom already there. Results stay the same from run to run, but move within float \
+            round-off from those of an untuned machine.
+            """)
+
+    @Option(name: .customLong("rate"), help: "Sample rate to tune for (Hz); repeat for several.")
+    var rates: [Double] = [44_100, 48_000]
+    @Option(name: .shortAndLong, help: "Where to write the wisdom; - writes it to standard output.")
+    var output: String = FFTWisdom.systemPath
+
+    func run() throws {
+        let summary = try TransformTuning.tune(sampleRates: rates, path: output)
+        guard let path = summary.path else {
+            Output.line(summary.wisdom)
+            return
+        }
+        let rates = self.rates.map { fixed($0, 0) + " Hz" }.joined(separator: ", ")
+        Output.line("measured the decoder's transforms at \(rates) in \(fixed(summary.seconds, 1)) s; wisdom written to \(path)")
+    }
+}
