@@ -31,7 +31,7 @@ struct FFTPlanner {
 /// real transform 1.17 -> 0.89 ns a point, 512-point complex ones 0.69 -> 0.57, 432-point ones 1.48 ->
 /// 0.98). Every plan made in the process uses the system's wisdom (``systemPath``) and that of the file
 /// named by ``environmentVariable`` (both read before the first plan; a file FFTW does not accept is
-/// ignored), and whatever was imported or measured since. Wisdom changes which algorithm runs, so results move
+/// ignored), and whatever was measured since. Wisdom changes which algorithm runs, so results move
 /// within float round-off: the same on every run of one machine, as without it.
 public enum FFTWisdom {
     /// Where FFTW reads the system's single-precision wisdom from (`fftwf_import_system_wisdom`).
@@ -48,24 +48,13 @@ public enum FFTWisdom {
         return try body()
     }
 
-    /// The process's wisdom in FFTW's text format: what was read, imported and measured so far.
+    /// The process's wisdom in FFTW's text format: what was read and measured so far.
     public static func exported() -> String {
         fftwPlannerLock.withLock { planner -> String in
             planner.prepare()
             guard let text = fftwf_export_wisdom_to_string() else { return "" }
             defer { free(text) }
             return String(cString: text)
-        }
-    }
-
-    /// Adds wisdom in FFTW's text format (``exported()``, or a file's contents) to the process's, for the
-    /// transforms planned from now on. False when FFTW does not accept the text (another format or version);
-    /// nothing is added then.
-    @discardableResult
-    public static func importWisdom(_ text: String) -> Bool {
-        fftwPlannerLock.withLock { planner in
-            planner.prepare()
-            return fftwf_import_wisdom_from_string(text) != 0
         }
     }
 }

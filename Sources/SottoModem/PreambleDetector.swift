@@ -253,7 +253,7 @@ final class PreambleDetector {
     /// or `end`: the ring read as contiguous runs, eight values compared at a time (a loop of one masked
     /// read and one comparison per position cost about a tenth of the correlator with four profiles on noise).
     static func firstPosition(in ring: UnsafeMutableBufferPointer<Float>, mask: Int, from start: Int, to end: Int,
-                                      notAtMost threshold: Float) -> Int {
+                              notAtMost threshold: Float) -> Int {
         typealias Lanes = SIMD8<Float>
         let limit = Lanes(repeating: threshold)
         var n = start

@@ -115,7 +115,7 @@ extension StreamingDecoder {
     /// Measures FFTW plans (`FFTWisdom`, SottoDSP) for every transform a decoder makes at `sampleRates`
     /// (Hz), for every set of the profiles each rate carries (the block transform and the correlators depend
     /// on the set), and returns the process's wisdom in FFTW's text format, to keep where decoders will find
-    /// it (`FFTWisdom.systemPath`, or `FFTWisdom.importWisdom(_:)`). Tens of
+    /// it (`FFTWisdom.systemPath`, or the file named by `FFTWisdom.environmentVariable`). Tens of
     /// milliseconds for each transform size not measured before in this process.
     /// - Throws: `ModemError` when a rate is absurd or carries no profile.
     public static func measureTransforms(sampleRates: [Double]) throws(ModemError) -> String {
