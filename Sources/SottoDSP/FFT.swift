@@ -17,6 +17,14 @@ struct FFTPlanner {
     var flags = UInt32(FFTW_ESTIMATE)
     private var systemWisdomRead = false
 
+    /// A plan made by `make` with the current flags, under the planner lock, after `prepare()`.
+    static func plan(_ make: (_ flags: UInt32) -> OpaquePointer?) -> OpaquePointer {
+        fftwPlannerLock.withLock { planner in
+            planner.prepare()
+            return make(planner.flags)!
+        }
+    }
+
     /// Before the first plan: reads the system's wisdom (`FFTWisdom.systemPath`) and the file named by
     /// `FFTWisdom.environmentVariable`, where there is any.
     mutating func prepare() {
@@ -89,12 +97,7 @@ public final class ComplexFFT {
         let inRaw = fftwf_alloc_complex(size)!
         let outRaw = fftwf_alloc_complex(size)!
         let sign: Int32 = direction == .forward ? FFTW_FORWARD : FFTW_BACKWARD
-        var made: OpaquePointer?
-        fftwPlannerLock.withLock { planner in
-            planner.prepare()
-            made = fftwf_plan_dft_1d(Int32(size), inRaw, outRaw, sign, planner.flags)
-        }
-        plan = made!
+        plan = FFTPlanner.plan { flags in fftwf_plan_dft_1d(Int32(size), inRaw, outRaw, sign, flags) }
         // After planning: a measured plan overwrites both buffers.
         let inFloats = UnsafeMutableRawPointer(inRaw).bindMemory(to: Float.self, capacity: 2 * size)
         let outFloats = UnsafeMutableRawPointer(outRaw).bindMemory(to: Float.self, capacity: 2 * size)
@@ -134,12 +137,7 @@ public final class RealFFT {
         let bins = size / 2 + 1
         let inFloats = fftwf_alloc_real(size)!
         let outRaw = fftwf_alloc_complex(bins)!
-        var made: OpaquePointer?
-        fftwPlannerLock.withLock { planner in
-            planner.prepare()
-            made = fftwf_plan_dft_r2c_1d(Int32(size), inFloats, outRaw, planner.flags)
-        }
-        plan = made!
+        plan = FFTPlanner.plan { flags in fftwf_plan_dft_r2c_1d(Int32(size), inFloats, outRaw, flags) }
         // After planning: a measured plan overwrites both buffers.
         let outFloats = UnsafeMutableRawPointer(outRaw).bindMemory(to: Float.self, capacity: 2 * bins)
         inFloats.initialize(repeating: 0, count: size)
@@ -177,12 +175,7 @@ public final class InverseRealFFT {
         let bins = size / 2 + 1
         let inRaw = fftwf_alloc_complex(bins)!
         let outFloats = fftwf_alloc_real(size)!
-        var made: OpaquePointer?
-        fftwPlannerLock.withLock { planner in
-            planner.prepare()
-            made = fftwf_plan_dft_c2r_1d(Int32(size), inRaw, outFloats, planner.flags)
-        }
-        plan = made!
+        plan = FFTPlanner.plan { flags in fftwf_plan_dft_c2r_1d(Int32(size), inRaw, outFloats, flags) }
         // After planning: a measured plan overwrites both buffers.
         let inFloats = UnsafeMutableRawPointer(inRaw).bindMemory(to: Float.self, capacity: 2 * bins)
         inFloats.initialize(repeating: 0, count: 2 * bins)
