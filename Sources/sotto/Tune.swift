@@ -10,9 +10,9 @@ struct Tune: ParsableCommand {
         discussion: """
             Every decoder reads the system's wisdom (\(FFTWisdom.systemPath)) and the file named by \
             \(FFTWisdom.environmentVariable), if set, before its first transform, and plans from them instead of \
-            FFTW's estimates. Run once per machine (and again after changing CPU or FFTW); it \
-            keeps the wisdom already there. Results stay the same from run to run, but move within float \
-            round-off from those of an untuned machine.
+            FFTW's estimates. Run once per machine: the wisdom already there is kept and reused, so to measure \
+            again (another CPU), delete the file first; wisdom of another FFTW version is ignored. Results stay \
+            the same from run to run, but move within float round-off from those of an untuned machine.
             """)
 
     @Option(name: .customLong("rate"), help: "Sample rate to tune for (Hz); repeat for several.")
