@@ -38,6 +38,10 @@ public enum SymbolDemapper {
         bitLLRsAnySize(symbolLogLikelihoods: symbolLogLikelihoods, bitsPerSymbol: bitsPerSymbol, into: &output, at: offset)
     }
 
+    /// A log-likelihood made usable: NaN → −∞ (impossible), +∞ → largest finite.
+    @inline(__always)
+    static func clean(_ v: Float) -> Float { v.isNaN ? -.infinity : min(v, .greatestFiniteMagnitude) }
+
     /// Below this, a per-bit sum of exp(v − top) in Double may have lost its precision to underflow (about
     /// 690 nats below the top, where Float's sums give out at about 69).
     static let underflowGuardDouble = 1e-300
@@ -53,8 +57,6 @@ public enum SymbolDemapper {
     static func bitLLRs16(_ input: UnsafePointer<Float>, into out: UnsafeMutablePointer<Float>) -> Bool {
         withUnsafeTemporaryAllocation(of: Double.self, capacity: 24) { buffer in
             let weights = buffer.baseAddress!
-            // Clean values: NaN → −∞ (impossible), +∞ → largest finite.
-            @inline(__always) func clean(_ v: Float) -> Float { v.isNaN ? -.infinity : min(v, .greatestFiniteMagnitude) }
             var top: Float = -.infinity
             for s in 0..<16 { top = max(top, clean(input[s])) }
             guard top > -.infinity else { return false }
@@ -81,10 +83,6 @@ public enum SymbolDemapper {
     static func bitLLRsAnySize(symbolLogLikelihoods: UnsafeBufferPointer<Float>, bitsPerSymbol: Int,
                                into output: inout [Float], at offset: Int) {
         let m = 1 << bitsPerSymbol
-        // Clean values: NaN → −∞ (impossible), +∞ → largest finite.
-        @inline(__always) func clean(_ v: Float) -> Float {
-            v.isNaN ? -.infinity : min(v, .greatestFiniteMagnitude)
-        }
         var top: Float = -.infinity
         for v in symbolLogLikelihoods { top = max(top, clean(v)) }
         withUnsafeTemporaryAllocation(of: Float.self, capacity: m) { weights in
