@@ -31,28 +31,27 @@ let tenSecondsOfNoise: [Float] = {
     }
 }()
 
+/// The repository's Fixtures directory (../Fixtures from this package).
+let fixturesDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
+
+/// The first channel of a 48 kHz fixture (`name` relative to `fixturesDirectory`), or nil.
+func fixture48k(_ name: String) -> [Float]? {
+    guard let (samples, info) = try? AudioFile.read(path: fixturesDirectory.appendingPathComponent(name).path, channel: .channel(0)),
+          info.sampleRate == 48_000 else { return nil }
+    return samples
+}
+
 /// Fixture recordings (../Fixtures), when present.
 let fixtures: [[Float]] = {
-    let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
-    let files = FileManager.default.enumerator(atPath: directory.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".wav") }.sorted() ?? []
-    return files.compactMap { name in
-        guard let (samples, info) = try? AudioFile.read(path: directory.appendingPathComponent(name).path, channel: .channel(0)),
-              info.sampleRate == 48_000 else { return nil }
-        return samples
-    }
+    let files = FileManager.default.enumerator(atPath: fixturesDirectory.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".wav") }.sorted() ?? []
+    return files.compactMap(fixture48k)
 }()
 
 /// The measured far living room fixture (../Fixtures/rooms): two 8-byte frames of the default profile that the
 /// tone metric fails at their length and the coherent detector decodes (a room fit, its candidate tables and
 /// the sequence decisions each), then 2 s of silence in which both complete; nil when the fixture is missing.
-let coherentFrames: [Float]? = {
-    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Fixtures/rooms/livingroom_far_arroyo-default.wav").path
-    guard let (samples, info) = try? AudioFile.read(path: path, channel: .channel(0)), info.sampleRate == 48_000 else { return nil }
-    return samples + [Float](repeating: 0, count: 96_000)
-}()
+let coherentFrames: [Float]? = fixture48k("rooms/livingroom_far_arroyo-default.wav").map { $0 + [Float](repeating: 0, count: 96_000) }
 
 /// Streams `signal` through a decoder in 4096-sample chunks, as a file reader or a device would.
 func stream(_ signal: [Float], profiles: [Profile]) -> Int {
@@ -72,6 +71,9 @@ func stream(_ signal: [Float], through decoder: StreamingDecoder) -> Int {
     }
     return frames
 }
+
+/// The profile sets the decoder benchmarks listen with.
+let profileSets: [(name: String, profiles: [Profile])] = [("default profile", [.standard]), ("all four profiles", Profile.all)]
 
 let benchmarks: @Sendable () -> Void = {
     let metrics: [BenchmarkMetric] = [.wallClock, .cpuTotal, .throughput, .mallocCountTotal, .peakMemoryResident]
@@ -119,7 +121,7 @@ let benchmarks: @Sendable () -> Void = {
     // ten seconds once, outside the measurement), where the benchmarks above make a decoder for every ten
     // seconds (its filters, correlators and FFT plans) as `sotto decode` does once per file.
     for (name, signal, framed) in [("noise, no frames", tenSecondsOfNoise, false), ("audio", tenSeconds, true)] {
-        for (profilesName, profiles) in [("default profile", [Profile.standard]), ("all four profiles", Profile.all)] {
+        for (profilesName, profiles) in profileSets {
             let typicalMallocs = !framed ? 18 : profiles.count == 1 ? 27 : 70
             Benchmark("Running decoder, \(profilesName), 10 s of 48 kHz \(name)",
                       configuration: .init(metrics: metrics, maxDuration: .seconds(5),
@@ -138,7 +140,7 @@ let benchmarks: @Sendable () -> Void = {
     // per process), so an iteration is what a listener pays for two such frames, the 5.7 s of audio around
     // them included.
     if let coherentFrames {
-        for (profilesName, profiles) in [("default profile", [Profile.standard]), ("all four profiles", Profile.all)] {
+        for (profilesName, profiles) in profileSets {
             Benchmark("Running decoder, \(profilesName), 2 frames that need the coherent path",
                       configuration: .init(metrics: metrics, maxDuration: .seconds(5),
                                            thresholds: tolerances(typicalMallocs: profiles.count == 1 ? 150 : 300))) { benchmark in
