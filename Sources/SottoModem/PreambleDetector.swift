@@ -175,8 +175,8 @@ final class PreambleDetector {
             Self.store(correlation(0), into: rhoUp, at: first, mask: mask)
             positionCount += count
             scanUpChirps()
-            // The down-chirp correlation is read only within profileSpan + maxPeakShift + 1 of chirpLength
-            // after an up-chirp peak (`pairNext`, `profileLag`: see `readsDownChirp`). A peak not found yet
+            // The down-chirp correlation is read only within `downChirpReach` of chirpLength after an
+            // up-chirp peak (`pairNext`, `profileLag`: see `readsDownChirp`). A peak not found yet
             // lies at or after `positionCount`, so its reads start after this block; a peak followed or
             // waiting may read it. When none does, the block's down-chirp correlation is not computed (most
             // blocks of noise, and the blocks a lone noise peak does not reach). Zeros stand in for it.
@@ -189,12 +189,14 @@ final class PreambleDetector {
         }
     }
 
+    /// How far from `position + chirpLength` the pairing of an up-chirp peak at `position` reads the
+    /// down-chirp correlation: `pairNext` within `maxPeakShift`, `profileLag` within this.
+    private var downChirpReach: Int { profileSpan + maxPeakShift + 1 }
+
     /// True when the pairing of an up-chirp peak at `position` may read the down-chirp correlation at one of
-    /// the `count` positions from `first`: `pairNext` reads it within `maxPeakShift` of `position +
-    /// chirpLength`, `profileLag` within `profileSpan + maxPeakShift + 1`.
+    /// the `count` positions from `first` (within `downChirpReach` of `position + chirpLength`).
     private func readsDownChirp(_ position: Int, _ first: Int, _ count: Int) -> Bool {
-        let reach = profileSpan + maxPeakShift + 1
-        return position + chirpLength - reach < first + count && position + chirpLength + reach >= first
+        position + chirpLength - downChirpReach < first + count && position + chirpLength + downChirpReach >= first
     }
 
     /// Copies a block of correlation into a ring from stream position `first`.
@@ -277,7 +279,7 @@ final class PreambleDetector {
     /// Baseband samples needed before an up-chirp peak can be paired: the down-chirp correlation up to the
     /// last position `profileLag` reads.
     private func pairingTime(_ up: Peak) -> Int {
-        up.position + chirpLength + maxPeakShift + profileSpan + 1 + chirpLength
+        up.position + chirpLength + downChirpReach + chirpLength
     }
 
     /// Stream position (baseband samples) at which the earliest waiting pairing can be decided, or nil.
