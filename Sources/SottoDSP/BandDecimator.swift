@@ -82,7 +82,7 @@ public final class BandDecimator {
         let blockSize = spectrum.blockSize
         let outSize = design.outputSize
         outputSize = outSize
-        centerBin = Int((design.band.centerFrequency / sampleRate * Double(blockSize)).rounded())
+        centerBin = design.centerBin(sampleRate: sampleRate, blockSize: blockSize)
         centerFrequency = Double(centerBin) * sampleRate / Double(blockSize)
         inverse = ComplexFFT(size: outSize, direction: .inverse)
 
@@ -91,7 +91,7 @@ public final class BandDecimator {
         let probe = spectrum.forward
         for i in 0..<blockSize { probe.input[i] = 0 }
         for (i, tap) in design.taps.enumerated() { probe.input[i] = tap }
-        probe.execute()
+        probe.executeAll()
         let scale = Float(2) / Float(blockSize)
         response = .allocate(capacity: outSize)
         response.initialize(repeating: 0)
@@ -284,6 +284,20 @@ struct LowpassDesign {
         taps = KaiserFIR.lowpass(cutoff: cutoff, taps: 2 * halfTaps + 1, attenuationDB: attenuationDB)
     }
 
+    /// The block transform's bin nearest the band's centre, for blocks of `blockSize` samples at
+    /// `sampleRate` (Hz).
+    func centerBin(sampleRate: Double, blockSize: Int) -> Int {
+        Int((band.centerFrequency / sampleRate * Double(blockSize)).rounded())
+    }
+
+    /// The bins of the block transform (0...blockSize/2) the band's extraction reads: the `outputSize` bins
+    /// around its centre, or every bin for a band reaching below 0 Hz or above half the rate (it reads
+    /// mirrored bins there).
+    func binsRead(sampleRate: Double, blockSize: Int) -> Range<Int> {
+        let center = centerBin(sampleRate: sampleRate, blockSize: blockSize), half = outputSize / 2
+        return center - half >= 0 && center + half <= blockSize / 2 + 1 ? (center - half)..<(center + half) : 0..<(blockSize / 2 + 1)
+    }
+
     /// Sizes of the form 2^a 3^b 5^c (FFTW's fast sizes) that are multiples of 16. Not only the sizes FFTW
     /// plans best without measuring (2^a, 3 x 2^a, 5 x 2^a: 0.84-0.94 ns a point in C here, against 1.9-2.3
     /// for 288, 360, 432 and 480 points): an inverse transform costs a tenth of the block's forward one,
@@ -305,8 +319,9 @@ final class BlockSpectrum {
     /// that half of it is a whole number of every band's output samples.
     let overlap: Int
     /// The transform; its input holds the history (`overlap` samples), then pending new samples (up to
-    /// `hop`). FFTW's out-of-place real transform leaves its input as it was.
-    let forward: RealFFT
+    /// `hop`). Only the bins some band reads are computed (`PartialRealFFT`); its out-of-place complex
+    /// transform leaves the input as it was.
+    let forward: PartialRealFFT
     private var pendingCount: Int
     /// Index of the first input sample of the current block (negative at the start).
     private(set) var blockStart: Int
@@ -339,7 +354,9 @@ final class BlockSpectrum {
                     self.blockSize = blockSize
                     overlap = 2 * halfSpan
                     hop = blockSize - overlap
-                    forward = RealFFT(size: blockSize)
+                    forward = PartialRealFFT(size: blockSize, bins: designs.map {
+                        $0.binsRead(sampleRate: sampleRate, blockSize: blockSize)
+                    })
                     // Half the longest filter's span of silence before the stream, so that output 0 is input 0.
                     pendingCount = halfSpan
                     blockStart = -halfSpan
