@@ -1,5 +1,5 @@
-/// Streaming normalised cross-correlation of a complex signal against several complex templates of the
-/// same length, by FFT overlap-save (FFTW).
+/// Streaming normalised cross-correlation of a complex signal against several complex templates, by FFT
+/// overlap-save (FFTW).
 ///
 /// For each input position `n` (the template's first sample aligned with input sample `n`) and template
 /// `t`, it produces rho^2 = |sum_i x[n+i] conj(t[i])|^2 / (|t|^2 * sum_i |x[n+i]|^2), in [0, 1]: 1 for a
@@ -7,11 +7,16 @@
 /// single loud impulse cannot trigger a detection.
 ///
 /// Outputs arrive in order and do not depend on how the input was chunked. Per block, the input is
-/// transformed once; a template's correlation is computed only when the consumer asks for it, so a
-/// detector that needs its second template only near peaks of the first skips most of that work.
+/// transformed once for every template; a template's correlation is computed only when the consumer asks
+/// for it, so a detector that needs its second template only near peaks of the first skips most of that
+/// work. Templates may differ in length (the preambles of profiles that share a baseband): the block fits
+/// the longest, and every template's positions come out together, a block at a time.
 public final class StreamingCorrelator {
-    /// Template length (samples).
+    /// Length of the longest template (samples): a position comes out once this many samples from it have
+    /// arrived.
     public let templateLength: Int
+    /// Each template's length (samples).
+    public let templateLengths: [Int]
     /// Number of templates.
     public let templateCount: Int
     /// Samples per transform block: positions come out a block at a time.
@@ -32,10 +37,16 @@ public final class StreamingCorrelator {
     /// Prefix sums of |x|^2 over the window (Double for stability), for the per-position energy.
     private let energyPrefix: UnsafeMutableBufferPointer<Double>
     private let output: UnsafeMutableBufferPointer<Float>
-    /// 1 / (energy of the input under the template) at each lag of the current block.
+    /// The distinct template lengths, and for template t the index of its own among them.
+    private let distinctLengths: [Int]
+    private let lengthIndex: [Int]
+    /// 1 / (energy of the input under a template) at each lag of the current block: one row of `hop`
+    /// values per distinct length.
     private let inverseWindowEnergy: UnsafeMutableBufferPointer<Float>
-    /// Which templates' rows of `output` hold the current block (bit t for template t).
+    /// Which templates' rows of `output` hold the current block (bit t for template t), and which lengths'
+    /// rows of `inverseWindowEnergy` (bit i for `distinctLengths[i]`).
     private var computedTemplates: UInt64 = 0
+    private var computedEnergies: UInt64 = 0
 
     /// Transform size for templates of `templateLength` samples: the largest power of two below four
     /// template lengths (at least 256), so a block yields between one and three template lengths of new
@@ -52,13 +63,19 @@ public final class StreamingCorrelator {
         return size
     }
 
-    /// Templates as (real, imaginary) arrays, all of the same, non-zero length.
+    /// Templates as (real, imaginary) arrays of non-zero lengths (each its real and imaginary parts of the
+    /// same length).
     public init(templates: [(real: [Float], imaginary: [Float])]) {
         precondition(!templates.isEmpty && templates.count <= 64)
-        let length = templates[0].real.count
-        precondition(length > 0 && templates.allSatisfy { $0.real.count == length && $0.imaginary.count == length })
+        precondition(templates.allSatisfy { !$0.real.isEmpty && $0.real.count == $0.imaginary.count })
+        templateLengths = templates.map(\.real.count)
+        let length = templateLengths.max()!
         templateLength = length
         templateCount = templates.count
+        var distinct: [Int] = []
+        for length in templateLengths where !distinct.contains(length) { distinct.append(length) }
+        distinctLengths = distinct
+        lengthIndex = templateLengths.map { distinct.firstIndex(of: $0)! }
         fftSize = Self.blockSize(templateLength: length)
         hop = fftSize - (length - 1)
         forward = ComplexFFT(size: fftSize, direction: .forward)
@@ -71,7 +88,7 @@ public final class StreamingCorrelator {
         for (t, template) in templates.enumerated() {
             var energy = 0.0
             for i in 0..<2 * fftSize { templateFFT.input[i] = 0 }
-            for i in 0..<length {
+            for i in 0..<template.real.count {
                 templateFFT.input[2 * i] = template.real[i]
                 templateFFT.input[2 * i + 1] = template.imaginary[i]
                 energy += Double(template.real[i] * template.real[i] + template.imaginary[i] * template.imaginary[i])
@@ -94,7 +111,7 @@ public final class StreamingCorrelator {
         energyPrefix.initialize(repeating: 0)
         output = .allocate(capacity: hop * templates.count)
         output.initialize(repeating: 0)
-        inverseWindowEnergy = .allocate(capacity: hop)
+        inverseWindowEnergy = .allocate(capacity: hop * distinct.count)
         inverseWindowEnergy.initialize(repeating: 0)
     }
 
@@ -181,27 +198,37 @@ public final class StreamingCorrelator {
         let w = UnsafePointer(window.baseAddress!), prefix = energyPrefix.baseAddress!, out = output.baseAddress!
         let fout = UnsafePointer(forward.output.baseAddress!), iin = inverse.input.baseAddress!
         let iout = UnsafePointer(inverse.output.baseAddress!)
-        let length = templateLength, hop = hop
+        let hop = hop
         Self.prefixSums(of: w, count: fftSize, into: prefix)
-        // 1 / energy under the template at each lag, once for all templates (0 where there is none).
-        let inverseEnergy = inverseWindowEnergy.baseAddress!
-        var n = 0
-        while n < hop {
-            let e = prefix[n &+ length] - prefix[n]
-            inverseEnergy[n] = e > 1e-30 ? Float(1 / e) : 0
-            n &+= 1
-        }
         forward.execute()
         computedTemplates = 0
+        computedEnergies = 0
         emit(hop) { t in
             precondition(t >= 0 && t < templateCount)
             let row = out + t * hop
             if computedTemplates & (1 << t) == 0 {
                 computedTemplates |= 1 << t
+                // 1 / energy under the template at each lag, once per block for all templates of its length
+                // (0 where there is none).
+                let lengthSlot = lengthIndex[t]
+                let inverseEnergy = inverseWindowEnergy.baseAddress! + lengthSlot * hop
+                if computedEnergies & (1 << lengthSlot) == 0 {
+                    computedEnergies |= 1 << lengthSlot
+                    let length = distinctLengths[lengthSlot]
+                    var n = 0
+                    while n < hop {
+                        let e = prefix[n &+ length] - prefix[n]
+                        // The reciprocal in Float: Double divisions, two at a time, were a tenth of the
+                        // correlators' own time with four profiles on noise.
+                        inverseEnergy[n] = e > 1e-30 ? 1 / Float(e) : 0
+                        n &+= 1
+                    }
+                }
                 Self.multiply(fout, spectraReal.baseAddress! + 2 * t * fftSize,
                               spectraImaginary.baseAddress! + 2 * t * fftSize, into: iin, count: 2 * fftSize)
                 inverse.execute()
-                // Linear correlation is valid for lags 0..<hop (the template fits in the window).
+                // Linear correlation is valid for lags 0..<fftSize - length + 1, which holds 0..<hop (every
+                // template fits in the window from each of those lags).
                 var n = 0
                 while n < hop {
                     let re = iout[2 &* n], im = iout[2 &* n &+ 1]

@@ -190,9 +190,7 @@ final class FrameReceiver {
     /// A receiver with a front end of its own.
     convenience init(profile: Profile, sampleRate: Double) {
         let parameters = Self.frontEndParameters(profile: profile, sampleRate: sampleRate)
-        self.init(profile: profile, frontEnd: BasebandFrontEnd(parameters, minimumHistory: { rate in
-            Self.historyNeeded(profile: profile, basebandRate: rate)
-        }))
+        self.init(profile: profile, frontEnd: BasebandFrontEnd(parameters, profiles: [profile]))
     }
 
     /// A receiver on a front end it may share with receivers of other profiles (same parameters, history
@@ -204,15 +202,13 @@ final class FrameReceiver {
         decimator = frontEnd.decimator
         basebandRate = decimator.outputRate
         history = frontEnd.history
-        let halfWidth = frontEnd.parameters.band.passbandHalfWidth
         workspace = DecodeWorkspace(profile: profile)
-        preamble = PreambleDetector(profile: profile, basebandRate: basebandRate, centerFrequency: decimator.centerFrequency,
-                                    noiseBandwidth: min(basebandRate, 2 * halfWidth + 300), capacity: history.capacity)
+        preamble = frontEnd.detector(for: profile)
     }
 
     /// Input samples of one block of the preamble correlator (the longest its positions wait for).
     var correlationBlockInputSamples: Int {
-        Int((Double(preamble.correlationBlock) * sampleRate / basebandRate).rounded(.up))
+        Int((Double(frontEnd.correlator.fftSize) * sampleRate / basebandRate).rounded(.up))
     }
 
     /// True when nothing is under way: no preamble candidate and no frame being received.
@@ -221,25 +217,19 @@ final class FrameReceiver {
     /// Feeds input samples through this receiver's front end (not shared); appends decoded frames to `frames`.
     func process(_ input: UnsafeBufferPointer<Float>, into frames: inout [DecodedFrame]) {
         frontEnd.decimator.process(input) { re, im in
-            frontEnd.history.append(real: re, imaginary: im)
-            consume(real: re, imaginary: im, into: &frames)
+            frontEnd.append(real: re, imaginary: im)
+            runEvents(into: &frames)
         }
-    }
-
-    /// Takes a run of new baseband samples, already appended to the front end's history: correlates them
-    /// and runs every event they make possible; appends decoded frames to `frames`.
-    func consume(real re: UnsafeBufferPointer<Float>, imaginary im: UnsafeBufferPointer<Float>, into frames: inout [DecodedFrame]) {
-        preamble.process(real: re, imaginary: im)
-        runEvents(into: &frames)
     }
 
     // MARK: Events
 
     /// Processes, in the order of the stream position at which each becomes possible, every pairing of
-    /// chirps and every step of a frame candidate that the samples received so far allow. Each event
+    /// chirps and every step of a frame candidate that the samples received so far allow (the front end
+    /// has taken them: history and correlation). Appends decoded frames to `frames`. Each event
     /// happens at a position fixed by the signal (not by where the blocks of input fall), and sees the
     /// state left by every earlier event.
-    private func runEvents(into frames: inout [DecodedFrame]) {
+    func runEvents(into frames: inout [DecodedFrame]) {
         // Samples for which both the baseband and its correlation are available.
         let horizon = min(history.count, preamble.horizon)
         while true {

@@ -67,13 +67,17 @@ final class PreambleDetector {
 
     private let profile: Profile
     private let basebandRate: Double
-    private let correlator: StreamingCorrelator
+    /// The correlator of a detector that has one of its own (fed through `process`); nil for one whose owner
+    /// shares a correlator between several detectors and hands it each block (`take`).
+    private let ownCorrelator: StreamingCorrelator?
+    /// The correlator's index of this detector's up-chirp template; its down-chirp is the next one.
+    private let upTemplate: Int
     // Correlation ring buffers, by position (the template's first sample aligned with baseband sample n).
     private let mask: Int
     private let rhoUp: UnsafeMutableBufferPointer<Float>
     private let rhoDown: UnsafeMutableBufferPointer<Float>
     /// True when the down-chirp correlation is read only after an up-chirp peak `chirpLength -
-    /// profileSpan - maxPeakShift` or more positions before it (see `process`); false for a profile whose
+    /// profileSpan - maxPeakShift` or more positions before it (see `take`); false for a profile whose
     /// chirps are too short for that, which then correlates both chirps everywhere.
     private let downChirpAfterPeaksOnly: Bool
     /// Added to the measured delay of the down-chirp (baseband samples): tests reproduce with it the biased
@@ -92,18 +96,10 @@ final class PreambleDetector {
         return peaks
     }()
 
-    /// - Parameters:
-    ///   - basebandRate: rate of the baseband it is fed (Hz).
-    ///   - centerFrequency: frequency the baseband is centred on (Hz).
-    ///   - noiseBandwidth: bandwidth of the noise in that baseband (Hz), for the thresholds.
-    ///   - capacity: positions of correlation kept (a power of two, at least the baseband history's).
-    ///   - correlateDownChirpEverywhere: correlate the down-chirp at every position, not only near up-chirp
-    ///     peaks (the same detections at more cost; for tests).
-    init(profile: Profile, basebandRate: Double, centerFrequency: Double, noiseBandwidth: Double, capacity: Int,
-         correlateDownChirpEverywhere: Bool = false) {
-        self.profile = profile
-        self.basebandRate = basebandRate
-        // Templates: the transmitted preamble itself (same smoothing and fade), cut into its two chirps.
+    /// The up-chirp and down-chirp templates (in that order, of the same length) of `profile`'s preamble in
+    /// a baseband at `basebandRate` (Hz) centred on `centerFrequency` (Hz): the transmitted preamble itself
+    /// (same smoothing and fade), cut into its two chirps.
+    static func templates(profile: Profile, basebandRate: Double, centerFrequency: Double) -> [(real: [Float], imaginary: [Float])] {
         var preamble = Modulator.preambleSegments(profile)
         preamble.append(.tone(profile.lowFrequency, duration: profile.symbolTime))
         let smoothing = FrequencyTrajectory.gaussianSigma(bandwidthTime: profile.bandwidthTime, symbolTime: profile.symbolTime)
@@ -119,17 +115,69 @@ final class PreambleDetector {
         let down = (real: Array(template.real[chirpSamples..<(2 * chirpSamples)]),
                     imaginary: Array(template.imaginary[chirpSamples..<(2 * chirpSamples)]))
         let length = min(upReal.count, down.real.count)
-        chirpLength = length
-        correlator = StreamingCorrelator(templates: [
-            (Array(upReal[0..<length]), Array(upImaginary[0..<length])),
-            (Array(down.real[0..<length]), Array(down.imaginary[0..<length])),
-        ])
+        return [(Array(upReal[0..<length]), Array(upImaginary[0..<length])),
+                (Array(down.real[0..<length]), Array(down.imaginary[0..<length]))]
+    }
+
+    /// Half-width of the correlation profiles compared to measure the down-chirp's delay (baseband samples)
+    /// at `basebandRate` (Hz): 8 ms.
+    static func profileSpan(basebandRate: Double) -> Int { Int((0.008 * basebandRate).rounded()) }
+
+    /// Positions of correlation a detector at `basebandRate` (Hz) needs before the stream, as if silence
+    /// preceded it: the peak of a frame at the first sample is refined from its neighbour at position -1 and
+    /// the chirps' delay from the profiles around it. Without these positions, such a frame reported a time
+    /// scale 195 ppm off (ring slots never written read as zeros, a log(0) neighbour moved the peak) and its
+    /// start 0.45 baseband samples late.
+    static func leadPositions(basebandRate: Double) -> Int { profileSpan(basebandRate: basebandRate) + leadMargin }
+
+    /// Positions of correlation before the stream beyond the profile span (one neighbour for the peak's
+    /// parabola, one spare).
+    private static let leadMargin = 2
+
+    /// A detector reading templates `upTemplate` and `upTemplate + 1` (this profile's `templates`) of a
+    /// correlator its owner shares between detectors and hands each block to `take`, after feeding it `lead`
+    /// (at least `leadPositions`) baseband samples of silence before the stream.
+    /// - Parameters:
+    ///   - basebandRate: rate of the baseband it is fed (Hz).
+    ///   - noiseBandwidth: bandwidth of the noise in that baseband (Hz), for the thresholds.
+    ///   - capacity: positions of correlation kept (a power of two, at least the baseband history's).
+    ///   - correlateDownChirpEverywhere: correlate the down-chirp at every position, not only near up-chirp
+    ///     peaks (the same detections at more cost; for tests).
+    convenience init(profile: Profile, basebandRate: Double, noiseBandwidth: Double, capacity: Int, chirpLength: Int,
+                     upTemplate: Int, lead: Int, correlateDownChirpEverywhere: Bool = false) {
+        self.init(profile: profile, basebandRate: basebandRate, noiseBandwidth: noiseBandwidth, capacity: capacity,
+                  chirpLength: chirpLength, correlator: nil, upTemplate: upTemplate, lead: lead,
+                  correlateDownChirpEverywhere: correlateDownChirpEverywhere)
+    }
+
+    /// A detector with a correlator of its own, fed through `process`.
+    /// - Parameter centerFrequency: frequency the baseband is centred on (Hz).
+    convenience init(profile: Profile, basebandRate: Double, centerFrequency: Double, noiseBandwidth: Double, capacity: Int,
+                     correlateDownChirpEverywhere: Bool = false) {
+        let correlator = StreamingCorrelator(templates: Self.templates(profile: profile, basebandRate: basebandRate,
+                                                                       centerFrequency: centerFrequency))
+        let lead = Self.leadPositions(basebandRate: basebandRate)
+        self.init(profile: profile, basebandRate: basebandRate, noiseBandwidth: noiseBandwidth, capacity: capacity,
+                  chirpLength: correlator.templateLength, correlator: correlator, upTemplate: 0, lead: lead,
+                  correlateDownChirpEverywhere: correlateDownChirpEverywhere)
+        let silence = [Float](repeating: 0, count: lead)
+        silence.withUnsafeBufferPointer { process(real: $0, imaginary: $0) }
+    }
+
+    private init(profile: Profile, basebandRate: Double, noiseBandwidth: Double, capacity: Int, chirpLength: Int,
+                 correlator: StreamingCorrelator?, upTemplate: Int, lead: Int, correlateDownChirpEverywhere: Bool) {
+        self.profile = profile
+        self.basebandRate = basebandRate
+        self.chirpLength = chirpLength
+        ownCorrelator = correlator
+        self.upTemplate = upTemplate
         let band = profile.highFrequency - profile.lowFrequency
         let dopplerMargin = profile.highFrequency * Self.maxOffsetPPM * 1e-6
         let slope = band / profile.chirpDuration  // Hz/s
         let maxShift = dopplerMargin / slope * basebandRate
         maxPeakShift = Int((2 * maxShift).rounded(.up)) + 2
-        profileSpan = Int((0.008 * basebandRate).rounded())
+        profileSpan = Self.profileSpan(basebandRate: basebandRate)
+        precondition(lead >= profileSpan + Self.leadMargin)
         downChirpAfterPeaksOnly = !correlateDownChirpEverywhere && chirpLength > profileSpan + maxPeakShift
         let mean = Float(1 / (profile.chirpDuration * noiseBandwidth))
         singleThreshold = DetectionThreshold.single * mean
@@ -138,27 +186,14 @@ final class PreambleDetector {
         mask = capacity - 1
         rhoUp = .zeroed(capacity)
         rhoDown = .zeroed(capacity)
-        // The correlation before the stream, as if silence preceded it: the peak of a frame at the first
-        // sample is refined from its neighbour at position -1 and the chirps' delay from the profiles around
-        // it. Without these positions, such a frame reported a time scale 195 ppm off (ring slots never written
-        // read as zeros, a log(0) neighbour moved the peak) and its start 0.45 baseband samples late.
-        let lead = profileSpan + Self.leadMargin
+        // Positions are numbered from the first of the `lead` samples of silence before the stream.
         positionCount = -lead
-        let silence = [Float](repeating: 0, count: lead)
-        silence.withUnsafeBufferPointer { process(real: $0, imaginary: $0) }
     }
-
-    /// Positions of correlation before the stream beyond the profile span (one neighbour for the peak's
-    /// parabola, one spare).
-    private static let leadMargin = 2
 
     deinit {
         rhoUp.deallocate()
         rhoDown.deallocate()
     }
-
-    /// Baseband samples per correlation block: positions come out a block at a time.
-    var correlationBlock: Int { correlator.fftSize }
 
     /// True when no up-chirp peak is being followed or waits for its down-chirp.
     var isIdle: Bool { awaitingDown.isEmpty && upCandidate == nil }
@@ -167,25 +202,31 @@ final class PreambleDetector {
     /// needs no more than this can be decided.
     var horizon: Int { positionCount + chirpLength - 1 }
 
-    /// Correlates a run of new baseband samples and finds the up-chirp peaks in it.
+    /// Correlates a run of new baseband samples with the detector's own correlator and finds the up-chirp
+    /// peaks in it.
     func process(real: UnsafeBufferPointer<Float>, imaginary: UnsafeBufferPointer<Float>) {
+        guard let correlator = ownCorrelator else { preconditionFailure("a detector on a shared correlator is fed by its owner") }
+        correlator.process(real: real, imaginary: imaginary) { count, correlation in take(count, correlation) }
+    }
+
+    /// Takes a block of `count` new positions of correlation (`correlation(t)` for the correlator's template
+    /// `t`) and finds the up-chirp peaks in it.
+    func take(_ count: Int, _ correlation: (Int) -> UnsafeBufferPointer<Float>) {
         let rhoUp = rhoUp, rhoDown = rhoDown, mask = mask
-        correlator.process(real: real, imaginary: imaginary) { count, correlation in
-            let first = positionCount
-            Self.store(correlation(0), into: rhoUp, at: first, mask: mask)
-            positionCount += count
-            scanUpChirps()
-            // The down-chirp correlation is read only within `downChirpReach` of chirpLength after an
-            // up-chirp peak (`pairNext`, `profileLag`: see `readsDownChirp`). A peak not found yet
-            // lies at or after `positionCount`, so its reads start after this block; a peak followed or
-            // waiting may read it. When none does, the block's down-chirp correlation is not computed (most
-            // blocks of noise, and the blocks a lone noise peak does not reach). Zeros stand in for it.
-            if !downChirpAfterPeaksOnly || upCandidate.map({ readsDownChirp($0.position, first, count) }) == true
-                || awaitingDown.contains(where: { readsDownChirp($0.position, first, count) }) {
-                Self.store(correlation(1), into: rhoDown, at: first, mask: mask)
-            } else {
-                Self.clear(rhoDown, at: first, count: count, mask: mask)
-            }
+        let first = positionCount
+        Self.store(correlation(upTemplate), into: rhoUp, at: first, mask: mask)
+        positionCount += count
+        scanUpChirps()
+        // The down-chirp correlation is read only within `downChirpReach` of chirpLength after an
+        // up-chirp peak (`pairNext`, `profileLag`: see `readsDownChirp`). A peak not found yet
+        // lies at or after `positionCount`, so its reads start after this block; a peak followed or
+        // waiting may read it. When none does, the block's down-chirp correlation is not computed (most
+        // blocks of noise, and the blocks a lone noise peak does not reach). Zeros stand in for it.
+        if !downChirpAfterPeaksOnly || upCandidate.map({ readsDownChirp($0.position, first, count) }) == true
+            || awaitingDown.contains(where: { readsDownChirp($0.position, first, count) }) {
+            Self.store(correlation(upTemplate + 1), into: rhoDown, at: first, mask: mask)
+        } else {
+            Self.clear(rhoDown, at: first, count: count, mask: mask)
         }
     }
 

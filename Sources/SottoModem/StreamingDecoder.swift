@@ -40,9 +40,7 @@ public final class StreamingDecoder {
         let bank = BandDecimatorBank(sampleRate: sampleRate, bands: groups.map(\.parameters.band))
         self.bank = bank
         let frontEnds = zip(groups, bank.bands).map { group, decimator in
-            let frontEnd = BasebandFrontEnd(group.parameters, decimator: decimator) { rate in
-                group.profiles.map { FrameReceiver.historyNeeded(profile: $0, basebandRate: rate) }.max() ?? 0
-            }
+            let frontEnd = BasebandFrontEnd(group.parameters, decimator: decimator, profiles: group.profiles)
             return (frontEnd: frontEnd, receivers: group.profiles.map { FrameReceiver(profile: $0, frontEnd: frontEnd) })
         }
         self.frontEnds = frontEnds
@@ -64,14 +62,14 @@ public final class StreamingDecoder {
         return frames.sorted { $0.startTime < $1.startTime }
     }
 
-    /// Transforms the input once per block for every front end, then lets each front end's receivers take
-    /// its new baseband.
+    /// Transforms the input once per block for every front end; each front end takes its new baseband
+    /// (history and preamble correlation), then its receivers run the events it made possible.
     private func feed(_ samples: UnsafeBufferPointer<Float>, into frames: inout [DecodedFrame]) {
         let frontEnds = frontEnds
         bank.process(samples) { index, re, im in
             let (frontEnd, receivers) = frontEnds[index]
-            frontEnd.history.append(real: re, imaginary: im)
-            for receiver in receivers { receiver.consume(real: re, imaginary: im, into: &frames) }
+            frontEnd.append(real: re, imaginary: im)
+            for receiver in receivers { receiver.runEvents(into: &frames) }
         }
     }
 

@@ -217,6 +217,52 @@ import Testing
         #expect(rho[700] > 0.9)
     }
 
+    /// Templates of different lengths in one correlator (the preambles of profiles sharing a baseband): each
+    /// gives its own normalised correlation at every position, over its own length, in blocks that fit the
+    /// longest, as a correlator of that template alone does.
+    @Test(arguments: [[150, 225], [225, 37, 150], [256, 1]])
+    func templatesOfDifferentLengthsEachGiveTheirOwnCorrelation(lengths: [Int]) {
+        var state: UInt64 = UInt64(lengths.reduce(0, +))
+        func noise() -> Float {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return Float(Int64(bitPattern: state >> 11) % 2000) / 1000 - 1
+        }
+        let templates = lengths.map { length in ((0..<length).map { _ in noise() }, (0..<length).map { _ in noise() }) }
+        var xRe = (0..<4000).map { _ in 0.3 * noise() }, xIm = (0..<4000).map { _ in 0.3 * noise() }
+        // Each template planted once, scaled, at its own place.
+        for (t, template) in templates.enumerated() {
+            for i in template.0.indices { xRe[600 + 900 * t + i] += 2 * template.0[i]; xIm[600 + 900 * t + i] += 2 * template.1[i] }
+        }
+        func run(_ correlator: StreamingCorrelator) -> [[Float]] {
+            var rows = [[Float]](repeating: [], count: correlator.templateCount)
+            xRe.withUnsafeBufferPointer { r in
+                xIm.withUnsafeBufferPointer { i in
+                    for start in stride(from: 0, to: 4000, by: 311) {
+                        let end = min(4000, start + 311)
+                        correlator.process(real: UnsafeBufferPointer(rebasing: r[start..<end]),
+                                           imaginary: UnsafeBufferPointer(rebasing: i[start..<end])) { _, correlation in
+                            // Asked for in reverse order: each length's energies are formed by whichever comes first.
+                            for t in (0..<correlator.templateCount).reversed() { rows[t] += correlation(t) }
+                        }
+                    }
+                }
+            }
+            return rows
+        }
+        let mixed = StreamingCorrelator(templates: templates)
+        #expect(mixed.templateLength == lengths.max()! && mixed.templateLengths == lengths)
+        #expect(mixed.fftSize == StreamingCorrelator.blockSize(templateLength: lengths.max()!))
+        let rows = run(mixed)
+        for (t, template) in templates.enumerated() {
+            let alone = run(StreamingCorrelator(templates: [template]))[0]
+            let count = min(alone.count, rows[t].count)
+            #expect(count > 3000)
+            for n in 0..<count { #expect(abs(rows[t][n] - alone[n]) < 1e-4, "template \(t), position \(n)") }
+            let best = rows[t].indices.max { rows[t][$0] < rows[t][$1] }
+            if template.0.count > 1 { #expect(best == 600 + 900 * t && rows[t][best!] > 0.9) }
+        }
+    }
+
     /// Blocks are powers of two of two to four template lengths (256 at least): a fast transform, and at
     /// most three template lengths of positions waiting for the next block.
     @Test(arguments: [1, 37, 64, 65, 150, 188, 225, 256, 257, 1000])

@@ -17,7 +17,7 @@ import Testing
     }
 
     @Test func aPreambleBelongsToTheReceiverThatMatchedItBest() {
-        let frontEnd = BasebandFrontEnd(FrameReceiver.frontEndParameters(profile: .standard, sampleRate: 48_000)) { _ in 4096 }
+        let frontEnd = BasebandFrontEnd(FrameReceiver.frontEndParameters(profile: .standard, sampleRate: 48_000), profiles: [.standard])
         let first = ObjectIdentifier(Profile.self), second = ObjectIdentifier(Int.self)
         frontEnd.record(.init(receiver: first, start: 1_000, strength: 1.6))
         #expect(frontEnd.isOutranked(second, start: 1_050, strength: 0.9, window: 160))

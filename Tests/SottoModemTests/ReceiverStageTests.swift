@@ -154,7 +154,7 @@ import Testing
         var detections: [PreambleDetection] = []
         x.withUnsafeBufferPointer { input in
             decimator.process(input) { re, im in
-                detector.process(real: re, imaginary: im)
+                receiver.frontEnd.append(real: re, imaginary: im)
                 while let time = detector.nextPairingTime, time <= detector.horizon {
                     if let detection = detector.pairNext() { detections.append(detection) }
                 }
@@ -249,7 +249,7 @@ import Testing
         var count = 0
         x.withUnsafeBufferPointer { input in
             receiver.decimator.process(input) { re, im in
-                receiver.preamble.process(real: re, imaginary: im)
+                receiver.frontEnd.append(real: re, imaginary: im)
                 while let time = receiver.preamble.nextPairingTime, time <= receiver.preamble.horizon {
                     if receiver.preamble.pairNext() != nil { count += 1 }
                 }
