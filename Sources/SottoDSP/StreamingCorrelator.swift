@@ -194,6 +194,27 @@ public final class StreamingCorrelator {
         }
     }
 
+    /// `values[i] = 1 / values[i]` over `count` values, 0 where the value is not over `tiny` (no energy under
+    /// the template), eight at a time. In Float: Double divisions, two at a time in the loop that formed the
+    /// energies, were a tenth of the correlators' own time with four profiles on noise.
+    @inline(__always)
+    private static func invert(_ values: UnsafeMutablePointer<Float>, count: Int) {
+        typealias Lanes = SIMD8<Float>
+        let one = Lanes(repeating: 1), zero = Lanes(repeating: 0), floor = Lanes(repeating: tiny)
+        var i = 0
+        while i + Lanes.scalarCount <= count {
+            let x = UnsafeRawPointer(values + i).loadUnaligned(as: Lanes.self)
+            UnsafeMutableRawPointer(values + i).storeBytes(of: (one / x).replacing(with: zero, where: .!(x .> floor)), as: Lanes.self)
+            i += Lanes.scalarCount
+        }
+        while i < count {
+            values[i] = values[i] > tiny ? 1 / values[i] : 0
+            i += 1
+        }
+    }
+    /// Energies at or under this are none (an input of exact zeros, as before the stream).
+    private static let tiny: Float = 1e-30
+
     private func runBlock(emit: (Int, (Int) -> UnsafeBufferPointer<Float>) -> Void) {
         let w = UnsafePointer(window.baseAddress!), prefix = energyPrefix.baseAddress!, out = output.baseAddress!
         let fout = UnsafePointer(forward.output.baseAddress!), iin = inverse.input.baseAddress!
@@ -217,12 +238,10 @@ public final class StreamingCorrelator {
                     let length = distinctLengths[lengthSlot]
                     var n = 0
                     while n < hop {
-                        let e = prefix[n &+ length] - prefix[n]
-                        // The reciprocal in Float: Double divisions, two at a time, were a tenth of the
-                        // correlators' own time with four profiles on noise.
-                        inverseEnergy[n] = e > 1e-30 ? 1 / Float(e) : 0
+                        inverseEnergy[n] = Float(prefix[n &+ length] - prefix[n])
                         n &+= 1
                     }
+                    Self.invert(inverseEnergy, count: hop)
                 }
                 Self.multiply(fout, spectraReal.baseAddress! + 2 * t * fftSize,
                               spectraImaginary.baseAddress! + 2 * t * fftSize, into: iin, count: 2 * fftSize)

@@ -184,8 +184,9 @@ import Testing
         }
         let tRe = (0..<length).map { _ in noise() }, tIm = (0..<length).map { _ in noise() }
         var xRe = (0..<2000).map { _ in 0.3 * noise() }, xIm = (0..<2000).map { _ in 0.3 * noise() }
-        // Plant a scaled copy at 700.
+        // Plant a scaled copy at 700, and silence (exact zeros) over 40 positions' windows from 1 400.
         for i in 0..<length { xRe[700 + i] += 2 * tRe[i]; xIm[700 + i] += 2 * tIm[i] }
+        for i in 1_400..<(1_440 + length) { xRe[i] = 0; xIm[i] = 0 }
         let correlator = StreamingCorrelator(templates: [(tRe, tIm)])
         var rho: [Float] = []
         xRe.withUnsafeBufferPointer { r in
@@ -209,12 +210,14 @@ import Testing
                 ci += b * Double(tRe[i]) - a * Double(tIm[i])
                 e += a * a + b * b
             }
-            let expected = (cr * cr + ci * ci) / (tEnergy * e)
+            let expected = e > 0 ? (cr * cr + ci * ci) / (tEnergy * e) : 0
             #expect(abs(Double(rho[n]) - expected) < 1e-3, "position \(n)")
         }
         let best = rho.indices.max { rho[$0] < rho[$1] }
         #expect(best == 700)
         #expect(rho[700] > 0.9)
+        // No energy under the template: no correlation (not a division by zero).
+        #expect((1_400...1_440).allSatisfy { rho[$0] == 0 })
     }
 
     /// Templates of different lengths in one correlator (the preambles of profiles sharing a baseband): each
