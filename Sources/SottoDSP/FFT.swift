@@ -36,7 +36,8 @@ struct FFTPlanner {
 }
 
 /// FFTW's wisdom: measured plans, which FFTW uses in place of its estimates (on this machine: a 4 096-point
-/// real transform 1.17 -> 0.89 ns a point, 512-point complex ones 0.69 -> 0.57, 432-point ones 1.48 ->
+/// real transform 1.17 -> 0.89 ns a point, though the decoder now takes its block spectrum from a complex
+/// one, `PartialRealFFT`; 512-point complex ones 0.69 -> 0.57, 432-point ones 1.48 ->
 /// 0.98). Every plan made in the process uses the system's wisdom (``systemPath``) and that of the file
 /// named by ``environmentVariable`` (both read before the first plan; a file FFTW does not accept is
 /// ignored), and whatever was measured since. Wisdom changes which algorithm runs, so results move
