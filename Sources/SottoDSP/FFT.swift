@@ -183,7 +183,9 @@ public final class PartialRealFFT {
     private let twiddleReal: UnsafeMutableBufferPointer<Float>
     private let twiddleImaginary: UnsafeMutableBufferPointer<Float>
 
-    /// - Parameter bins: the bins `execute()` computes (any ranges; clipped to 0...size/2 and merged).
+    /// - Parameters:
+    ///   - size: real input points (even, positive).
+    ///   - bins: the bins `execute()` computes (any ranges; clipped to 0...size/2 and merged).
     /// - Precondition: `size` even and positive.
     public init(size: Int, bins: [Range<Int>]) {
         precondition(size > 0 && size % 2 == 0, "a partial real FFT needs an even, positive size")
