@@ -116,11 +116,7 @@ final class BasebandFrontEnd {
         self.detectors = detectors
         // The correlation before the stream, as if silence preceded it (`PreambleDetector.leadPositions`).
         let silence = [Float](repeating: 0, count: lead)
-        silence.withUnsafeBufferPointer { buffer in
-            correlator.process(real: buffer, imaginary: buffer) { count, correlation in
-                for detector in detectors { detector.take(count, correlation) }
-            }
-        }
+        silence.withUnsafeBufferPointer { correlate(real: $0, imaginary: $0) }
     }
 
     /// The detector of `profile` (one of `profiles`).
@@ -132,6 +128,11 @@ final class BasebandFrontEnd {
     /// profile's chirps, and lets each detector find its peaks in the positions that came out.
     func append(real: UnsafeBufferPointer<Float>, imaginary: UnsafeBufferPointer<Float>) {
         history.append(real: real, imaginary: imaginary)
+        correlate(real: real, imaginary: imaginary)
+    }
+
+    /// Correlates baseband samples with every profile's chirps; each detector takes the positions that come out.
+    private func correlate(real: UnsafeBufferPointer<Float>, imaginary: UnsafeBufferPointer<Float>) {
         let detectors = detectors
         correlator.process(real: real, imaginary: imaginary) { count, correlation in
             for detector in detectors { detector.take(count, correlation) }
