@@ -44,8 +44,9 @@ struct PreambleDetection: Sendable, Hashable {
 }
 
 /// Finds the preamble (an up-chirp then a down-chirp across the profile's band) in one receiver's
-/// baseband: streaming normalised correlation with both chirps, up-chirp peaks over a threshold, each
-/// paired with the best down-chirp peak where the largest time-scale offset allows it.
+/// baseband: streaming normalised correlation with both chirps (blocks of the correlator its front end
+/// shares between profiles, taken by `take`), up-chirp peaks over a threshold, each paired with the best
+/// down-chirp peak where the largest time-scale offset allows it.
 ///
 /// Pairings are taken one at a time, when the receiver's clock reaches the stream position at which
 /// each can be decided (`nextPairingTime`): the receiver interleaves them with the decode attempts of
@@ -67,9 +68,6 @@ final class PreambleDetector {
 
     private let profile: Profile
     private let basebandRate: Double
-    /// The correlator of a detector that has one of its own (fed through `process`); nil for one whose owner
-    /// shares a correlator between several detectors and hands it each block (`take`).
-    private let ownCorrelator: StreamingCorrelator?
     /// The correlator's index of this detector's up-chirp template; its down-chirp is the next one.
     private let upTemplate: Int
     // Correlation ring buffers, by position (the template's first sample aligned with baseband sample n).
@@ -134,42 +132,21 @@ final class PreambleDetector {
     /// parabola, one spare).
     private static let leadMargin = 2
 
-    /// A detector reading templates `upTemplate` and `upTemplate + 1` (this profile's `templates`) of a
-    /// correlator its owner shares between detectors and hands each block to `take`, after feeding it `lead`
-    /// (at least `leadPositions`) baseband samples of silence before the stream.
+    /// A detector reading templates `upTemplate` and `upTemplate + 1` (this profile's `templates`, of
+    /// `chirpLength` samples) of a correlator its owner (`BasebandFrontEnd`) shares between detectors and
+    /// hands each block to `take`, after feeding it `lead` (at least `leadPositions`) baseband samples of
+    /// silence before the stream.
     /// - Parameters:
     ///   - basebandRate: rate of the baseband it is fed (Hz).
     ///   - noiseBandwidth: bandwidth of the noise in that baseband (Hz), for the thresholds.
     ///   - capacity: positions of correlation kept (a power of two, at least the baseband history's).
     ///   - correlateDownChirpEverywhere: correlate the down-chirp at every position, not only near up-chirp
     ///     peaks (the same detections at more cost; for tests).
-    convenience init(profile: Profile, basebandRate: Double, noiseBandwidth: Double, capacity: Int, chirpLength: Int,
-                     upTemplate: Int, lead: Int, correlateDownChirpEverywhere: Bool = false) {
-        self.init(profile: profile, basebandRate: basebandRate, noiseBandwidth: noiseBandwidth, capacity: capacity,
-                  chirpLength: chirpLength, correlator: nil, upTemplate: upTemplate, lead: lead,
-                  correlateDownChirpEverywhere: correlateDownChirpEverywhere)
-    }
-
-    /// A detector with a correlator of its own, fed through `process`.
-    /// - Parameter centerFrequency: frequency the baseband is centred on (Hz).
-    convenience init(profile: Profile, basebandRate: Double, centerFrequency: Double, noiseBandwidth: Double, capacity: Int,
-                     correlateDownChirpEverywhere: Bool = false) {
-        let correlator = StreamingCorrelator(templates: Self.templates(profile: profile, basebandRate: basebandRate,
-                                                                       centerFrequency: centerFrequency))
-        let lead = Self.leadPositions(basebandRate: basebandRate)
-        self.init(profile: profile, basebandRate: basebandRate, noiseBandwidth: noiseBandwidth, capacity: capacity,
-                  chirpLength: correlator.templateLength, correlator: correlator, upTemplate: 0, lead: lead,
-                  correlateDownChirpEverywhere: correlateDownChirpEverywhere)
-        let silence = [Float](repeating: 0, count: lead)
-        silence.withUnsafeBufferPointer { process(real: $0, imaginary: $0) }
-    }
-
-    private init(profile: Profile, basebandRate: Double, noiseBandwidth: Double, capacity: Int, chirpLength: Int,
-                 correlator: StreamingCorrelator?, upTemplate: Int, lead: Int, correlateDownChirpEverywhere: Bool) {
+    init(profile: Profile, basebandRate: Double, noiseBandwidth: Double, capacity: Int, chirpLength: Int,
+         upTemplate: Int, lead: Int, correlateDownChirpEverywhere: Bool = false) {
         self.profile = profile
         self.basebandRate = basebandRate
         self.chirpLength = chirpLength
-        ownCorrelator = correlator
         self.upTemplate = upTemplate
         let band = profile.highFrequency - profile.lowFrequency
         let dopplerMargin = profile.highFrequency * Self.maxOffsetPPM * 1e-6
@@ -201,13 +178,6 @@ final class PreambleDetector {
     /// Baseband samples (from the stream's start) for which the correlation is complete: a pairing that
     /// needs no more than this can be decided.
     var horizon: Int { positionCount + chirpLength - 1 }
-
-    /// Correlates a run of new baseband samples with the detector's own correlator and finds the up-chirp
-    /// peaks in it.
-    func process(real: UnsafeBufferPointer<Float>, imaginary: UnsafeBufferPointer<Float>) {
-        guard let correlator = ownCorrelator else { preconditionFailure("a detector on a shared correlator is fed by its owner") }
-        correlator.process(real: real, imaginary: imaginary) { count, correlation in take(count, correlation) }
-    }
 
     /// Takes a block of `count` new positions of correlation (`correlation(t)` for the correlator's template
     /// `t`) and finds the up-chirp peaks in it.

@@ -207,15 +207,24 @@ import Testing
     func downChirpOnlyNearPeaksPairsTheSame(profile: Profile) throws {
         let rate = 48_000.0
         let receiver = FrameReceiver(profile: profile, sampleRate: rate)
-        let decimator = receiver.decimator
-        let everywhere = PreambleDetector(profile: profile, basebandRate: decimator.outputRate,
-                                          centerFrequency: decimator.centerFrequency,
-                                          noiseBandwidth: min(decimator.outputRate, profile.highFrequency - profile.lowFrequency + 300),
-                                          capacity: receiver.history.capacity, correlateDownChirpEverywhere: true)
-        let nearPeaks = PreambleDetector(profile: profile, basebandRate: decimator.outputRate,
-                                         centerFrequency: decimator.centerFrequency,
-                                         noiseBandwidth: min(decimator.outputRate, profile.highFrequency - profile.lowFrequency + 300),
-                                         capacity: receiver.history.capacity)
+        let decimator = receiver.decimator, basebandRate = decimator.outputRate
+        // Two detectors of the profile on one correlator (its chirps twice), as a front end shares one.
+        let templates = PreambleDetector.templates(profile: profile, basebandRate: basebandRate,
+                                                   centerFrequency: decimator.centerFrequency)
+        let correlator = StreamingCorrelator(templates: templates + templates)
+        let lead = PreambleDetector.leadPositions(basebandRate: basebandRate)
+        let detectors = [true, false].enumerated().map { index, correlateEverywhere in
+            PreambleDetector(profile: profile, basebandRate: basebandRate,
+                             noiseBandwidth: min(basebandRate, profile.highFrequency - profile.lowFrequency + 300),
+                             capacity: receiver.history.capacity, chirpLength: templates[0].real.count,
+                             upTemplate: 2 * index, lead: lead, correlateDownChirpEverywhere: correlateEverywhere)
+        }
+        func correlate(_ re: UnsafeBufferPointer<Float>, _ im: UnsafeBufferPointer<Float>) {
+            correlator.process(real: re, imaginary: im) { count, correlation in
+                for detector in detectors { detector.take(count, correlation) }
+            }
+        }
+        [Float](repeating: 0, count: lead).withUnsafeBufferPointer { correlate($0, $0) }
         let modulator = try Modulator(profile: profile, sampleRate: rate)
         var noise = SeededRandom(seed: 21)
         var x: [Float] = []
@@ -229,8 +238,8 @@ import Testing
         var pairings: [[PreambleDetection?]] = [[], []]
         x.withUnsafeBufferPointer { input in
             decimator.process(input) { re, im in
-                for (index, detector) in [everywhere, nearPeaks].enumerated() {
-                    detector.process(real: re, imaginary: im)
+                correlate(re, im)
+                for (index, detector) in detectors.enumerated() {
                     while let time = detector.nextPairingTime, time <= detector.horizon {
                         pairings[index].append(detector.pairNext())
                     }
