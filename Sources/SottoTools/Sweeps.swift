@@ -6,7 +6,7 @@ import SottoModem
 
 /// The robustness sweeps.
 public enum SweepKind: String, CaseIterable, Sendable {
-    case snr, offset, reverb, rooms, longroom, speech, `false`, latency, exchange
+    case snr, offset, reverb, rooms, longroom, speech, `false`, latency, exchange, crowd
 }
 
 /// Where a sweep's tables go, row by row as they are measured.
@@ -42,6 +42,10 @@ public struct SweepRunner {
     let speechPath: String?
     let rate = 48_000.0
     let directivity: Double
+    /// Device counts of the crowd sweep.
+    public var crowdDevices = [2, 5, 10, 20]
+    /// Sender rules of the crowd sweep, by name (see ``CrowdSweep/rules(named:)``).
+    public var crowdRules = ["fixed", "crowd"]
 
     /// `trials` frames (or runs) per point, seeded; measured rooms and noise from `dataDirectory`, speech for
     /// the speech and false sweeps from `speechPath`; `directivity` is the source's Q in synthetic rooms.
@@ -96,6 +100,7 @@ public struct SweepRunner {
         case .false: try sweepFalse(profiles, seconds: seconds)
         case .latency: sweepLatency(profiles, lengths)
         case .exchange: sweepExchange()
+        case .crowd: try sweepCrowd(profiles)
         }
     }
 
@@ -346,6 +351,36 @@ public struct SweepRunner {
         output.row(["frames heard", "\(all.framesHeard) of \(2 * all.framesSent)"])
         output.row(["frames overlapping another device's frame", "\(all.collisions)"])
         output.row(["receptions of overlapping frames decoded", "\(all.collidedHeard) of \(2 * all.collisions)"])
+    }
+
+    // MARK: Crowd
+
+    mutating func sweepCrowd(_ profiles: [Profile]) throws {
+        let rules = try crowdRules.map { name -> (String, TransmitScheduler.Rules) in
+            guard let r = CrowdSweep.rules(named: name) else { throw ToolError("unknown sender rules '\(name)': \(CrowdSweep.ruleNames.joined(separator: ", "))") }
+            return (name, r)
+        }
+        output.table("A room full of devices: 7 x 5 x 2.6 m, RT60 0.5 s, devices at random places, levels within 6 dB, clocks within 100 ppm, each listener's noise 10 dB under its mean received power, starts within 1 s; every device broadcasts its 8-byte token and decodes all profiles; \(trials) rooms a point. Heard: the listener decoded the speaker's token within 10 s of both starting; found: its subscription found the speaker's message.",
+                     ["rules", "profile", "devices", "pairs heard", "rooms all heard", "median first hearing (s)", "95th percentile (s)", "pairs found", "false tokens", "band busy"])
+        for profile in profiles {
+            for (name, rule) in rules {
+                for devices in crowdDevices {
+                    output.status("\(name), \(profile.name), \(devices) devices")
+                    let seeds = (0..<trials).map { _ in random.next() }
+                    let results = try CrowdSweep.run(seeds.map { seed in
+                        var c = CrowdSimulation.Configuration(devices: devices, rules: rule, seed: seed)
+                        c.profile = profile.name
+                        return c
+                    })
+                    let summary = CrowdSweep.Summary(results)
+                    func q(_ p: Double) -> String { summary.hearingQuantile(p).map { fixed($0, 2) } ?? "-" }
+                    output.row([name, profile.name, "\(devices)", "\(fixed(100 * summary.heardShare, 1))%",
+                                "\(summary.roomsAllHeard) of \(results.count)", q(0.5), q(0.95),
+                                "\(fixed(100 * summary.foundShare, 1))%", "\(summary.falseTokens)",
+                                "\(fixed(100 * summary.busyShare, 0))%"])
+                }
+            }
+        }
     }
 
     // MARK: Latency

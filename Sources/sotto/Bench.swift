@@ -71,7 +71,9 @@ struct BenchSweep: ParsableCommand {
             interference. false: an hour of noise and speech (false tokens). latency: how long after its last \
             sample a frame is reported, fed in 1024-sample periods as from a device. exchange: three devices in a \
             simulated room through the modem and the matcher (found latency, stop-to-lost, walk-away-to-lost, \
-            collisions; --trials runs).
+            collisions; --trials runs). crowd: N devices in a simulated room, each broadcasting its token on the \
+            sender rules (--rules) and decoding everyone (ordered pairs heard and found within the 10 s lost timeout, \
+            time to first hearing; --devices counts, --trials rooms).
 
             Conventions: the burst's RMS is fixed over its active part; SNR is that power over the white-noise \
             power in the whole 0...fs/2 band; Eb/N0 = SNR + 10 log10(T_active x (fs / 2) / payload bits), charging \
@@ -87,6 +89,8 @@ struct BenchSweep: ParsableCommand {
     @Option(parsing: .unconditional, help: "Audio to scan, for false (s).") var seconds: Double = 3600
     @Option(parsing: .unconditional, help: "Random seed.") var seed: UInt64 = 1
     @Option(parsing: .unconditional, help: "Source directivity factor Q in the synthetic rooms of reverb (1 = omnidirectional).") var directivity: Double = 4
+    @Option(help: "Devices in the room, for crowd (comma-separated counts, 1 to 100).") var devices: String = "2,5,10,20"
+    @Option(help: "Sender rules, for crowd (comma-separated: \(CrowdSweep.ruleNames.joined(separator: ", "))).") var rules: String = "fixed,crowd"
     @OptionGroup var format: FormatOption
     @OptionGroup var progress: ProgressOptions
 
@@ -97,6 +101,10 @@ struct BenchSweep: ParsableCommand {
         try NumericOption.directivity.check(directivity)
         _ = try selectedProfiles()
         _ = try sizes()
+        _ = try deviceCounts()
+        for name in rules.split(separator: ",") where CrowdSweep.rules(named: String(name)) == nil {
+            throw ValidationError("--rules: unknown sender rules '\(name)': \(CrowdSweep.ruleNames.joined(separator: ", "))")
+        }
         if (kind == .speech || kind == .false) && speech == nil {
             throw ValidationError("the \(kind.rawValue) sweep needs a speech recording: --speech FILE (scripts/make-fixtures makes one with espeak-ng)")
         }
@@ -119,6 +127,15 @@ struct BenchSweep: ParsableCommand {
         }
     }
 
+    func deviceCounts() throws -> [Int] {
+        let counts = try devices.split(separator: ",").map { s -> Int in
+            guard let n = Int(s), (1...100).contains(n) else { throw ValidationError("--devices: device counts must be 1 to 100, got '\(s)'") }
+            return n
+        }
+        guard !counts.isEmpty else { throw ValidationError("--devices: give at least one device count") }
+        return counts
+    }
+
     func run() throws {
         progress.apply()
         let sweepName = kind.rawValue
@@ -128,6 +145,8 @@ struct BenchSweep: ParsableCommand {
         let output = SweepOutput(table: { printer.value.table($0, $1) }, row: { printer.value.row($0) },
                                  status: { ProgressLine.shared.update("\(sweepName): \($0)") })
         var runner = SweepRunner(trials: trials, seed: seed, dataDirectory: data, speechPath: speech, directivity: directivity, output: output)
+        runner.crowdDevices = try deviceCounts()
+        runner.crowdRules = rules.split(separator: ",").map(String.init)
         do { try runner.run(kind, profiles: selectedProfiles(), lengths: sizes(), seconds: seconds) }
         catch let error as ToolError { throw CommandError(error.description) }
         ProgressLine.shared.clear()

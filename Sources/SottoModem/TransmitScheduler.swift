@@ -1,0 +1,188 @@
+import SottoCodes
+
+/// When one device broadcasts its frames in a band it shares with others: the sender's rules.
+///
+/// Without rules (``Rules/fixed``) a device sends every `interval` plus 0...`jitter` seconds whatever it
+/// hears, which is what Sotto did before: with a handful of devices in a room, their bursts overlap and most
+/// are lost. With ``Rules/crowd`` it behaves like CSMA/CA:
+/// - **Listen before talk.** When a frame is due, the device draws a random backoff of 0..<window slots
+///   and counts them down only while the band has been idle for `idleBeforeTalk`; a busy band freezes the
+///   count. The window grows with the number of devices heard, so that their counters rarely end in one slot.
+/// - **An interval that grows with the room.** The time from one frame to the next is at least
+///   `interval`, and at least the airtime of every device heard (itself included) divided by
+///   `airtimeShare`: the band's load stays near that share however many devices there are, capped by
+///   `maximumInterval` so that a device is still heard within the exchange's lost timeout.
+///
+/// A value type with no I/O and no clock: the caller steps it with its own time (s) every device period,
+/// tells it whether the band is idle (its ``BandActivityMonitor``) and whom it heard, and sends a frame
+/// when it answers ``Action/transmit``.
+public struct TransmitScheduler: Sendable {
+    /// The rules one device follows.
+    public struct Rules: Sendable, Hashable, Codable {
+        /// Shortest time from the start of one frame to the start of the next (s).
+        public var interval: Double
+        /// Uniform random extra delay per frame, 0...jitter (s).
+        public var jitter: Double
+        /// Count backoff slots only while the band is idle.
+        public var listenBeforeTalk: Bool
+        /// A backoff slot (s): longer than the time it takes to hear that another device started (a sense
+        /// block, the sound's flight across a room, a device buffer).
+        public var slot: Double
+        /// How long the band must have been idle before a slot counts (s).
+        public var idleBeforeTalk: Double
+        /// Slots in the backoff window per device heard (itself included); at least `minimumWindow`.
+        public var slotsPerDevice: Double
+        /// Smallest backoff window (slots).
+        public var minimumWindow: Int
+        /// Share of the band's time that all devices heard are meant to use together (0 < share <= 1); nil
+        /// keeps the interval fixed whatever is heard.
+        public var airtimeShare: Double?
+        /// Longest interval the adaptation may reach (s).
+        public var maximumInterval: Double
+        /// How long a device heard counts as present after it was last heard (s).
+        public var neighbourMemory: Double
+        /// How long to listen after starting before the first frame is due (s): long enough to learn the
+        /// band's noise floor and to hear a frame in progress.
+        public var listenFirst: Double
+        /// A uniformly random extra wait before the first frame, 0...firstFrameSpread (s), so that devices
+        /// started together do not all contend at once.
+        public var firstFrameSpread: Double
+        /// When a device is heard for the first time (or again after ``neighbourMemory``), the next frame is
+        /// brought forward (once per own frame) to a random time within one airtime per device heard, so that
+        /// the newcomer hears this device soon and the devices answering it do not all contend at once.
+        public var answerNewcomers: Bool
+
+        public init(interval: Double, jitter: Double, listenBeforeTalk: Bool, slot: Double = 0.06,
+                    idleBeforeTalk: Double = 0.04, slotsPerDevice: Double = 3, minimumWindow: Int = 4,
+                    airtimeShare: Double?, maximumInterval: Double = 6, neighbourMemory: Double = 10,
+                    listenFirst: Double = 0, firstFrameSpread: Double = 0, answerNewcomers: Bool = false) {
+            self.interval = interval
+            self.jitter = jitter
+            self.listenBeforeTalk = listenBeforeTalk
+            self.slot = slot
+            self.idleBeforeTalk = idleBeforeTalk
+            self.slotsPerDevice = slotsPerDevice
+            self.minimumWindow = minimumWindow
+            self.airtimeShare = airtimeShare
+            self.maximumInterval = maximumInterval
+            self.neighbourMemory = neighbourMemory
+            self.listenFirst = listenFirst
+            self.firstFrameSpread = firstFrameSpread
+            self.answerNewcomers = answerNewcomers
+        }
+
+        /// Sotto's rule before listen-before-talk: every `interval` + 0...`jitter` s whatever is heard.
+        public static func fixed(interval: Double = 1, jitter: Double = 0.25) -> Rules {
+            Rules(interval: interval, jitter: jitter, listenBeforeTalk: false, airtimeShare: nil)
+        }
+
+        /// Listen before talk, a backoff window and an interval that grow with the devices heard.
+        public static let crowd = Rules(interval: 1, jitter: 0.25, listenBeforeTalk: true, airtimeShare: 0.6,
+                                        listenFirst: 0.25, firstFrameSpread: 0.5, answerNewcomers: true)
+    }
+
+    /// What to do now.
+    public enum Action: Sendable, Equatable {
+        /// Nothing to send now.
+        case wait
+        /// Start sending the frame now.
+        case transmit
+    }
+
+    /// Where the device is between two frames.
+    enum State: Sendable, Equatable {
+        /// Waiting for the next frame to be due.
+        case waiting(until: Double)
+        /// Due: counting down `slotsLeft` idle slots, the next one ending at `slotEnds`.
+        case contending(slotsLeft: Int, slotEnds: Double)
+        /// Sending a frame that started at `started` and ends at `until`.
+        case transmitting(started: Double, until: Double)
+    }
+
+    public let rules: Rules
+    /// Airtime of one frame of this device (s).
+    public let airtime: Double
+    private(set) var state: State
+    private var lastHeard: [[UInt8]: Double] = [:]
+    private var generator: SplitMix64
+    /// Whether a newcomer already brought the next frame forward since the last one.
+    private var answeredSinceLastFrame = false
+
+    /// - Parameters:
+    ///   - rules: the sender's rules.
+    ///   - airtime: one frame's airtime (s).
+    ///   - start: the time of the first step (s); the first frame is due then.
+    ///   - seed: seed of the jitter and backoff draws (each device its own).
+    public init(rules: Rules, airtime: Double, start: Double, seed: UInt64) {
+        self.rules = rules
+        self.airtime = airtime
+        generator = SplitMix64(seed: seed)
+        state = .waiting(until: start)
+        state = .waiting(until: start + rules.listenFirst + uniform() * rules.firstFrameSpread)
+    }
+
+    /// Devices heard within ``Rules/neighbourMemory`` of `now`, not counting this one.
+    public func neighbours(at now: Double) -> Int {
+        lastHeard.values.reduce(0) { $0 + (now - $1 <= rules.neighbourMemory ? 1 : 0) }
+    }
+
+    /// The time from one frame's start to the next's before jitter (s), for `now`.
+    public func interval(at now: Double) -> Double {
+        guard let share = rules.airtimeShare else { return rules.interval }
+        let load = Double(neighbours(at: now) + 1) * airtime / share
+        return min(max(rules.interval, load), max(rules.interval, rules.maximumInterval))
+    }
+
+    /// The backoff window (slots) for `now`.
+    func window(at now: Double) -> Int {
+        max(rules.minimumWindow, Int((rules.slotsPerDevice * Double(neighbours(at: now) + 1)).rounded(.up)))
+    }
+
+    /// Another device's frame was heard at `now`; `sender` identifies it (its frame bytes or token).
+    public mutating func heard(_ sender: [UInt8], at now: Double) {
+        let isNew = lastHeard[sender].map { now - $0 > rules.neighbourMemory } ?? true
+        lastHeard[sender] = now
+        if isNew && rules.answerNewcomers && !answeredSinceLastFrame, case .waiting(let until) = state, until > now {
+            answeredSinceLastFrame = true
+            let spread = Double(max(1, neighbours(at: now))) * airtime
+            state = .waiting(until: min(until, now + uniform() * spread))
+        }
+        if lastHeard.count > 4 * 1024 { lastHeard = lastHeard.filter { now - $0.value <= rules.neighbourMemory } }
+    }
+
+    /// One step at `now` (s). `bandIdleFor` is how long the band has been idle up to now (s; 0 when busy),
+    /// as the device's own receiver measures it outside its own transmissions.
+    public mutating func step(now: Double, bandIdleFor: Double) -> Action {
+        switch state {
+        case .waiting(let until):
+            guard now >= until else { return .wait }
+            guard rules.listenBeforeTalk else { return begin(now) }
+            let slots = Int(uniform() * Double(window(at: now)))
+            state = .contending(slotsLeft: slots, slotEnds: now + rules.slot)
+            return step(now: now, bandIdleFor: bandIdleFor)
+        case .contending(let slotsLeft, let slotEnds):
+            guard bandIdleFor >= rules.idleBeforeTalk else {
+                // Busy: the count freezes, and the current slot starts again once the band is idle.
+                state = .contending(slotsLeft: slotsLeft, slotEnds: now + rules.slot)
+                return .wait
+            }
+            if slotsLeft == 0 { return begin(now) }
+            guard now >= slotEnds else { return .wait }
+            state = .contending(slotsLeft: slotsLeft - 1, slotEnds: slotEnds + rules.slot)
+            return slotsLeft - 1 == 0 ? begin(now) : .wait
+        case .transmitting(let started, let until):
+            guard now >= until else { return .wait }
+            state = .waiting(until: started + interval(at: now) + uniform() * rules.jitter)
+            return step(now: now, bandIdleFor: bandIdleFor)
+        }
+    }
+
+    /// Uniform in [0, 1) (jitter and backoff only: nothing secret is drawn here).
+    private mutating func uniform() -> Double { Double(generator.next() >> 11) * 0x1p-53 }
+
+    private mutating func begin(_ now: Double) -> Action {
+        answeredSinceLastFrame = false
+        state = .transmitting(started: now, until: now + airtime)
+        return .transmit
+    }
+}

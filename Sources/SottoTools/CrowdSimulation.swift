@@ -1,0 +1,349 @@
+import Foundation
+import SottoChannel
+import SottoDSP
+import SottoExchange
+import SottoModem
+
+/// A room full of devices, end to end: every device broadcasts its matcher token on the sender's rules
+/// (``TransmitScheduler``), hears the sum of everyone's sound (its own included, loudest) through the room,
+/// decodes it with the real streaming decoder, senses the band for listen-before-talk with its own
+/// ``BandActivityMonitor``, and reports what it heard to one embedded matcher where every device publishes
+/// a message and subscribes to all of the app's messages.
+///
+/// Time runs in device periods (1 024 samples at 48 kHz): each period every device decides whether to start
+/// a frame (it starts one period later, as a device buffer delays it) and then hears that period.
+///
+/// Measures, for every ordered pair (listener, speaker), when the listener first decoded the speaker's
+/// token, counted from the later of their two starts, and when the listener's subscription found the
+/// speaker's message. Seeded: the same configuration gives the same result.
+public struct CrowdSimulation: Sendable {
+    /// What is simulated.
+    public struct Configuration: Sendable, Hashable, Codable {
+        /// Devices in the room.
+        public var devices: Int
+        /// The sender's rules every device follows.
+        public var rules: TransmitScheduler.Rules
+        /// Profile of the token frames.
+        public var profile: String = Profile.standard.name
+        /// Reverberation time at mid frequencies (s).
+        public var rt60: Double = 0.5
+        /// Room size (m): length, width, height.
+        public var size: [Double] = [7, 5, 2.6]
+        /// Devices start at uniformly random times within this many seconds.
+        public var startSpread: Double = 1
+        /// How long after both have started a pair counts as heard in time (s): the exchange's lost timeout.
+        public var window: Double = 10
+        /// White noise at each listener: its mean received power from the others over the noise (dB, full band).
+        public var snrDB: Double = 10
+        /// Levels of the devices differ by up to this much (dB).
+        public var levelSpreadDB: Double = 6
+        /// Clocks differ from nominal by up to this much (ppm).
+        public var ppmSpread: Double = 100
+        /// Speaker roll-off corner (Hz) of every device, or nil for flat speakers.
+        public var rollOffCornerHz: Double?
+        /// Profiles every device listens for (names); nil for every profile the rate carries.
+        public var listenProfiles: [String]?
+        /// Token length the matcher issues (bytes).
+        public var tokenLength: Int = 8
+        /// Sample rate (Hz).
+        public var sampleRate: Double = 48_000
+        /// Seed of the room, the devices' draws and the noise.
+        public var seed: UInt64
+
+        public init(devices: Int, rules: TransmitScheduler.Rules, seed: UInt64) {
+            self.devices = devices
+            self.rules = rules
+            self.seed = seed
+        }
+    }
+
+    /// What one run measured.
+    public struct Result: Sendable, Hashable, Codable {
+        /// Devices in the room.
+        public var devices: Int
+        /// `firstHeard[listener][speaker]`: seconds from the later of their starts until the listener first
+        /// decoded the speaker's token; nil if never within the run (and on the diagonal).
+        public var firstHeard: [[Double?]]
+        /// `firstFound[listener][speaker]`: seconds from the later of their starts until the listener's
+        /// subscription found the speaker's message; nil if never.
+        public var firstFound: [[Double?]]
+        /// Frames decoded that no device sent.
+        public var falseTokens: Int
+        /// Frames sent by all devices.
+        public var framesSent: Int
+        /// Frames decoded by listeners other than their sender.
+        public var framesHeard: Int
+        /// Share of the run's time in which at least one device was sending.
+        public var bandBusyShare: Double
+        /// The window the shares below count (s).
+        public var window: Double
+        /// When each device started (s).
+        public var starts: [Double]
+        /// Every frame sent: by which device, and when it started (s).
+        public var transmissions: [Transmission]
+        /// Every frame decoded by another device: who heard whom, and when (s, the end of the period it
+        /// was decoded in).
+        public var hearings: [Hearing]
+
+        /// A frame sent.
+        public struct Transmission: Sendable, Hashable, Codable {
+            public var device: Int
+            public var start: Double
+        }
+
+        /// A frame decoded by a device other than its sender.
+        public struct Hearing: Sendable, Hashable, Codable {
+            public var listener: Int
+            public var speaker: Int
+            public var time: Double
+        }
+
+        /// Ordered pairs (listener != speaker).
+        public var pairs: Int { devices * (devices - 1) }
+        /// Ordered pairs heard within the window.
+        public var pairsHeard: Int { count(firstHeard) }
+        /// Ordered pairs whose message was found within the window.
+        public var pairsFound: Int { count(firstFound) }
+        /// Whether every ordered pair was heard within the window.
+        public var everyoneHeard: Bool { pairsHeard == pairs }
+        /// First-hearing times of the pairs heard within the window (s).
+        public var hearingTimes: [Double] { times(firstHeard) }
+
+        func count(_ matrix: [[Double?]]) -> Int {
+            matrix.reduce(0) { $0 + $1.reduce(0) { $0 + (($1 ?? .infinity) <= window ? 1 : 0) } }
+        }
+
+        func times(_ matrix: [[Double?]]) -> [Double] {
+            matrix.flatMap { $0.compactMap { $0 } }.filter { $0 <= window }
+        }
+    }
+
+    public let configuration: Configuration
+
+    public init(_ configuration: Configuration) { self.configuration = configuration }
+
+    /// One contribution of a device's frame to a listener's microphone: the heard samples from `start`.
+    private struct Arrival {
+        var start: Int
+        var samples: [Float]
+        var end: Int { start + samples.count }
+    }
+
+    /// Runs the simulation (seconds of CPU grow with devices squared for the sound paths and linearly for
+    /// the decoding).
+    public func run() throws -> Result {
+        let c = configuration
+        guard c.devices >= 1, c.size.count == 3 else { throw ParameterError("a crowd needs at least one device and a room of three sizes") }
+        guard let profile = Profile.named(c.profile) else { throw ParameterError("unknown profile \(c.profile)") }
+        let rate = c.sampleRate
+        let n = c.devices
+        let room = CrowdRoom.random(count: n, size: [c.size[0], c.size[1], c.size[2]], rt60: c.rt60,
+                                    levelSpreadDB: c.levelSpreadDB, ppmSpread: c.ppmSpread,
+                                    rollOffCornerHz: c.rollOffCornerHz, seed: c.seed)
+        var random = SeededRandom(seed: c.seed ^ 0x5EED_C0DE)
+
+        // The matcher issues every device's token; every device publishes and subscribes.
+        var core = MatcherCore(tokenLength: c.tokenLength, generator: SeededRandom(seed: c.seed &+ 17))
+        var frames: [[UInt8]] = Array(repeating: [], count: n)
+        for d in 0..<n {
+            for event in core.handle(.openSession(SessionID("\(d)"), appID: "crowd", broadcasts: true), now: 0) {
+                if case .broadcastToken(_, let token) = event { frames[d] = Payload.token(token).frameBytes }
+            }
+        }
+        let owner = Dictionary(frames.enumerated().map { ($0.element, $0.offset) }, uniquingKeysWith: { a, _ in a })
+        let starts = (0..<n).map { _ in random.uniform() * c.startSpread }
+        let modulator = try Modulator(profile: profile, sampleRate: rate)
+        let bursts = try frames.enumerated().map { room.played(try modulator.modulate($0.element), by: $0.offset, sampleRate: rate) }
+        let airtime = Double(bursts[0].count) / rate
+        var schedulers = (0..<n).map {
+            TransmitScheduler(rules: c.rules, airtime: airtime, start: starts[$0], seed: c.seed &+ UInt64($0) &* 7919)
+        }
+
+        // Noise at each listener: its mean received power from the others (direct path), `snrDB` above.
+        let burstPower = Double(modulator.amplitude * modulator.amplitude) / 2
+        let noiseSigma: [Float] = (0..<n).map { to in
+            var sum = 0.0
+            for from in 0..<n where from != to {
+                let g = pow(10, room.devices[from].levelDB / 20) / room.distance(from, to)
+                sum += burstPower * g * g
+            }
+            let mean = n > 1 ? sum / Double(n - 1) : burstPower
+            return Float((mean / pow(10, c.snrDB / 10)).squareRoot())
+        }
+
+        let listenProfiles = try (c.listenProfiles ?? Profile.carried(atSampleRate: rate).map(\.name)).map { name in
+            guard let p = Profile.named(name) else { throw ParameterError("unknown profile \(name)") }
+            return p
+        }
+        let decoders = try (0..<n).map { _ in try StreamingDecoder(sampleRate: rate, profiles: listenProfiles) }
+        let inaudible = listenProfiles.filter { $0.band.lowerBound > 10_000 }
+        let senseBand = (inaudible.map(\.band.lowerBound).min() ?? profile.band.lowerBound)...(inaudible.map(\.band.upperBound).max() ?? profile.band.upperBound)
+        let monitors = (0..<n).map { _ in BandActivityMonitor(band: senseBand, sampleRate: rate) }
+        let period = 1024
+        let duration = c.startSpread + c.window + airtime + 0.5
+        let steps = Int((duration * rate / Double(period)).rounded(.up))
+        var arrivals: [[Arrival]] = Array(repeating: [], count: n)
+        var heardPaths: [Int: [Float]] = [:]  // from * n + to
+        var firstHeard: [[Double?]] = Array(repeating: Array(repeating: nil, count: n), count: n)
+        var firstFound: [[Double?]] = Array(repeating: Array(repeating: nil, count: n), count: n)
+        var result = Result(devices: n, firstHeard: [], firstFound: [], falseTokens: 0, framesSent: 0, framesHeard: 0,
+                            bandBusyShare: 0, window: c.window, starts: starts, transmissions: [], hearings: [])
+        var busyUntil = 0
+        var busySamples = 0
+        var noise = SeededRandom(seed: c.seed ^ 0xA0_15E)
+        var block = [Float](repeating: 0, count: period)
+        var nextTick = 0.0
+        var published = Array(repeating: false, count: n)
+
+        func handle(_ events: [MatcherEvent], at now: Double) {
+            for event in events {
+                guard case .found(let subscriber, _, let message) = event,
+                      let listener = Int(subscriber.value),
+                      let speaker = Int(String(decoding: message.content, as: UTF8.self).dropFirst(7)) else { continue }
+                if firstFound[listener][speaker] == nil {
+                    firstFound[listener][speaker] = now - max(starts[listener], starts[speaker])
+                }
+            }
+        }
+
+        for step in 0..<steps {
+            let first = step * period
+            let now = Double(first) / rate
+            // Publications and subscriptions start with their devices.
+            for d in 0..<n where !published[d] && now >= starts[d] {
+                published[d] = true
+                let message = try Message(type: "device", content: Array("device \(d)".utf8))
+                handle(core.handle(.publish(SessionID("\(d)"), OperationID(1), message, .default), now: now), at: now)
+                handle(core.handle(.subscribe(SessionID("\(d)"), OperationID(2), .allMyTypes, .default, lostTimeout: c.window), now: now), at: now)
+            }
+            // Decisions: a frame decided now starts one period later.
+            for d in 0..<n where now >= starts[d] {
+                let monitor = monitors[d]
+                let idleFor = monitor.isBusy ? 0 : Double(monitor.samplesSeen - monitor.lastBusyEnd) / rate
+                guard schedulers[d].step(now: now, bandIdleFor: idleFor) == .transmit else { continue }
+                result.framesSent += 1
+                let start = first + period
+                result.transmissions.append(.init(device: d, start: Double(start) / rate))
+                busySamples += max(0, start + bursts[d].count - max(start, busyUntil))
+                busyUntil = max(busyUntil, start + bursts[d].count)
+                for to in 0..<n {
+                    let key = d * n + to
+                    if heardPaths[key] == nil { heardPaths[key] = room.heard(bursts[d], from: d, to: to, sampleRate: rate) }
+                    arrivals[to].append(Arrival(start: start, samples: heardPaths[key]!))
+                }
+            }
+            // Each device hears this period.
+            for to in 0..<n {
+                for i in 0..<period { block[i] = noiseSigma[to] * Float(noise.gaussian()) }
+                var kept: [Arrival] = []
+                for arrival in arrivals[to] {
+                    let from = max(first, arrival.start), until = min(first + period, arrival.end)
+                    if from < until {
+                        arrival.samples.withUnsafeBufferPointer { s in
+                            for i in from..<until { block[i - first] += s[i - arrival.start] }
+                        }
+                    }
+                    if arrival.end > first + period { kept.append(arrival) }
+                }
+                arrivals[to] = kept
+                guard now >= starts[to] else { continue }
+                monitors[to].process(block)
+                for frame in decoders[to].process(block) {
+                    // Decoder time counts from the device's first period.
+                    let heardAt = Double(first + period) / rate
+                    guard let speaker = owner[frame.token] else { result.falseTokens += 1; continue }
+                    guard speaker != to else { continue }
+                    result.framesHeard += 1
+                    result.hearings.append(.init(listener: to, speaker: speaker, time: heardAt))
+                    schedulers[to].heard(frame.token, at: heardAt)
+                    if firstHeard[to][speaker] == nil {
+                        firstHeard[to][speaker] = heardAt - max(starts[to], starts[speaker])
+                    }
+                    if let payload = Payload(frame: frame.token) {
+                        handle(core.handle(.observe(SessionID("\(to)"), payload, snr: frame.snr, level: frame.level), now: heardAt), at: heardAt)
+                    }
+                }
+            }
+            if now >= nextTick {
+                handle(core.handle(.tick, now: now), at: now)
+                nextTick = now + 0.2
+            }
+        }
+        result.firstHeard = firstHeard
+        result.firstFound = firstFound
+        let runLength = steps * period
+        busySamples -= max(0, busyUntil - runLength)  // frames still on the air at the end count up to it
+        result.bandBusyShare = Double(busySamples) / Double(runLength)
+        return result
+    }
+
+    /// A configuration that cannot run.
+    public struct ParameterError: Error, Sendable, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+}
+
+/// Runs and summarises crowd simulations: the `crowd` sweep and its benchmarks.
+public enum CrowdSweep {
+    /// The named sender rules a sweep can compare.
+    public static let ruleNames = ["fixed", "crowd"]
+
+    /// Rules by name: `fixed` (every 1 s + 0-0.25 s whatever is heard, Sotto's rule before listen-before-talk),
+    /// `crowd` (``TransmitScheduler/Rules/crowd``).
+    public static func rules(named name: String) -> TransmitScheduler.Rules? {
+        switch name {
+        case "fixed": return .fixed()
+        case "crowd": return .crowd
+        default: return nil
+        }
+    }
+
+    /// Runs every configuration, two at a time (one per core here), in order of the results.
+    public static func run(_ configurations: [CrowdSimulation.Configuration]) throws -> [CrowdSimulation.Result] {
+        let results = ResultsBox(count: configurations.count)
+        DispatchQueue.concurrentPerform(iterations: configurations.count) { i in
+            results.set(i, Result { try CrowdSimulation(configurations[i]).run() })
+        }
+        return try results.values.map { try $0!.get() }
+    }
+
+    /// What a set of rooms measured together.
+    public struct Summary: Sendable {
+        /// Share of ordered pairs heard within the window, over every room.
+        public var heardShare: Double
+        /// Share of ordered pairs found within the window.
+        public var foundShare: Double
+        /// Rooms where every ordered pair was heard within the window.
+        public var roomsAllHeard: Int
+        /// False tokens over every room.
+        public var falseTokens: Int
+        /// Mean share of time with at least one device sending.
+        public var busyShare: Double
+        /// Every pair's first hearing within the window (s), sorted.
+        public var hearingTimes: [Double]
+
+        public init(_ results: [CrowdSimulation.Result]) {
+            let pairs = Double(max(1, results.reduce(0) { $0 + $1.pairs }))
+            heardShare = Double(results.reduce(0) { $0 + $1.pairsHeard }) / pairs
+            foundShare = Double(results.reduce(0) { $0 + $1.pairsFound }) / pairs
+            roomsAllHeard = results.filter(\.everyoneHeard).count
+            falseTokens = results.reduce(0) { $0 + $1.falseTokens }
+            busyShare = results.isEmpty ? 0 : results.reduce(0) { $0 + $1.bandBusyShare } / Double(results.count)
+            hearingTimes = results.flatMap(\.hearingTimes).sorted()
+        }
+
+        /// The `p` quantile of the first hearings within the window (s); nil when none.
+        public func hearingQuantile(_ p: Double) -> Double? {
+            guard !hearingTimes.isEmpty else { return nil }
+            return hearingTimes[min(hearingTimes.count - 1, Int(p * Double(hearingTimes.count)))]
+        }
+    }
+
+    private final class ResultsBox: @unchecked Sendable {
+        private let lock = NSLock()
+        private(set) var values: [Result<CrowdSimulation.Result, any Error>?]
+        init(count: Int) { values = Array(repeating: nil, count: count) }
+        func set(_ i: Int, _ value: Result<CrowdSimulation.Result, any Error>) { lock.withLock { values[i] = value } }
+    }
+}

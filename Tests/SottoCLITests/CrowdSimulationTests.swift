@@ -1,0 +1,44 @@
+import SottoModem
+import SottoTools
+import Testing
+
+/// The crowd simulation at a size CI can afford (debug build): the sender's rules against fixed repetition.
+@Suite struct CrowdSimulationTests {
+    func configuration(_ devices: Int, _ rules: TransmitScheduler.Rules, seed: UInt64) -> CrowdSimulation.Configuration {
+        var c = CrowdSimulation.Configuration(devices: devices, rules: rules, seed: seed)
+        c.listenProfiles = ["default"]
+        return c
+    }
+
+    @Test func listenBeforeTalkLetsEveryoneHearEveryoneWhereFixedRepetitionCollides() throws {
+        let results = try CrowdSweep.run([configuration(3, .crowd, seed: 5), configuration(3, .fixed(), seed: 5)])
+        let crowd = results[0], fixed = results[1]
+        #expect(crowd.pairs == 6)
+        #expect(crowd.everyoneHeard)
+        #expect(crowd.pairsFound == 6)
+        #expect(crowd.falseTokens == 0 && fixed.falseTokens == 0)
+        #expect(fixed.pairsHeard < crowd.pairsHeard)
+        // Nobody started a frame while another device's frame it could hear was on the air (one period of
+        // sensing lag, the sound's flight and a device buffer allowed: 0.1 s).
+        let airtime = Profile.standard.airtime(payloadBytes: 9)
+        for a in crowd.transmissions {
+            for b in crowd.transmissions where b.device != a.device && b.start > a.start + 0.1 {
+                #expect(b.start >= a.start + airtime, "device \(b.device) started at \(b.start) s during \(a.device)'s frame from \(a.start) s")
+            }
+        }
+        // Every hearing comes after the speaker's first frame, and the first hearings are the ones reported.
+        for (listener, row) in crowd.firstHeard.enumerated() {
+            for (speaker, first) in row.enumerated() where listener != speaker {
+                let times = crowd.hearings.filter { $0.listener == listener && $0.speaker == speaker }.map(\.time)
+                #expect(first.map { abs($0 - (times.min()! - max(crowd.starts[listener], crowd.starts[speaker]))) < 1e-9 } == true)
+            }
+        }
+    }
+
+    @Test func theSameConfigurationGivesTheSameRoom() throws {
+        let c = configuration(2, .crowd, seed: 11)
+        let a = try CrowdSimulation(c).run(), b = try CrowdSimulation(c).run()
+        #expect(a == b)
+        #expect(a.framesSent > 0)
+    }
+}
