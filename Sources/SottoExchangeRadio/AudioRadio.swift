@@ -25,14 +25,18 @@ public enum AudioDeviceError: Error, Sendable, Equatable {
 
 /// Connects a `MessageManager` to the sound card: listens on a capture device and feeds every decoded
 /// frame to the manager, plays what the manager wants broadcast (its token and audio-bytes publications)
-/// on a playback device with jittered repetition, checks that it hears its own token, and reports device
-/// problems. Time is the monotonic clock from `start`.
+/// on a playback device on the sender's rules (listen before talk, an interval that grows with the devices
+/// heard: ``TransmitScheduler``) or with plain jittered repetition, checks that it hears its own token, and
+/// reports device problems. Time is the monotonic clock from `start`.
 public final class AudioRadio: @unchecked Sendable {
     public let manager: MessageManager
     private let capture: PCMConfiguration
     private let playback: PCMConfiguration?
     private let interval: Double
     private let jitter: Double
+    private let rules: TransmitScheduler.Rules?
+    /// The sender's rules of each frame broadcast now, fed by the capture thread.
+    private var accesses: [MediumAccess] = []
     private let lock = NSLock()
     private var listener: Listener?
     private var broadcasters: [Broadcaster] = []
@@ -53,16 +57,27 @@ public final class AudioRadio: @unchecked Sendable {
     ///   - playback: nil for a scan-only device.
     ///   - interval: repetition of each broadcast frame (s): every `interval` plus 0...`jitter`.
     ///   - jitter: the random part of the repetition (s), so that two devices do not keep colliding.
+    ///   - rules: the sender's rules (``TransmitScheduler/Rules/crowd`` by default, with `interval` and `jitter`
+    ///     as its shortest interval and jitter); nil for plain repetition every `interval` + 0...`jitter` s
+    ///     whatever is heard.
     ///   - clockOrigin: the instant the manager's time counts from (its `now` 0, as the caller used it when
     ///     publishing or subscribing); by default the radio's creation.
     public init(manager: MessageManager, capture: PCMConfiguration, playback: PCMConfiguration?,
-                interval: Double = 1.5, jitter: Double = 1.0, clockOrigin: Date = Date()) {
+                interval: Double = 1.0, jitter: Double = 0.25, rules: TransmitScheduler.Rules? = .crowd,
+                clockOrigin: Date = Date()) {
         self.manager = manager
         self.started = clockOrigin
         self.capture = capture
         self.playback = playback
         self.interval = interval
         self.jitter = jitter
+        if var rules {
+            rules.interval = interval
+            rules.jitter = jitter
+            self.rules = rules
+        } else {
+            self.rules = nil
+        }
     }
 
     private var now: Double { Date().timeIntervalSince(started) }
@@ -71,7 +86,12 @@ public final class AudioRadio: @unchecked Sendable {
     public func start() throws(AudioDeviceError) {
         let manager = self.manager
         let listener: Listener
-        do { listener = try Listener(configuration: capture) } catch {
+        // Carrier sense for the sender's rules, on the capture thread (it must not block: one lock, one FFT).
+        let sense: @Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void = { [weak self] block, format in
+            guard let self else { return }
+            for access in self.lock.withLock({ self.accesses }) { access.captured(block, sampleRate: format.sampleRate) }
+        }
+        do { listener = try Listener(configuration: capture, onCapture: rules == nil ? nil : sense) } catch {
             let mapped = AudioDeviceError(error)
             onDeviceError?(mapped)
             Task { await manager.setRadio(.failed) }
@@ -88,7 +108,9 @@ public final class AudioRadio: @unchecked Sendable {
                 case .started, .reopened:
                     await self.manager.setRadio(.running)
                 case .frame(let frame):
-                    if let check = self.lock.withLock({ self.selfCheck }) { check.heard(frame) }
+                    let (check, accesses) = self.lock.withLock { (self.selfCheck, self.accesses) }
+                    check?.heard(frame)
+                    for access in accesses { access.heard(frame.token) }
                     await self.manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: self.now)
                 case .deviceError(let error, _):
                     await self.manager.setRadio(.failed)
@@ -114,9 +136,10 @@ public final class AudioRadio: @unchecked Sendable {
         let current = lock.withLock { planned }
         guard plan != current else { return }
         let old = lock.withLock { () -> [Broadcaster] in
-            defer { broadcasters = []; planned = plan }
+            defer { broadcasters = []; accesses = []; planned = plan }
             return broadcasters
         }
+        let ownFrames = Set(plan.map(\.frameBytes))
         for broadcaster in old { broadcaster.stop() }
         for payload in plan {
             do {
@@ -128,17 +151,27 @@ public final class AudioRadio: @unchecked Sendable {
                 let report = onOwnTokenNotHeard
                 let deadline = broadcaster.selfCheckDeadline
                 let reportError = onDeviceError
-                broadcaster.start(interval: interval, jitter: jitter, generator: SystemRandomNumberGenerator(), onSent: { _ in
+                let onSent: @Sendable (Int) -> Void = { _ in
                     guard let check else { return }
                     check.judgeLater(after: deadline) { missed in
                         if missed >= 2 { report?(missed) }
                     }
-                }, onStatus: { status in
+                }
+                let onStatus: @Sendable (BroadcastStatus) -> Void = { status in
                     if case .deviceError(let error, _) = status { reportError?(AudioDeviceError(error)) }
-                }, onEnd: { error in
+                }
+                let onEnd: @Sendable ((any Error)?) -> Void = { error in
                     // Device errors were reported as they happened (onStatus); anything else ends here.
                     if let error, !(error is ALSAError) { reportError?(.other("\(error)")) }
-                })
+                }
+                if let rules {
+                    let access = MediumAccess(rules: rules, airtime: broadcaster.airtime, ownFrames: ownFrames)
+                    lock.withLock { accesses.append(access) }
+                    broadcaster.start(access: access, onSent: onSent, onStatus: onStatus, onEnd: onEnd)
+                } else {
+                    broadcaster.start(interval: interval, jitter: jitter, generator: SystemRandomNumberGenerator(),
+                                      onSent: onSent, onStatus: onStatus, onEnd: onEnd)
+                }
                 lock.withLock { broadcasters.append(broadcaster) }
             } catch let error as ALSAError {
                 onDeviceError?(AudioDeviceError(error))

@@ -69,13 +69,23 @@ public final class Broadcaster: @unchecked Sendable {
                                                             onSent: @escaping @Sendable (Int) -> Void = { _ in },
                                                             onStatus: @escaping @Sendable (BroadcastStatus) -> Void = { _ in },
                                                             onEnd: @escaping @Sendable ((any Error)?) -> Void = { _ in }) {
+        var generator = generator
+        run(retryInterval: retryInterval, onStatus: onStatus, onEnd: onEnd) { [self] in
+            try send(interval: interval, jitter: jitter, count: count, generator: &generator, onSent: onSent)
+        }
+    }
+
+    /// Runs `sending` on the broadcast thread, reopening the device after transient errors while
+    /// `retryInterval` allows, until it returns or fails for good.
+    private func run(retryInterval: Double?, onStatus: @escaping @Sendable (BroadcastStatus) -> Void,
+                     onEnd: @escaping @Sendable ((any Error)?) -> Void, sending: @escaping () throws -> Void) {
         started = true
+        nonisolated(unsafe) let sending = sending
         let thread = Thread { [self] in
-            var generator = generator
             var failure: (any Error)?
             while !isStopped {
                 do {
-                    try send(interval: interval, jitter: jitter, count: count, generator: &generator, onSent: onSent)
+                    try sending()
                     break
                 } catch let error as ALSAError {
                     let retry = error.isTransient && retryInterval != nil
@@ -95,6 +105,39 @@ public final class Broadcaster: @unchecked Sendable {
         }
         thread.name = "sotto-broadcast"
         thread.start()
+    }
+
+    /// Starts sending on the sender's rules: before every device period `access` says whether the frame
+    /// starts now (listen before talk, an interval that grows with the room). `onSent`, `onStatus` and `onEnd`
+    /// as in ``start(interval:jitter:count:generator:retryInterval:onSent:onStatus:onEnd:)``.
+    public func start(access: MediumAccess, count: Int? = nil, retryInterval: Double? = 1,
+                      onSent: @escaping @Sendable (Int) -> Void = { _ in },
+                      onStatus: @escaping @Sendable (BroadcastStatus) -> Void = { _ in },
+                      onEnd: @escaping @Sendable ((any Error)?) -> Void = { _ in }) {
+        run(retryInterval: retryInterval, onStatus: onStatus, onEnd: onEnd) { [self] in
+            try sendWhenAllowed(by: access, count: count, onSent: onSent)
+        }
+    }
+
+    /// The loop on the sender's rules: silence a period at a time until `access` allows the frame.
+    private func sendWhenAllowed(by access: MediumAccess, count: Int?, onSent: (Int) -> Void) throws {
+        let (playback, burst) = lock.withLock { (self.playback, self.burst) }
+        let silence = [Float](repeating: 0, count: playback.negotiated.periodFrames)
+        try silence.withUnsafeBufferPointer { (silence) throws in
+            try burst.withUnsafeBufferPointer { (burst) throws in
+                while !isStopped {
+                    if let count, sent >= count { break }
+                    guard access.shouldTransmit() else {
+                        try playback.write(silence)
+                        continue
+                    }
+                    try playback.write(burst)
+                    let index = lock.withLock { () -> Int in sentCount += 1; return sentCount }
+                    onSent(index)
+                }
+            }
+        }
+        playback.drain()
     }
 
     /// The sending loop on the current device; returns when `count` frames are sent or on stop.

@@ -16,6 +16,8 @@ import SottoExchangeRadio
         pcm_type.sottofault { lib "\(faultPlugin)" }
         pcm.sotto_radio_capture { type sottofault; rate 48000; infile "\(url.path)/in.raw" }
         pcm.sotto_radio_playback { type file; slave.pcm "sotto_radio_null"; file "/dev/null"; format "raw" }
+        pcm.sotto_radio_lbt_capture { type sottofault; rate 48000; infile "\(url.path)/lbt-in.raw" }
+        pcm.sotto_radio_lbt_playback { type sottofault; rate 48000; outfile "\(url.path)/lbt-out.raw" }
         """
         // ALSA keeps one configuration per process, and the live-audio suites of another test target run in
         // this process at the same time: every in-process suite sets the same list of files (see
@@ -43,13 +45,13 @@ import SottoExchangeRadio
         return (base + "-radio.conf", base + "-live.conf", base + "-radio.conf:" + base + "-live.conf")
     }()
 
-    static func writeCapture(_ samples: [Float]) throws {
+    static func writeCapture(_ samples: [Float], name: String = "in.raw") throws {
         var data = Data(capacity: 2 * samples.count)
         for s in samples {
             let v = Int16(max(-32_768, min(32_767, (s * 32_768).rounded())))
             withUnsafeBytes(of: v.littleEndian) { data.append(contentsOf: $0) }
         }
-        try data.write(to: directory.appendingPathComponent("in.raw"))
+        try data.write(to: directory.appendingPathComponent(name))
     }
 
     @Test func heardAudioBytesAreFoundAndAMissingOwnTokenIsReported() async throws {
@@ -73,6 +75,47 @@ import SottoExchangeRadio
         for _ in 0..<50 where misses.value == 0 { try await Task.sleep(for: .milliseconds(100)) }
         #expect(misses.value > 0)
         await radio.stop()
+    }
+
+    /// Listen before talk on real PCMs (the paced test plugin both ways): while another device's frames fill the
+    /// band, nothing is played; once it is quiet, the own frame goes out.
+    @Test func nothingIsPlayedWhileTheBandIsBusy() async throws {
+        let rate = 48_000.0
+        var rng = SystemRandomNumberGenerator()
+        func quiet(_ seconds: Double) -> [Float] { (0..<Int(seconds * rate)).map { _ in Float.random(in: -0.001...0.001, using: &rng) } }
+        let other = try Modulator().modulate(Payload.audioBytes(Array("xx".utf8)).frameBytes)
+        // 0.6 s quiet, 3 s of the other device's frames 10 ms apart, then quiet.
+        var busy: [Float] = []
+        while Double(busy.count) < 3 * rate { busy += other + [Float](repeating: 0, count: 480) }
+        let capture = quiet(0.6) + busy + quiet(6)
+        try Self.writeCapture(capture, name: "lbt-in.raw")
+        let out = Self.directory.appendingPathComponent("lbt-out.raw")
+        try? FileManager.default.removeItem(at: out)
+        let manager = MessageManager(appID: "app")
+        let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_radio_lbt_capture"),
+                               playback: PCMConfiguration(device: "sotto_radio_lbt_playback"))
+        let errors = Counter()
+        radio.onDeviceError = { error in errors.increment(); print("device error: \(error)") }
+        let started = Date()
+        try radio.start()
+        // A subscription alone: the session broadcasts its token, and nothing else (two payloads would open two
+        // playback streams, which the file cannot mix).
+        let subscription = try await manager.subscribe(now: 0)
+        while Date().timeIntervalSince(started) < 6.5 { try await Task.sleep(for: .milliseconds(100)) }
+        let token = try #require(await manager.token)
+        await subscription.cancel()
+        await radio.stop()
+        #expect(errors.value == 0)
+        let data = try Data(contentsOf: out)
+        let played = data.withUnsafeBytes { raw in raw.bindMemory(to: Int16.self).map { Float(Int16(littleEndian: $0)) / 32_768 } }
+        let own = Payload.token(token).frameBytes
+        let frames = try StreamingDecoder.decode(played, sampleRate: rate).filter { $0.token == own }
+        // Playback opens up to the ticker's 0.2 s (and scheduling delays) after capture: the busy band is at
+        // 0.6-3.6 s of capture, so 0.2-3.6 s of playback, less a margin for the sensing lag (0.1 s).
+        let busyWindow = 1.0...3.3
+        #expect(!frames.isEmpty)
+        #expect(frames.allSatisfy { !busyWindow.contains($0.startTime) }, "frames started at \(frames.map(\.startTime))")
+        #expect(frames.contains { $0.startTime > 3.3 })
     }
 
     @Test func missingDevicesAreReportedWithTheirKind() async throws {

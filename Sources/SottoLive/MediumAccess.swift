@@ -1,0 +1,81 @@
+import Foundation
+import SottoModem
+
+/// The sender's rules on a live sound card: a ``TransmitScheduler`` that a ``Broadcaster`` asks before every
+/// device period whether to start its frame, fed from the capture side with whether the band is busy (a
+/// ``BandActivityMonitor`` on the captured blocks) and with the frames heard from other devices.
+///
+/// Capture and playback run on threads of their own; this class is the one place they meet, behind a lock.
+/// Time is the monotonic clock since its creation.
+public final class MediumAccess: @unchecked Sendable {
+    private let lock = NSLock()
+    private var scheduler: TransmitScheduler
+    private var monitor: BandActivityMonitor?
+    private let band: ClosedRange<Double>
+    private let ownFrames: Set<[UInt8]>
+    private let origin = ContinuousClock.now
+    /// When the band was last seen busy (s since creation); nil before it ever was.
+    private var lastBusy: Double?
+    /// When sensing started (s since creation); nil before the first captured block.
+    private var sensingSince: Double?
+
+    /// - Parameters:
+    ///   - rules: the sender's rules.
+    ///   - airtime: one frame's airtime (s).
+    ///   - ownFrames: the frames this device sends, which are not counted as other devices when heard.
+    ///   - band: the band sensed (Hz): by default every inaudible profile's band.
+    ///   - seed: seed of the jitter and backoff draws; by default from the system's generator, so that no
+    ///     two devices draw alike.
+    public init(rules: TransmitScheduler.Rules, airtime: Double, ownFrames: Set<[UInt8]>,
+                band: ClosedRange<Double> = MediumAccess.inaudibleBand,
+                seed: UInt64 = UInt64.random(in: .min ... .max)) {
+        scheduler = TransmitScheduler(rules: rules, airtime: airtime, start: 0, seed: seed)
+        self.ownFrames = ownFrames
+        self.band = band
+    }
+
+    /// The band every inaudible profile uses together (Hz).
+    public static let inaudibleBand: ClosedRange<Double> = {
+        let bands = Profile.all.map(\.band).filter { $0.lowerBound > 10_000 }
+        return bands.map(\.lowerBound).min()!...bands.map(\.upperBound).max()!
+    }()
+
+    private var now: Double {
+        let elapsed = ContinuousClock.now - origin
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+    }
+
+    /// Captured samples at `sampleRate` (Hz), from the capture thread (a ``Listener``'s `onCapture`).
+    public func captured(_ block: UnsafeBufferPointer<Float>, sampleRate: Double) {
+        lock.withLock {
+            if monitor?.sampleRate != sampleRate {
+                guard sampleRate >= 2 * band.upperBound else { monitor = nil; return }
+                monitor = BandActivityMonitor(band: band, sampleRate: sampleRate)
+            }
+            guard let monitor else { return }
+            monitor.process(block)
+            let time = now
+            if sensingSince == nil { sensingSince = time }
+            if monitor.isBusy { lastBusy = time }
+        }
+    }
+
+    /// A frame was decoded on the capture side.
+    public func heard(_ frame: [UInt8]) {
+        guard !ownFrames.contains(frame) else { return }
+        lock.withLock { scheduler.heard(frame, at: now) }
+    }
+
+    /// Whether to start the frame now (from the playback thread, once per device period). Without any
+    /// captured audio yet, the band counts as idle since sensing cannot say otherwise.
+    public func shouldTransmit() -> Bool {
+        lock.withLock {
+            let time = now
+            let idleFor = time - (lastBusy ?? sensingSince ?? 0)
+            return scheduler.step(now: time, bandIdleFor: max(0, idleFor)) == .transmit
+        }
+    }
+
+    /// Devices heard within the rules' memory.
+    public var neighbours: Int { lock.withLock { scheduler.neighbours(at: now) } }
+}
