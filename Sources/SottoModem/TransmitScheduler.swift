@@ -7,7 +7,9 @@ import SottoCodes
 /// are lost. With ``Rules/crowd`` it behaves like CSMA/CA:
 /// - **Listen before talk.** When a frame is due, the device draws a random backoff of 0..<window slots
 ///   and counts them down only while the band has been idle for `idleBeforeTalk`; a busy band freezes the
-///   count. The window grows with the number of devices heard, so that their counters rarely end in one slot.
+///   count. A frame due on a band quiet for a while draws from a small window (nobody else is waiting); one
+///   due on a busy band from a window that grows with the devices heard, so that the counters of the devices
+///   waiting for the same frame to end rarely end in one slot.
 /// - **An interval that grows with the room.** The time from one frame to the next is at least
 ///   `interval`, and at least the airtime of every device heard (itself included) divided by
 ///   `airtimeShare`: the band's load stays near that share however many devices there are, capped by
@@ -32,8 +34,13 @@ public struct TransmitScheduler: Sendable {
         public var idleBeforeTalk: Double
         /// Slots in the backoff window per device heard (itself included); at least `minimumWindow`.
         public var slotsPerDevice: Double
-        /// Smallest backoff window (slots).
+        /// Smallest backoff window (slots) of a frame that had to wait for the band.
         public var minimumWindow: Int
+        /// Backoff window (slots) of a frame that finds the band quiet for `quietBand` seconds when it is due:
+        /// nobody else is likely to be waiting, so it need not wait long.
+        public var quietWindow: Int
+        /// How long the band must have been idle for a due frame to use `quietWindow` (s).
+        public var quietBand: Double
         /// Share of the band's time that all devices heard are meant to use together (0 < share <= 1); nil
         /// keeps the interval fixed whatever is heard.
         public var airtimeShare: Double?
@@ -53,7 +60,8 @@ public struct TransmitScheduler: Sendable {
         public var answerNewcomers: Bool
 
         public init(interval: Double, jitter: Double, listenBeforeTalk: Bool, slot: Double = 0.06,
-                    idleBeforeTalk: Double = 0.04, slotsPerDevice: Double = 3, minimumWindow: Int = 4,
+                    idleBeforeTalk: Double = 0.04, slotsPerDevice: Double = 3, minimumWindow: Int = 16,
+                    quietWindow: Int = 4, quietBand: Double = 0.45,
                     airtimeShare: Double?, maximumInterval: Double = 6, neighbourMemory: Double = 10,
                     listenFirst: Double = 0, firstFrameSpread: Double = 0, answerNewcomers: Bool = false) {
             self.interval = interval
@@ -63,6 +71,8 @@ public struct TransmitScheduler: Sendable {
             self.idleBeforeTalk = idleBeforeTalk
             self.slotsPerDevice = slotsPerDevice
             self.minimumWindow = minimumWindow
+            self.quietWindow = quietWindow
+            self.quietBand = quietBand
             self.airtimeShare = airtimeShare
             self.maximumInterval = maximumInterval
             self.neighbourMemory = neighbourMemory
@@ -77,8 +87,8 @@ public struct TransmitScheduler: Sendable {
         }
 
         /// Listen before talk, a backoff window and an interval that grow with the devices heard.
-        public static let crowd = Rules(interval: 1, jitter: 0.25, listenBeforeTalk: true, airtimeShare: 0.6,
-                                        listenFirst: 0.25, firstFrameSpread: 0.5, answerNewcomers: true)
+        public static let crowd = Rules(interval: 1, jitter: 0.25, listenBeforeTalk: true, slot: 0.08, airtimeShare: 0.6,
+                                        listenFirst: 0.5, firstFrameSpread: 1.5, answerNewcomers: true)
     }
 
     /// What to do now.
@@ -133,9 +143,10 @@ public struct TransmitScheduler: Sendable {
         return min(max(rules.interval, load), max(rules.interval, rules.maximumInterval))
     }
 
-    /// The backoff window (slots) for `now`.
-    func window(at now: Double) -> Int {
-        max(rules.minimumWindow, Int((rules.slotsPerDevice * Double(neighbours(at: now) + 1)).rounded(.up)))
+    /// The backoff window (slots) for a frame due at `now` on a band idle for `bandIdleFor` seconds.
+    func window(at now: Double, bandIdleFor: Double) -> Int {
+        let crowded = max(rules.minimumWindow, Int((rules.slotsPerDevice * Double(neighbours(at: now) + 1)).rounded(.up)))
+        return bandIdleFor >= rules.quietBand ? min(rules.quietWindow, crowded) : crowded
     }
 
     /// Another device's frame was heard at `now`; `sender` identifies it (its frame bytes or token).
@@ -157,7 +168,7 @@ public struct TransmitScheduler: Sendable {
         case .waiting(let until):
             guard now >= until else { return .wait }
             guard rules.listenBeforeTalk else { return begin(now) }
-            let slots = Int(uniform() * Double(window(at: now)))
+            let slots = Int(uniform() * Double(window(at: now, bandIdleFor: bandIdleFor)))
             state = .contending(slotsLeft: slots, slotEnds: now + rules.slot)
             return step(now: now, bandIdleFor: bandIdleFor)
         case .contending(let slotsLeft, let slotEnds):

@@ -142,7 +142,7 @@ import Testing
         }
         let fixed = overlaps(.fixed()), crowd = overlaps(.crowd)
         #expect(fixed.sent > 200 && Double(fixed.overlapped) > 0.9 * Double(fixed.sent))
-        #expect(crowd.sent > 50)
+        #expect(crowd.sent > 30)
         #expect(Double(crowd.overlapped) < 0.3 * Double(crowd.sent))
     }
 }
