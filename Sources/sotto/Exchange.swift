@@ -13,7 +13,7 @@ struct TransmitTarget: ParsableArguments {
     @Option(help: "Write exactly what would be played over the TTL to this file instead.") var out: String?
     @Option(parsing: .unconditional, help: "Seconds from one frame to the next.") var interval: Double = 1
     @Option(parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter), so that devices do not collide every time.") var jitter: Double = 0.25
-    @Option(parsing: .unconditional, help: "Seed of the jitter in --out files (reproducible).") var seed: UInt64 = 1
+    @Option(parsing: .unconditional, help: "Seed of the jitter in --out files (default: drawn anew for every file, so that devices writing files do not send at the same instants; give one to reproduce a file).") var seed: UInt64?
     @Option(help: "Profile.") var profile: Profile = .standard
 
     func validate() throws {
@@ -35,7 +35,8 @@ struct TransmitTarget: ParsableArguments {
             do {
                 let modulator = try Modulator(profile: profile, sampleRate: rate)
                 let airtime = Double(try modulator.modulate(frameAt(0)).count) / rate
-                let times = FrameTimes(interval: interval, jitter: jitter, seed: seed, end: duration, airtime: airtime)
+                let times = FrameTimes(interval: interval, jitter: jitter, seed: seed ?? UInt64.random(in: .min ... .max),
+                                       end: duration, airtime: airtime)
                 let count = try FrameScheduleWriter.write(to: out, format: AudioFileFormat(path: out), sampleRate: rate, modulator: modulator,
                                                           times: times, duration: duration, frameAt: frameAt)
                 printError("wrote \(count) frames of \(what) over \(fixed(duration, 1)) s to \(out == "-" ? "standard output" : out)")
