@@ -136,6 +136,7 @@ public struct BeaconRotation: Sendable, Hashable {
 ///     id 0102030405060708
 ///     period 300
 ///     key 5f0e...(64 hex digits)
+///     check 1a2b3c4d
 public struct BeaconProvisioning: Sendable, Hashable {
     /// The first line of a provisioning file (format 1).
     public static let header = "sotto-beacon-key 1"
@@ -164,13 +165,14 @@ public struct BeaconProvisioning: Sendable, Hashable {
     /// The file's text.
     public var text: String {
         let period = rotation.period == rotation.period.rounded() ? String(Int(rotation.period)) : String(rotation.period)
-        return """
-            \(Self.header)
-            id \(Self.hex(id))
-            period \(period)
-            key \(Self.hex(rotation.key.bytes))
+        let lines = [Self.header, "id \(Self.hex(id))", "period \(period)", "key \(Self.hex(rotation.key.bytes))"]
+        return (lines + ["check \(Self.check(lines))"]).map { $0 + "\n" }.joined()
+    }
 
-            """
+    /// The last line's checksum: the first 4 bytes of SHA-256 of the other lines (each ending in a line
+    /// feed), so that a file cut short or damaged is refused rather than read as another key.
+    static func check(_ lines: [String]) -> String {
+        hex(Array(SHA256.hash(data: Array(lines.map { $0 + "\n" }.joined().utf8)).prefix(4)))
     }
 
     /// Parses a file's text; any missing, repeated, unknown or malformed line is an error naming it.
@@ -183,7 +185,8 @@ public struct BeaconProvisioning: Sendable, Hashable {
             throw BeaconKeyError("not a sotto beacon key file (the first line must be \"\(Self.header)\")")
         }
         var fields: [String: String] = [:]
-        for line in lines.dropFirst() {
+        let hasCheck = lines.count > 1 && lines[lines.count - 1].hasPrefix("check ")
+        for line in lines.dropFirst().dropLast(hasCheck ? 1 : 0) {
             let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
             guard parts.count == 2, ["id", "period", "key"].contains(parts[0]) else {
                 throw BeaconKeyError("beacon key file: unexpected line \"\(line.prefix(40))\"")
@@ -198,6 +201,10 @@ public struct BeaconProvisioning: Sendable, Hashable {
         guard let period = Double(fields["period"]!) else { throw BeaconKeyError("beacon key file: the period is not a number") }
         guard let keyBytes = Self.bytes(hex: fields["key"]!) else { throw BeaconKeyError("beacon key file: the key is not hex") }
         try self.init(id: id, rotation: try BeaconRotation(key: try BeaconIdentityKey(bytes: keyBytes), period: period))
+        guard hasCheck else { throw BeaconKeyError("beacon key file: no check line at the end (truncated?)") }
+        guard lines[lines.count - 1].dropFirst("check ".count) == Self.check(Array(lines.dropLast())) else {
+            throw BeaconKeyError("beacon key file: the check line does not match the rest (corrupt)")
+        }
     }
 
     static func hex(_ bytes: [UInt8]) -> String {

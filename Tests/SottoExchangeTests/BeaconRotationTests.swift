@@ -168,14 +168,18 @@ import Testing
         let cases: [(String, String)] = [
             ("", "not a sotto beacon key file"),
             ("hello\n", "not a sotto beacon key file"),
-            (String(text.prefix(text.count - 20)), "not hex"),                 // cut in the middle of the key
+            (String(text.prefix(text.count - 35)), "not hex"),                 // cut in the middle of the key
             (text.replacingOccurrences(of: keyLine, with: ""), "no key line"), // cut before it
             (text.replacingOccurrences(of: keyLine, with: "key 0011"), "16 to 32 bytes, got 2"),
             (text.replacingOccurrences(of: keyLine, with: "key " + String(repeating: "ab", count: 15)), "16 to 32 bytes, got 15"),
             (text.replacingOccurrences(of: keyLine, with: "key " + String(repeating: "ab", count: 33)), "16 to 32 bytes, got 33"),
             (text.replacingOccurrences(of: keyLine, with: "key zz" + String(repeating: "ab", count: 15)), "not hex"),
-            (text + keyLine + "\n", "key given twice"),
-            (text + "colour blue\n", "unexpected line"),
+            (text.replacingOccurrences(of: keyLine, with: keyLine + "\n" + keyLine), "key given twice"),
+            (text + keyLine + "\n", "unexpected line \"check"),
+            (text.replacingOccurrences(of: keyLine, with: "key 1" + keyLine.dropFirst(5)), "does not match the rest (corrupt)"),
+            (text.replacingOccurrences(of: "period 300", with: "period 301"), "does not match the rest (corrupt)"),
+            (String(text.split(separator: "\n").dropLast().joined(separator: "\n")), "no check line"),
+            (text.replacingOccurrences(of: keyLine, with: keyLine + "\ncolour blue"), "unexpected line"),
             (text.replacingOccurrences(of: "period 300", with: "period 0"), "period must be 1 to 86400 s"),
             (text.replacingOccurrences(of: "period 300", with: "period soon"), "period is not a number"),
             (text.replacingOccurrences(of: "id 0102030405060708", with: "id 0102"), "ID must be 8 to 15 bytes, got 2"),
