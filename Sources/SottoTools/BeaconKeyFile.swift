@@ -1,7 +1,7 @@
 import Foundation
 import SottoExchange
 
-/// A rotating beacon's provisioning file (``BeaconProvisioning``) on disk: written once, private to its
+/// A rotating beacon's provisioning file (`BeaconProvisioning`) on disk: written once, private to its
 /// owner (mode 600), and refused, as ssh refuses a private key, when group or others may read it.
 public enum BeaconKeyFile {
     /// Why a key file cannot be read or written.
@@ -10,7 +10,7 @@ public enum BeaconKeyFile {
         public let description: String
     }
 
-    /// Reads and checks `path`: a regular file, at most ``BeaconProvisioning/maximumSize`` bytes, not
+    /// Reads and checks `path`: a regular file, at most `BeaconProvisioning.maximumSize` bytes, not
     /// readable or writable by group or others, holding a valid provisioning text.
     /// - Parameter path: the key file.
     public static func read(_ path: String) throws(Failure) -> BeaconProvisioning {

@@ -46,7 +46,7 @@ public struct BeaconRecord: Sendable, Hashable {
     public var attachments: [Message]
 
     /// Refuses an ID that is not 1 to 15 bytes, or a rotating beacon's ID shorter than
-    /// ``BeaconProvisioning/minimumIDLength`` (its rotating IDs, as long, would collide too often).
+    /// `BeaconProvisioning.minimumIDLength` (its rotating IDs, as long, would collide too often).
     func validate() throws(StoreError) {
         guard (1...15).contains(id.count) else { throw .invalid(ExchangeError.invalidBeaconID(id.count).description) }
         if rotation != nil, id.count < BeaconProvisioning.minimumIDLength {
