@@ -257,7 +257,8 @@ struct RotatingIDIndex: Sendable {
     /// Brings every rotating beacon's window to Unix time `unixTime`.
     mutating func update(_ rotations: [[UInt8]: BeaconRotation], unixTime: Double) {
         for stable in windows.keys where rotations[stable] == nil { forget(stable) }
-        for (stable, rotation) in rotations {
+        // IDs of 1 to 32 bytes only (registries hold 8 to 15): anything else never resolves, never traps.
+        for (stable, rotation) in rotations where (1...32).contains(stable.count) {
             let slots = rotation.acceptedSlots(atUnixTime: unixTime)
             if let window = windows[stable], window.rotation != rotation { forget(stable) }
             var window = windows[stable] ?? Window(slots: slots, rotation: rotation, ids: [:])

@@ -263,6 +263,20 @@ import Testing
     }
 }
 
+extension BeaconRotationTests {
+    /// A rotating beacon registered under an ID no registry accepts (empty, or longer than an HMAC) never
+    /// resolves and never traps.
+    @Test func rotatingIDsOfImpossibleLengthsAreIgnored() throws {
+        var (core, attachment, rotation) = try Self.core()
+        for id in [[], [UInt8](repeating: 1, count: 33)] {
+            _ = core.handle(.registerBeacon(id: id, appID: "app", attachments: [attachment], publicVisibility: false, rotation: rotation),
+                            now: 1, unixTime: Self.t0)
+        }
+        #expect(core.handle(.observe(SessionID("B"), .beacon(rotation.id(atUnixTime: Self.t0, length: 8)), snr: 10, level: -30),
+                            now: 2, unixTime: Self.t0) == [.found(SessionID("B"), OperationID(1), attachment)])
+    }
+}
+
 /// Hex for the tests' known answers.
 enum BeaconProvisioningHex {
     static func bytes(_ hex: String) -> [UInt8] {
