@@ -247,19 +247,30 @@ struct RotatingIDIndex: Sendable {
     /// ID -> the stable IDs of the beacons broadcasting it in an accepted slot (more than one only on a
     /// collision, resolved to the smallest, the same on every replica).
     private var owners: [[UInt8]: Set<[UInt8]>] = [:]
+    /// Unix times (s) between which no window changes, as of the last update; empty after a registration.
+    private var unchanged: Range<Double> = 0..<0
 
     /// Drops what is known of beacon `stable` (re-registered or gone).
     mutating func forget(_ stable: [UInt8]) {
+        unchanged = 0..<0
         guard let window = windows.removeValue(forKey: stable) else { return }
         for id in window.ids.values { removeOwner(stable, of: id) }
     }
 
     /// Brings every rotating beacon's window to Unix time `unixTime`.
     mutating func update(_ rotations: [[UInt8]: BeaconRotation], unixTime: Double) {
+        // Most sightings fall where no slot enters or leaves a window: nothing to do.
+        if unchanged.contains(unixTime) { return }
         for stable in windows.keys where rotations[stable] == nil { forget(stable) }
+        var from = -Double.infinity, until = Double.infinity
         // IDs of 1 to 32 bytes only (registries hold 8 to 15): anything else never resolves, never traps.
         for (stable, rotation) in rotations where (1...32).contains(stable.count) {
             let slots = rotation.acceptedSlots(atUnixTime: unixTime)
+            // slot(t - window) and slot(t + window) stay as they are while t stays within these bounds (1 ms
+            // inside them, so that rounding at a boundary always means an exact recomputation).
+            let period = rotation.period, skew = BeaconRotation.clockSkewWindow
+            from = max(from, Double(slots.lowerBound) * period + skew + 0.001, Double(slots.upperBound) * period - skew + 0.001)
+            until = min(until, Double(slots.lowerBound + 1) * period + skew - 0.001, Double(slots.upperBound + 1) * period - skew - 0.001)
             if let window = windows[stable], window.rotation != rotation { forget(stable) }
             var window = windows[stable] ?? Window(slots: slots, rotation: rotation, ids: [:])
             if window.slots == slots && !window.ids.isEmpty { continue }
@@ -276,6 +287,7 @@ struct RotatingIDIndex: Sendable {
             window.slots = slots
             windows[stable] = window
         }
+        unchanged = from < until ? from..<until : 0..<0
     }
 
     /// The beacon broadcasting `id` in an accepted slot, if any.
