@@ -106,6 +106,8 @@ let package = Package(
         // No audio, no network: the embedded core and the remote client plug in behind one protocol.
         .target(name: "SottoExchange",
                 dependencies: ["SottoCodes", "SottoSupport",
+                               // HMAC-SHA256 of rotating beacon IDs (BeaconRotation.swift).
+                               .product(name: "Crypto", package: "swift-crypto"),
                                .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "HeapModule", package: "swift-collections"),
                                .product(name: "Logging", package: "swift-log")],

@@ -127,7 +127,13 @@ extension MatcherCore {
             }
         }
         guard let edge else { return SupportOffer(source: source, edge: nil, messages: []) }
-        return SupportOffer(source: source, edge: edge, messages: messages(of: source, forApp: appID).filter(filter.accepts))
+        let offered = messages(of: source, forApp: appID)
+        // The seeds' beacon default: a beacon subscription gets the project's own beacons with all their
+        // attachments, not only their IDs (other beacons: their IDs, and what else the filter asks for).
+        if case .beacon(let id) = source, filter.includes.contains(.beaconIDs), beacons[id]?.appID == appID {
+            return SupportOffer(source: source, edge: edge, messages: offered)
+        }
+        return SupportOffer(source: source, edge: edge, messages: offered.filter(filter.accepts))
     }
 
     /// Messages a source offers to an observer of app `appID`.
@@ -136,9 +142,14 @@ extension MatcherCore {
         case .audio(let bytes):
             return (try? AudioBytes.message(bytes)).map { [$0] } ?? []
         case .beacon(let beaconID):
-            var result = [Message(reservedType: ExchangeLimits.beaconIDType, content: beaconID)]
-            if let beacon = beacons[beaconID], beacon.isPublic || beacon.appID == appID { result += beacon.attachments }
-            return result
+            let raw = Message(reservedType: ExchangeLimits.beaconIDType, content: beaconID)
+            // An unregistered beacon: its ID, to anyone (it is on the air). A registered one: its ID and
+            // attachments to its project, or to every project when public; another project never learns a
+            // private beacon's ID (a rotating one's stable ID would make it trackable), its attachments, or
+            // that it was heard.
+            guard let beacon = beacons[beaconID] else { return [raw] }
+            guard beacon.isPublic || beacon.appID == appID else { return [] }
+            return [raw] + beacon.attachments
         case .session(let id):
             guard let session = sessions[id], session.appID == appID else { return [] }
             return session.publications.values.map(\.message)

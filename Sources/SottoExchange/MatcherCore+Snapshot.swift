@@ -41,7 +41,7 @@ public enum MatcherSnapshotError: Error, Sendable, Hashable, CustomStringConvert
 extension MatcherCore {
     /// The snapshot format this build writes and reads. Bump it on any change to what is encoded (or how):
     /// a snapshot of another format is then refused with ``MatcherSnapshotError/unsupportedVersion(found:supported:)``.
-    public static let snapshotFormatVersion: UInt32 = 1
+    public static let snapshotFormatVersion: UInt32 = 2
     /// First bytes of every snapshot.
     static let snapshotMagic: [UInt8] = Array("SMCS".utf8)
     /// Header size (bytes): magic, format version, state length, checksum.
@@ -251,12 +251,18 @@ extension Strategy: SnapshotCodable {
 
 extension BeaconRotation: SnapshotCodable {
     package func write(to writer: inout SnapshotWriter) {
-        writer.write(key)
+        writer.writeBytes(key.bytes)
         writer.write(period)
     }
 
     package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        self.init(key: try reader.read(), period: try reader.read())
+        let key = Array(try reader.readBytes())
+        let period: Double = try reader.read()
+        do {
+            try self.init(key: try BeaconIdentityKey(bytes: key), period: period)
+        } catch {
+            throw .corrupt("a beacon rotation is invalid (\(error)), before byte \(reader.offset)")
+        }
     }
 }
 

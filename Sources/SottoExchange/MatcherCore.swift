@@ -38,7 +38,8 @@ public enum MatcherInput: Sendable {
     /// Ends a subscription, without events.
     case unsubscribe(SessionID, OperationID)
     /// A beacon and its attachments; `publicVisibility` lets every app receive them. A rotating beacon
-    /// (EID-like) is registered under its stable `id` and broadcasts `rotation.id(at:)` instead.
+    /// (EID-like) is registered under its stable `id` and broadcasts `rotation.id(at:length:)` of the
+    /// current Unix time slot instead; its stable ID heard as such resolves to nothing.
     case registerBeacon(id: [UInt8], appID: String, attachments: [Message], publicVisibility: Bool, rotation: BeaconRotation?)
     /// `observer` decoded a frame carrying `payload`, with this SNR (dB) and received level (dBFS).
     case observe(SessionID, Payload, snr: Double, level: Double)
@@ -87,10 +88,14 @@ public struct MatcherCore: Sendable {
     public static let retiredMemory = 86_400.0
 
     var generator: any RandomNumberGenerator & Sendable
+    /// The Unix time (s) of the last input that gave one.
+    var unixTime: Double?
 
     var sessions: [SessionID: Session] = [:]
     var beacons: [[UInt8]: RegisteredBeacon] = [:]
     var rotations: [[UInt8]: BeaconRotation] = [:]
+    /// The rotating IDs the matcher accepts now, derived from `rotations` (not in snapshots).
+    var rotatingIDs = RotatingIDIndex()
     var tokenOwners: [[UInt8]: TokenOwner] = [:]
     /// Token -> when it was retired (s).
     var retired: [[UInt8]: Double] = [:]
@@ -115,7 +120,17 @@ public struct MatcherCore: Sendable {
 
     // MARK: Public API
 
-    /// Applies one input at time `now` (s, monotonic).
+    /// Applies one input at time `now` (s, monotonic) when the wall clock reads `unixTime` (s since 1970):
+    /// rotating beacons' IDs are resolved on the Unix time slots within ``BeaconRotation/clockSkewWindow``
+    /// of `unixTime`. The core reads no clock: its host passes both.
+    public mutating func handle(_ input: MatcherInput, now: Double, unixTime: Double) -> [MatcherEvent] {
+        self.unixTime = unixTime
+        return handle(input, now: now)
+    }
+
+    /// Applies one input at time `now` (s, monotonic), with the Unix time of the last input that gave one
+    /// (``handle(_:now:unixTime:)``); a core never given one resolves rotating beacons at Unix time `now`
+    /// (simulations and tests whose clock is Unix time).
     public mutating func handle(_ input: MatcherInput, now: Double) -> [MatcherEvent] {
         var events: [MatcherEvent] = []
         var work = PendingWork()
@@ -145,13 +160,17 @@ public struct MatcherCore: Sendable {
         case .registerBeacon(let beaconID, let appID, let attachments, let isPublic, let rotation):
             beacons[beaconID] = RegisteredBeacon(appID: appID, attachments: attachments, isPublic: isPublic)
             rotations[beaconID] = rotation
+            rotatingIDs.forget(beaconID)
             for observer in hearers[.beacon(beaconID)] ?? [] { markSubscriptions(of: observer, viewing: .beacon(beaconID), in: &work) }
         case .observe(let observer, let payload, let snr, let level):
             guard sessions[observer] != nil else { break }
             let source: Source
             switch payload {
             case .audioBytes(let bytes): source = .audio(bytes)
-            case .beacon(let heard): source = .beacon(resolveBeacon(heard, now: now))
+            case .beacon(let heard):
+                // A rotating beacon's stable ID is never on the air: hearing it is a replay, a guess or a leak.
+                guard let stable = resolveBeacon(heard, unixTime: unixTime ?? now) else { return [] }
+                source = .beacon(stable)
             case .token(let token):
                 guard let owner = tokenOwners[token], owner.validUntil.map({ now <= $0 }) ?? true,
                       let ownerSession = sessions[owner.session],
@@ -278,46 +297,13 @@ public struct MatcherCore: Sendable {
 
     // MARK: Beacons
 
-    /// The stable ID of the beacon that broadcast `heard`: itself for fixed beacons, or the rotating beacon
-    /// whose current or previous ID it is (one period of grace for sightings in flight).
-    private func resolveBeacon(_ heard: [UInt8], now: Double) -> [UInt8] {
-        if beacons[heard] != nil && rotations[heard] == nil { return heard }
-        for (stable, rotation) in rotations {
-            let slot = Int64((now / rotation.period).rounded(.down))
-            if rotation.id(at: slot, length: stable.count) == heard || rotation.id(at: slot - 1, length: stable.count) == heard {
-                return stable
-            }
-        }
-        return heard
+    /// The stable ID of the beacon that broadcast `heard` at Unix time `unixTime`: itself for a fixed (or
+    /// unregistered) beacon, the rotating beacon whose ID of a slot within the clock-skew window it is, or
+    /// nil for a rotating beacon's stable ID heard as such (it is never broadcast: a replay or a guess).
+    private mutating func resolveBeacon(_ heard: [UInt8], unixTime: Double) -> [UInt8]? {
+        if beacons[heard] != nil { return rotations[heard] == nil ? heard : nil }
+        guard !rotations.isEmpty else { return heard }
+        rotatingIDs.update(rotations, unixTime: unixTime)
+        return rotatingIDs.owner(of: heard) ?? heard
     }
-}
-
-/// How a rotating (EID-like) beacon changes its ID: every `period` seconds it broadcasts a new ID derived
-/// from a secret `key` shared with the matcher, so the beacon cannot be tracked by its ID but the matcher
-/// still knows which beacon it is.
-public struct BeaconRotation: Sendable, Hashable, Codable {
-    /// The secret the IDs derive from.
-    public let key: UInt64
-    /// Seconds between ID changes.
-    public let period: Double
-
-    /// A rotation with this secret and period (s).
-    public init(key: UInt64, period: Double) {
-        self.key = key
-        self.period = period
-    }
-
-    /// The ID broadcast during time slot `slot` (time / period), `length` bytes.
-    public func id(at slot: Int64, length: Int) -> [UInt8] {
-        var generator = SplitMix64(seed: key ^ (UInt64(bitPattern: slot) &* 0x9E37_79B9_7F4A_7C15))
-        var bytes: [UInt8] = []
-        while bytes.count < length {
-            let z = generator.next()
-            for shift in stride(from: 0, to: 64, by: 8) where bytes.count < length { bytes.append(UInt8(truncatingIfNeeded: z >> UInt64(shift))) }
-        }
-        return bytes
-    }
-
-    /// The ID broadcast at time `t` (s).
-    public func id(atTime t: Double, length: Int) -> [UInt8] { id(at: Int64((t / period).rounded(.down)), length: length) }
 }

@@ -167,7 +167,8 @@ public struct MessageFilter: Sendable, Hashable {
         case namespacedType(namespace: String, type: String)
         /// Audio bytes of exactly this length (1...10).
         case audioBytes(Int)
-        /// Raw beacon IDs heard (reserved namespace), and the attachments of any beacon heard.
+        /// Beacons heard: their raw IDs (reserved namespace), and every attachment of the project's own
+        /// beacons (a namespaced type adds other beacons' public attachments of that type).
         case beaconIDs
     }
     public let includes: Set<Include>

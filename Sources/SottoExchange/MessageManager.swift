@@ -371,15 +371,16 @@ public actor MessageManager {
     private var broadcastsToken: Bool { modes.values.contains { $0 != .scan } }
 
     /// Feeds one decoded frame (the modem's token bytes) heard at `now` with this SNR (dB) and level (dBFS).
-    /// Ignored while no live operation scans.
-    public func heard(frame: [UInt8], snr: Double, level: Double, now: Double) async {
+    /// Ignored while no live operation scans. `unixTime` (s since 1970) is the wall clock when it was heard,
+    /// the time base of rotating beacons in an embedded core; nil when `now` is Unix time itself.
+    public func heard(frame: [UInt8], snr: Double, level: Double, now: Double, unixTime: Double? = nil) async {
         guard let payload = Payload(frame: frame) else { return }
         switch backend {
         case .embedded(var core):
             lastNow = now
             guard scans else { return }
             if case .token(let token) = payload, let until = invalidTokens[token], now < until { return }
-            let events = core.handle(.observe(session, payload, snr: snr, level: level), now: now)
+            let events = core.handle(.observe(session, payload, snr: snr, level: level), now: now, unixTime: unixTime ?? now)
             backend = .embedded(core)
             apply(events)
         case .linked(let link):

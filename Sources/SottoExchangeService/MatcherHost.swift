@@ -40,7 +40,8 @@ public struct ServiceConfiguration: Sendable {
     /// Shared log: how often the state is snapshotted into the database, so that the log before it can go
     /// and a starting node does not replay it all (s). One node writes it: the live one with the lowest id.
     public var snapshotInterval: Double = 60
-    /// Test hook: seconds added to this node's wall clock (a skewed clock, to show that it decides nothing).
+    /// Test hook: seconds added to this node's wall clock (a skewed clock). In a cluster it decides nothing;
+    /// serving alone, it is the time base of rotating beacons.
     public var clockSkew: Double = 0
 
     public init() {}
@@ -151,6 +152,9 @@ public actor MatcherHost {
 
     /// Seconds since the host started (monotonic).
     public var now: Double { (ContinuousClock.now - started).inSeconds }
+    /// This node's wall clock (s since 1970, with the test hook's skew): the time base of rotating beacons
+    /// when serving alone (in a cluster, the database's clock is).
+    var unixTime: Double { Date().timeIntervalSince1970 + configuration.clockSkew }
 
     /// Starts the timer loop (and, with a shared log, the loops that append and apply entries).
     public func start() {
@@ -344,7 +348,7 @@ public actor MatcherHost {
 
     /// Applies commands of this node serving alone, at the host's clock.
     private func apply(_ commands: [ReplicaCommand]) -> [ReplicaOutput] {
-        replica.apply(ReplicaEntry(node: nodeID, commands: commands), at: now)
+        replica.apply(ReplicaEntry(node: nodeID, commands: commands), at: now, unixTime: unixTime)
     }
 
     private func entry(_ commands: [ReplicaCommand]) -> ReplicaEntry {
@@ -457,7 +461,7 @@ public actor MatcherHost {
                 appliedSequence = logged.sequence
                 if logged.entry.node == nodeID { metrics.clockSkew.record(logged.entry.nodeClock - logged.wallClock) }
                 metrics.logEntriesApplied.increment()
-                perform(replica.apply(logged.entry, at: logged.time))
+                perform(replica.apply(logged.entry, at: logged.time, unixTime: logged.wallClock))
             }
         }
         return false

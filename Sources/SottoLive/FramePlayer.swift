@@ -6,8 +6,10 @@ import SottoSupport
 /// Plays frames on an ALSA device on a schedule until the schedule ends or ``stop()`` is called: what
 /// `sotto send`, `sotto beacon` and `sotto publish` do on a sound card, for any program.
 ///
-/// The frame may change over time (a rotating beacon ID): `frameAt(t)` gives the frame bytes for `t`
-/// seconds after the start, and a new ``Broadcaster`` plays each period of `changesEvery` seconds. Time is
+/// The frame may change over time (a rotating beacon ID): `frameAt(t)` gives the frame bytes for time `t`
+/// (s) of the frame clock, which reads `clockAtStart` at the start (Unix time for a rotating beacon, so that
+/// its periods fall on the slots a matcher computes), and a new ``Broadcaster`` plays each period of
+/// `changesEvery` seconds of that clock (periods start at its multiples). Time is
 /// counted on the schedule (frames sent x interval), not on the wall clock, because a device takes frames
 /// ahead of playing them. With a
 /// self-check device, a ``Listener`` runs on it at the same time (full duplex) and each transmission not
@@ -56,6 +58,7 @@ public final class FramePlayer: Sendable {
     private let level: Double
     private let frameAt: @Sendable (Double) -> [UInt8]
     private let changesEvery: Double?
+    private let clockAtStart: Double
     private let selfCheck: PCMConfiguration?
     private let stopped = StopFlag()
     private let current = Current()
@@ -64,11 +67,12 @@ public final class FramePlayer: Sendable {
     ///   - configuration: the playback PCM (its rate is raised to what the profile needs).
     ///   - profile: the waveform profile of the frames.
     ///   - level: peak level (dBFS).
-    ///   - frameAt: the frame bytes to send `t` seconds after the start.
+    ///   - frameAt: the frame bytes to send at time `t` of the frame clock.
     ///   - changesEvery: the period (s) at which `frameAt` may change; nil when it never does.
+    ///   - clockAtStart: the frame clock at the start (s; 0: time since the start).
     ///   - selfCheck: a capture PCM to hear the own frames on (only for a frame that does not change).
     public init(configuration: PCMConfiguration, profile: Profile = .standard, level: Double = Modulator.defaultLevel,
-                frameAt: @escaping @Sendable (Double) -> [UInt8], changesEvery: Double? = nil,
+                frameAt: @escaping @Sendable (Double) -> [UInt8], changesEvery: Double? = nil, clockAtStart: Double = 0,
                 selfCheck: PCMConfiguration? = nil) throws(FramePlayer.ParameterError) {
         guard changesEvery == nil || selfCheck == nil else {
             throw ParameterError("a self-check needs a frame that does not change")
@@ -81,6 +85,7 @@ public final class FramePlayer: Sendable {
         self.level = level
         self.frameAt = frameAt
         self.changesEvery = changesEvery
+        self.clockAtStart = clockAtStart.isFinite ? clockAtStart : 0
         self.selfCheck = selfCheck
     }
 
@@ -99,12 +104,17 @@ public final class FramePlayer: Sendable {
             let elapsed = Double(summary.sent) * schedule.interval
             var span = Double.infinity
             if let duration = schedule.duration { span = duration - elapsed }
-            if let period = changesEvery { span = min(span, period - elapsed.truncatingRemainder(dividingBy: period)) }
+            let clock = clockAtStart + elapsed
+            if let period = changesEvery {
+                var phase = clock.truncatingRemainder(dividingBy: period)
+                if phase < 0 { phase += period }
+                span = min(span, period - phase)
+            }
             guard span > 0 else { break }
             var count = schedule.count.map { $0 - summary.sent }
             if span.isFinite { count = min(count ?? .max, max(1, Int(span / schedule.interval + Self.roundingTolerance))) }
             if let count, count <= 0 { break }
-            let frame = frameAt(elapsed)
+            let frame = frameAt(clock)
             let broadcaster = try Broadcaster(configuration: configuration, token: frame, profile: profile, level: level)
             if summary.sent == 0 && check == nil { onEvent(.started(broadcaster.negotiated)) }
             if let selfCheck, check == nil {

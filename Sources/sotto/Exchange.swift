@@ -24,21 +24,23 @@ struct TransmitTarget: ParsableArguments {
 
     /// Sends `frame` for `duration` seconds: into a file (exactly what would be played) or to the device.
     func send(frame: [UInt8], duration: Double, what: String) throws {
-        try send(frameAt: { _ in frame }, changesEvery: nil, duration: duration, what: what)
+        try send(frameAt: { _ in frame }, changesEvery: nil, clockAtStart: 0, duration: duration, what: what)
     }
 
-    /// Sends the frame `frameAt(t)` of each moment (it may change every `changesEvery` seconds, as a
-    /// rotating beacon's ID does) for `duration` seconds, into a file or to the device.
-    func send(frameAt: @escaping @Sendable (Double) -> [UInt8], changesEvery period: Double?, duration: Double, what: String) throws {
+    /// Sends the frame `frameAt(t)` of each moment `t` of a clock that reads `clockAtStart` at the start (it
+    /// may change every `changesEvery` seconds, as a rotating beacon's ID does) for `duration` seconds, into
+    /// a file or to the device.
+    func send(frameAt: @escaping @Sendable (Double) -> [UInt8], changesEvery period: Double?, clockAtStart: Double,
+              duration: Double, what: String) throws {
         if let out {
             let rate = 48_000.0
             do {
                 let modulator = try Modulator(profile: profile, sampleRate: rate)
-                let airtime = Double(try modulator.modulate(frameAt(0)).count) / rate
+                let airtime = Double(try modulator.modulate(frameAt(clockAtStart)).count) / rate
                 let times = FrameTimes(interval: interval, jitter: jitter, seed: seed ?? UInt64.random(in: .min ... .max),
                                        end: duration, airtime: airtime)
                 let count = try FrameScheduleWriter.write(to: out, format: AudioFileFormat(path: out), sampleRate: rate, modulator: modulator,
-                                                          times: times, duration: duration, frameAt: frameAt)
+                                                          times: times, duration: duration, frameAt: { frameAt(clockAtStart + $0) })
                 printError("wrote \(count) frames of \(what) over \(fixed(duration, 1)) s to \(out == "-" ? "standard output" : out)")
             } catch { throw CommandError("\(error)") }
             return
@@ -46,7 +48,8 @@ struct TransmitTarget: ParsableArguments {
         let device = self.device
         let summary: FramePlayer.Summary
         do {
-            let player = try FramePlayer(configuration: PCMConfiguration(device: device), profile: profile, frameAt: frameAt, changesEvery: period)
+            let player = try FramePlayer(configuration: PCMConfiguration(device: device), profile: profile, frameAt: frameAt,
+                                         changesEvery: period, clockAtStart: clockAtStart)
             let interrupt = Interruption.onControlC { player.stop() }
             defer { interrupt.cancel() }
             summary = try player.run(.init(interval: interval, jitter: jitter, duration: duration)) { event in
@@ -169,27 +172,51 @@ enum DiscoveryModeArgument {
 
 /// `sotto beacon`: loop a beacon ID.
 struct Beacon: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "beacon", abstract: "Loop a beacon ID (hex, 1-15 bytes) like an audio beacon.")
-    @Argument(help: "Beacon ID as hex (the stable ID the matcher registers; 1-15 bytes).") var id: String
+    static let configuration = CommandConfiguration(
+        commandName: "beacon", abstract: "Loop a beacon ID (hex, 1-15 bytes) like an audio beacon.",
+        discussion: """
+        With --key-file (written by `sotto admin beacon register --rotating`), the beacon rotates (EID-like): during \
+        each period of Unix time it plays the HMAC-SHA256 of the period's number under the file's secret key, which \
+        only the matcher can resolve. The beacon's clock must be within 60 s of the matcher's.
+        """)
+    @Argument(help: "Beacon ID as hex (1-15 bytes; with --key-file, optional and checked against the file's).") var id: String?
     @Option(parsing: .unconditional, help: "Seconds to run.") var duration: Double = 60
-    @Option(parsing: .unconditional, help: "Rotate the broadcast ID every this many seconds (EID-like), derived from --rotation-key.") var rotateEvery: Double?
-    @Option(parsing: .unconditional, help: "Secret key of the rotation (shared with the matcher).") var rotationKey: UInt64 = 0
+    @Option(help: "Rotating beacon: its key file (mode 600), from `sotto admin beacon register --rotating`.") var keyFile: String?
+    @Option(parsing: .unconditional, help: "Rotating beacon: seconds between ID changes (checked against the key file's).") var rotateEvery: Double?
+    @Option(parsing: .unconditional, help: "Rotating beacon: its clock at the start, in Unix time (s; default: now), e.g. for a recording played later.") var clock: Double?
     @OptionGroup var target: TransmitTarget
 
     func validate() throws {
-        let bytes = try TokenInput.bytes(hex: id, text: nil)
-        guard (1...15).contains(bytes.count) else { throw ValidationError(ExchangeError.invalidBeaconID(bytes.count).description) }
+        if let id {
+            let bytes = try TokenInput.bytes(hex: id, text: nil)
+            guard (1...15).contains(bytes.count) else { throw ValidationError(ExchangeError.invalidBeaconID(bytes.count).description) }
+        } else if keyFile == nil {
+            throw ValidationError("give a beacon ID, or --key-file for a rotating beacon")
+        }
         try NumericOption("--duration", above: 0, upTo: 86_400, unit: "s").check(duration)
         try NumericOption("--rotate-every", 1...86_400, unit: "s").check(rotateEvery)
+        if keyFile == nil && (rotateEvery != nil || clock != nil) {
+            throw ValidationError("a rotating beacon needs its key: --key-file (from `sotto admin beacon register --rotating`)")
+        }
+        if let clock, !(clock.isFinite && clock >= 0 && clock < 1e11) { throw ValidationError("--clock must be a Unix time in seconds") }
     }
 
     func run() throws {
-        let bytes = try TokenInput.bytes(hex: id, text: nil)
-        if let rotateEvery {
-            let rotation = BeaconRotation(key: rotationKey, period: rotateEvery)
-            try target.send(frameAt: { Payload.beacon(rotation.id(atTime: $0, length: bytes.count)).frameBytes },
-                            changesEvery: rotateEvery, duration: duration, what: "rotating beacon \(bytes.hex)")
-        } else {
+        if let keyFile {
+            let provisioning: BeaconProvisioning
+            do { provisioning = try BeaconKeyFile.read(keyFile) } catch { throw CommandError(error.description) }
+            let bytes = provisioning.id, rotation = provisioning.rotation
+            if let id, try TokenInput.bytes(hex: id, text: nil) != bytes {
+                throw CommandError("\(keyFile) is the key of beacon \(bytes.hex), not \(id)")
+            }
+            if let rotateEvery, rotateEvery != rotation.period {
+                throw CommandError("\(keyFile) rotates every \(rotation.period) s, not \(rotateEvery) s")
+            }
+            try target.send(frameAt: { Payload.beacon(rotation.id(atUnixTime: $0, length: bytes.count)).frameBytes },
+                            changesEvery: rotation.period, clockAtStart: clock ?? Date().timeIntervalSince1970, duration: duration,
+                            what: "rotating beacon \(bytes.hex)")
+        } else if let id {
+            let bytes = try TokenInput.bytes(hex: id, text: nil)
             try target.send(frame: Payload.beacon(bytes).frameBytes, duration: duration, what: "beacon \(bytes.hex)")
         }
     }
@@ -210,7 +237,7 @@ struct Subscribe: AsyncParsableCommand {
 
     @Option(help: "Namespace (needs --server; with --type).") var namespace: String?
     @Option(help: "Type (needs --server; with --namespace).") var type: String?
-    @Flag(help: "Also receive beacon IDs and beacon attachments (needs --server).") var beacons = false
+    @Flag(help: "Also receive beacons: their IDs, and all attachments of the project's own beacons (needs --server).") var beacons = false
     @Option(parsing: .unconditional, help: "Seconds to subscribe (1-86400); default: until the input ends or Ctrl-C.") var ttl: Int?
     @Option(parsing: .unconditional, help: "Seconds without a sighting before lost.") var lostTimeout: Double = 10
     @Option(help: "Discovery mode: broadcast, scan or both (scan and both report what is heard).") var mode: String = "both"

@@ -6,6 +6,7 @@ import UnixSignals
 import SottoExchange
 import SottoExchangeService
 import SottoExchangeWire
+import SottoTools
 
 /// `--store sqlite:PATH | PATH | postgres://...`: where the service keeps projects, keys and beacons.
 struct StoreOption: ParsableArguments {
@@ -210,17 +211,36 @@ struct AdminBeacon: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "register", abstract: "Register (or replace) a beacon of a project.")
         @OptionGroup var store: StoreOption
         @Argument(help: "Project name or id.") var project: String
-        @Argument(help: "Beacon ID as hex (1-15 bytes).") var id: String
+        @Argument(help: "Beacon ID as hex (1-15 bytes; 8-15 for a rotating beacon).") var id: String
         @Flag(help: "Deliver its attachments to subscribers of every project.") var `public` = false
-        @Option(parsing: .unconditional, help: "Rotating beacon: seconds between ID changes.") var rotateEvery: Double?
-        @Option(parsing: .unconditional, help: "Rotating beacon: its secret key.") var rotationKey: UInt64 = 0
+        @Option(parsing: .unconditional, help: "Rotating beacon (EID-like): seconds between ID changes (1-86400); generates its identity key.") var rotating: Double?
+        @Option(help: "Rotating beacon: new file (mode 600) to write its key to, once, for `sotto beacon --key-file`.") var keyOut: String?
+
+        func validate() throws {
+            try NumericOption("--rotating", 1...86_400, unit: "s").check(rotating)
+            if rotating != nil && keyOut == nil { throw ValidationError("--rotating needs --key-out FILE: the beacon's key is written there, once") }
+            if rotating == nil && keyOut != nil { throw ValidationError("--key-out is for a rotating beacon (--rotating PERIOD)") }
+        }
 
         func run() async throws {
             let bytes = try TokenInput.bytes(hex: id, text: nil)
-            let rotation = rotateEvery.map { BeaconRotation(key: rotationKey, period: $0) }
+            var rotation: BeaconRotation?
+            if let rotating, let keyOut {
+                // The key file first (created exclusively), so a registered key always has its one copy outside.
+                let provisioning: BeaconProvisioning
+                do {
+                    provisioning = try BeaconProvisioning(id: bytes, rotation: try BeaconRotation(key: .generate(), period: rotating))
+                } catch { throw CommandError(error.description) }
+                do { try BeaconKeyFile.write(provisioning, to: keyOut) } catch { throw CommandError(error.description) }
+                rotation = provisioning.rotation
+            }
             do {
                 try await store.withStore { try await $0.registerBeacon(BeaconRecord(id: bytes, projectID: project, isPublic: `public`, rotation: rotation)) }
-            } catch let error as StoreError { throw CommandError(error.description) }
+            } catch let error as StoreError {
+                if let keyOut { unlink(keyOut) }
+                throw CommandError(error.description)
+            }
+            if let keyOut { printError("wrote the key of rotating beacon \(bytes.hex) to \(keyOut): keep it secret, it is not shown again") }
         }
     }
 
@@ -251,7 +271,7 @@ struct AdminBeacon: AsyncParsableCommand {
         func run() async throws {
             do {
                 for beacon in try await store.withStore({ try await $0.beacons() }) {
-                    Output.line("\(beacon.id.hex)\t\(beacon.projectID)\t\(beacon.isPublic ? "public" : "private")\t\(beacon.attachments.map(\.description).joined(separator: ", "))")
+                    Output.line("\(beacon.id.hex)\t\(beacon.projectID)\t\(beacon.isPublic ? "public" : "private")\(beacon.rotation.map { " rotating every \($0.period) s" } ?? "")\t\(beacon.attachments.map(\.description).joined(separator: ", "))")
                 }
             } catch let error as StoreError { throw CommandError(error.description) }
         }

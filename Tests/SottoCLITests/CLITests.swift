@@ -1,6 +1,7 @@
 import Foundation
 import SottoAudio
 import SottoExchange
+import SottoTools
 import Testing
 
 /// Runs the built `sotto` executable (next to the test bundle) and captures its output.
@@ -323,19 +324,86 @@ func temporaryDirectory() throws -> URL {
 }
 
 @Suite struct BeaconCLITests {
-    @Test func rotatingBeaconChangesItsIDEveryPeriod() throws {
+    /// `sotto admin beacon register --rotating` writes the key file once (mode 600) and stores the key; the
+    /// beacon plays, in each period of Unix time, the HMAC-SHA256 ID of that period under the key.
+    @Test func rotatingBeaconPlaysTheIDsOfUnixTimeSlots() throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
+        let store = "sqlite:" + dir.appendingPathComponent("exchange.sqlite").path
+        let keyFile = dir.appendingPathComponent("beacon.key").path
         let wav = dir.appendingPathComponent("beacon.wav").path
-        let beacon = try Sotto.run(["beacon", "0x0102030405060708", "--duration", "12", "--interval", "2", "--jitter", "0",
-                                    "--rotate-every", "5", "--rotation-key", "77", "--out", wav])
+        #expect(try Sotto.run(["admin", "project", "create", "museum", "--store", store]).status == 0)
+        let register = try Sotto.run(["admin", "beacon", "register", "museum", "0x0102030405060708", "--rotating", "5", "--key-out", keyFile,
+                                      "--store", store])
+        #expect(register.status == 0, "\(register.stderr)")
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+        let provisioning = try BeaconKeyFile.read(keyFile)
+        #expect(provisioning.id == [1, 2, 3, 4, 5, 6, 7, 8] && provisioning.rotation.period == 5 && provisioning.rotation.key.bytes.count == 32)
+        // Never overwritten: a second registration to the same file fails and changes nothing.
+        let again = try Sotto.run(["admin", "beacon", "register", "museum", "0x0102030405060708", "--rotating", "5", "--key-out", keyFile,
+                                   "--store", store])
+        #expect(again.status == 2 && again.stderr.contains("never overwritten"), "\(again.stderr)")
+        #expect(try BeaconKeyFile.read(keyFile) == provisioning)
+        #expect(try Sotto.run(["admin", "beacon", "list", "--store", store]).stdout.contains("0102030405060708"))
+
+        // The beacon's clock starts at Unix time 1 000 003 s, 3 s into slot 200 000 (Unix time / 5 s): frames at
+        // +0 | 2, 4, 6 | 8, 10 s fall in slots 200 000 | 200 001 | 200 002.
+        let beacon = try Sotto.run(["beacon", "--key-file", keyFile, "--clock", "1000003", "--duration", "12", "--interval", "2", "--jitter", "0",
+                                    "--out", wav])
         #expect(beacon.status == 0, "\(beacon.stderr)")
         let heard = try Sotto.run(["decode", "--format", "json", wav]).stdout.split(separator: "\n")
             .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        // Frames at 0, 2, 4 | 6, 8 | 10 s: three IDs, each the rotation's ID for its 5 s slot, kind byte 0x30 first.
-        let rotation = BeaconRotation(key: 77, period: 5)
-        let expected = [0.0, 2, 4, 6, 8, 10].map { t in ([0x30] + rotation.id(atTime: t, length: 8)).map { String(format: "%02x", $0) }.joined() }
+        let rotation = provisioning.rotation
+        let expected = [0.0, 2, 4, 6, 8, 10].map { t in
+            ([0x30] + rotation.id(atUnixTime: 1_000_003 + t, length: 8)).map { String(format: "%02x", $0) }.joined()
+        }
         #expect(heard.compactMap { $0["token"] as? String } == expected)
-        #expect(Set(expected).count == 3)
+        #expect(Set(expected).count == 3 && expected[0] != expected[1] && expected[1] == expected[3] && expected[3] != expected[4])
+    }
+
+    /// No default key, no key on the command line, no rotation without a key; bad key files are clear errors.
+    @Test func keysAreNeverTypedOrDefaultedAndBadKeyFilesAreRefused() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wav = dir.appendingPathComponent("b.wav").path
+        for arguments in [["beacon", "0x0102030405060708", "--rotate-every", "5", "--out", wav],
+                          ["beacon", "0x0102030405060708", "--rotate-every", "5", "--rotation-key", "77", "--out", wav],
+                          ["beacon", "--out", wav],
+                          ["admin", "beacon", "register", "museum", "0x0102030405060708", "--rotating", "5", "--store", "sqlite:" + dir.path + "/s"],
+                          ["admin", "beacon", "register", "museum", "0x0102030405060708", "--rotate-every", "5", "--rotation-key", "7",
+                           "--store", "sqlite:" + dir.path + "/s"]] {
+            let result = try Sotto.run(arguments)
+            #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
+        }
+
+        let good = try BeaconProvisioning(id: [1, 2, 3, 4, 5, 6, 7, 8], rotation: BeaconRotation(key: .generate(), period: 5)).text
+        let keyLine = good.split(separator: "\n").first { $0.hasPrefix("key ") }!
+        let files: [(String, String, Int, String)] = [
+            ("open", good, 0o644, "too open"),
+            ("group", good, 0o640, "too open"),
+            ("truncated", String(good.prefix(good.count - 36)), 0o600, "truncated"),  // cut after 22 bytes of the key
+            ("nokey", good.replacingOccurrences(of: String(keyLine), with: ""), 0o600, "no key line"),
+            ("short", good.replacingOccurrences(of: String(keyLine), with: "key " + String(repeating: "5a", count: 8)), 0o600, "16 to 32 bytes, got 8"),
+            ("garbage", "\u{0}\u{1}binary", 0o600, "not a sotto beacon key file"),
+            ("empty", "", 0o600, "not a sotto beacon key file"),
+        ]
+        for (name, text, mode, reason) in files {
+            let path = dir.appendingPathComponent(name).path
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+            let result = try Sotto.run(["beacon", "--key-file", path, "--duration", "2", "--out", wav])
+            #expect(result.status == 2, "\(name): \(result.status) \(result.stderr)")
+            #expect(result.stderr.contains(reason), "\(name): \(result.stderr)")
+        }
+        let missing = try Sotto.run(["beacon", "--key-file", dir.appendingPathComponent("absent").path, "--duration", "2", "--out", wav])
+        #expect(missing.status == 2 && missing.stderr.contains("No such file"), "\(missing.stderr)")
+        // The file's ID and period are checked against those given.
+        let path = dir.appendingPathComponent("good").path
+        try BeaconKeyFile.write(try BeaconProvisioning(text: good), to: path)
+        let otherID = try Sotto.run(["beacon", "0x0102030405060709", "--key-file", path, "--duration", "2", "--out", wav])
+        #expect(otherID.status == 2 && otherID.stderr.contains("is the key of beacon 0102030405060708"), "\(otherID.stderr)")
+        let otherPeriod = try Sotto.run(["beacon", "--key-file", path, "--rotate-every", "6", "--duration", "2", "--out", wav])
+        #expect(otherPeriod.status == 2 && otherPeriod.stderr.contains("rotates every 5.0 s"), "\(otherPeriod.stderr)")
     }
 }

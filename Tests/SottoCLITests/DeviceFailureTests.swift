@@ -193,6 +193,19 @@ func burst(_ token: [UInt8], silenceBefore: Double = 0.1, silenceAfter: Double =
         let decoder = try StreamingDecoder(sampleRate: 48_000, profiles: [.fast])
         let frames = played.withUnsafeBufferPointer { decoder.process($0) } + decoder.finish()
         #expect(frames.map(\.token) == [first, first, second, second])
+
+        // On a clock that starts half-way through a period (a rotating beacon on Unix time): periods fall on the
+        // clock's multiples of the period, not on the start. Frames at 1000.5 | 1001, 1001.5 | 1002.
+        try? FileManager.default.removeItem(at: rig.faultyOutput)
+        let aligned = try FramePlayer(configuration: PCMConfiguration(device: "sotto_faulty_playback"), profile: .fast,
+                                      frameAt: { clock in [UInt8](repeating: UInt8(Int(clock) % 256), count: 4) }, changesEvery: 1,
+                                      clockAtStart: 1000.5)
+        #expect(try aligned.run(.init(interval: 0.5, duration: 2)).sent == 4)
+        let alignedPlayed = FilePluginRig.samples(try Data(contentsOf: rig.faultyOutput)).map { Float($0) / 32_768 }
+        let alignedDecoder = try StreamingDecoder(sampleRate: 48_000, profiles: [.fast])
+        let alignedFrames = alignedPlayed.withUnsafeBufferPointer { alignedDecoder.process($0) } + alignedDecoder.finish()
+        let slot = { (second: Int) in [UInt8](repeating: UInt8(second % 256), count: 4) }
+        #expect(alignedFrames.map(\.token) == [slot(1000), slot(1001), slot(1001), slot(1002)])
     }
 
     @Test func broadcasterGivesUpOnErrorsReopeningCannotCure() throws {

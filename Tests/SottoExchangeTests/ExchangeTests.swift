@@ -300,20 +300,3 @@ final class ChangeLog: @unchecked Sendable {
     #expect(snr < 14 && level < -25)
 }
 
-@Test func rotatingBeaconsResolveOnlyThroughTheirCurrentIDs() throws {
-    var core = MatcherCore(generator: CountingGenerator(state: 6))
-    let b = SessionID("B")
-    _ = core.handle(.openSession(b, appID: "app", broadcasts: false), now: 0)
-    let attachment = try BeaconAttachment.message(namespace: "shop", type: "offer", data: Array("10%".utf8))
-    let rotation = BeaconRotation(key: 0xFEED, period: 60)
-    let stable: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
-    _ = core.handle(.registerBeacon(id: stable, appID: "app", attachments: [attachment], publicVisibility: false, rotation: rotation), now: 0)
-    _ = core.handle(.subscribe(b, OperationID(1), try MessageFilter([.namespacedType(namespace: "shop", type: "offer")]), .default, lostTimeout: 10), now: 0)
-    let current = rotation.id(atTime: 130, length: 8)
-    #expect(current != stable && current != rotation.id(atTime: 70, length: 8))
-    // A stale ID (two periods old) resolves to nothing; the current one finds the attachment.
-    #expect(core.handle(.observe(b, .beacon(rotation.id(atTime: 10, length: 8)), snr: 10, level: -30), now: 130).isEmpty)
-    #expect(core.handle(.observe(b, .beacon(current), snr: 10, level: -30), now: 131) == [.found(b, OperationID(1), attachment)])
-    // The previous period's ID still resolves (grace), keeping it found.
-    #expect(core.handle(.observe(b, .beacon(current), snr: 10, level: -30), now: 185).isEmpty)
-}

@@ -227,7 +227,7 @@ struct InputDrawer {
     let lostTimeouts: [Double] = [3, 5, 10, 20]
     let fixedBeacon: [UInt8] = [0xBE, 0xAC]
     let rotatingBeacon: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
-    let rotation = BeaconRotation(key: 0xFEED, period: 30)
+    let rotation = try! BeaconRotation(key: BeaconIdentityKey(bytes: [UInt8](repeating: 0xFE, count: 16)), period: 30)
 
     mutating func pick<T>(_ values: [T]) -> T { values[Int(random.next() % UInt64(values.count))] }
     mutating func chance(_ percent: UInt64) -> Bool { random.next() % 100 < percent }
@@ -266,8 +266,9 @@ struct InputDrawer {
         case 150..<153: return .hearUnknownToken(observer: session)
         case 153..<165: return .input(.observe(session, .audioBytes(pick([[7], [8], [1, 2]])), snr: snr(), level: level()))
         case 165..<177:
-            let id = pick([fixedBeacon, rotation.id(atTime: now, length: 8), rotation.id(atTime: now - 30, length: 8),
-                           rotation.id(atTime: now - 70, length: 8), [0x0B]])
+            let id = pick([fixedBeacon, rotation.id(atUnixTime: now, length: 8), rotation.id(atUnixTime: now - 30, length: 8),
+                           rotation.id(atUnixTime: now - 70, length: 8), rotation.id(atUnixTime: now + 55, length: 8),
+                           rotation.id(atUnixTime: now - 200, length: 8), rotatingBeacon, [0x0B]])
             return .input(.observe(session, .beacon(id), snr: snr(), level: level()))
         default: return .input(.tick)
         }
@@ -484,7 +485,9 @@ struct ReferenceMatcher {
             let source: Source
             switch payload {
             case .audioBytes(let bytes): source = .audio(bytes)
-            case .beacon(let heard): source = .beacon(resolveBeacon(heard, now: now))
+            case .beacon(let heard):
+                guard let stable = resolveBeacon(heard, now: now) else { return events }
+                source = .beacon(stable)
             case .token(let token):
                 // One rule added to the original: another app's token is invalid (projects are isolated).
                 guard let owner = tokenOwners[token], owner.validUntil.map({ now <= $0 }) ?? true,
@@ -564,9 +567,9 @@ struct ReferenceMatcher {
         case .audio(let bytes):
             return (try? AudioBytes.message(bytes)).map { [$0] } ?? []
         case .beacon(let beaconID):
-            var result = [Message(reservedType: ExchangeLimits.beaconIDType, content: beaconID)]
-            if let beacon = beacons[beaconID], beacon.isPublic || beacon.appID == appID { result += beacon.attachments }
-            return result
+            let raw = Message(reservedType: ExchangeLimits.beaconIDType, content: beaconID)
+            guard let beacon = beacons[beaconID] else { return [raw] }
+            return beacon.isPublic || beacon.appID == appID ? [raw] + beacon.attachments : []
         case .session(let id):
             guard let session = sessions[id], session.appID == appID else { return [] }
             return session.publications.values.map(\.message)
@@ -592,8 +595,12 @@ struct ReferenceMatcher {
                 }
                 for (source, sighting) in sources {
                     if case .session(let other) = source, other == id { continue }
+                    // A beacon subscription takes everything of the project's own beacons.
+                    var ownBeacon = false
+                    if case .beacon(let beaconID) = source { ownBeacon = beacons[beaconID]?.appID == session.appID }
+                    let takesAll = ownBeacon && subscription.filter.includes.contains(.beaconIDs)
                     for message in messages(of: source, forApp: session.appID)
-                    where subscription.filter.accepts(message) && sighting.snr > best[message]?.snr ?? -.infinity {
+                    where (takesAll || subscription.filter.accepts(message)) && sighting.snr > best[message]?.snr ?? -.infinity {
                         best[message] = sighting
                     }
                 }
@@ -622,17 +629,15 @@ struct ReferenceMatcher {
         return events
     }
 
-    /// The stable ID of the beacon that broadcast `heard`: itself for fixed beacons, or the rotating beacon
-    /// whose current or previous ID it is (one period of grace for sightings in flight).
-    func resolveBeacon(_ heard: [UInt8], now: Double) -> [UInt8] {
-        if beacons[heard] != nil && rotations[heard] == nil { return heard }
-        for (stable, rotation) in rotations {
-            let slot = Int64((now / rotation.period).rounded(.down))
-            if rotation.id(at: slot, length: stable.count) == heard || rotation.id(at: slot - 1, length: stable.count) == heard {
-                return stable
-            }
+    /// The stable ID of the beacon that broadcast `heard` (the clock is Unix time): itself for fixed beacons,
+    /// the rotating beacon whose ID of a slot within the clock-skew window it is (the smallest such stable
+    /// ID), nil for a rotating beacon's stable ID.
+    func resolveBeacon(_ heard: [UInt8], now: Double) -> [UInt8]? {
+        if beacons[heard] != nil { return rotations[heard] == nil ? heard : nil }
+        let owners = rotations.filter { stable, rotation in
+            rotation.acceptedSlots(atUnixTime: now).contains { rotation.id(at: $0, length: stable.count) == heard }
         }
-        return heard
+        return owners.keys.min { $0.lexicographicallyPrecedes($1) } ?? heard
     }
 
     /// The token a session currently broadcasts.

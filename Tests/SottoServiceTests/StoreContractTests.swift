@@ -123,9 +123,11 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
         let hall = try BeaconAttachment.message(namespace: "museum", type: "room", data: Array("hall".utf8))
         let map = try BeaconAttachment.message(namespace: "museum", type: "map", data: [0, 1, 2, 255])
-        let rotation = BeaconRotation(key: UInt64.max - 5, period: 30)  // The high bit survives a signed column.
+        // The identity key is kept byte for byte (a 0xff or a 0 among them included).
+        let rotation = try BeaconRotation(key: BeaconIdentityKey(bytes: [0xFF, 0] + (1...30).map { UInt8($0) }), period: 30)
         try await store.registerBeacon(BeaconRecord(id: [2], projectID: museum.id, isPublic: false, rotation: nil))
-        try await store.registerBeacon(BeaconRecord(id: [1, 255], projectID: "museum", isPublic: true, rotation: rotation, attachments: [hall, map]))
+        try await store.registerBeacon(BeaconRecord(id: [1, 255, 3, 4, 5, 6, 7, 8], projectID: "museum", isPublic: true, rotation: rotation,
+                                                    attachments: [hall, map]))
         try await store.registerBeacon(BeaconRecord(id: [1], projectID: museum.id, isPublic: false, rotation: nil))
         #expect(try await store.registryVersion() == start + 3)
         try await store.addAttachment(beacon: [2], map)
@@ -134,7 +136,7 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
         // Ordered by ID bytes; attachments in the order they were given or added.
         var beacons = try await store.beacons()
-        #expect(beacons.map(\.id) == [[1], [1, 255], [2]])
+        #expect(beacons.map(\.id) == [[1], [1, 255, 3, 4, 5, 6, 7, 8], [2]])
         #expect(beacons.map(\.projectID) == [museum.id, museum.id, museum.id])
         #expect(beacons.map(\.isPublic) == [false, true, false])
         #expect(beacons[1].rotation == rotation)
@@ -144,12 +146,12 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(beacons[0].attachments.isEmpty)
 
         // Registering again replaces the beacon and its attachments.
-        try await store.registerBeacon(BeaconRecord(id: [1, 255], projectID: museum.id, isPublic: false, rotation: nil, attachments: [map]))
+        try await store.registerBeacon(BeaconRecord(id: [1, 255, 3, 4, 5, 6, 7, 8], projectID: museum.id, isPublic: false, rotation: nil, attachments: [map]))
         #expect(try await store.registryVersion() == start + 6)
         beacons = try await store.beacons()
         #expect(beacons.count == 3)
-        #expect(beacons[1] == BeaconRecord(id: [1, 255], projectID: museum.id, isPublic: false, rotation: nil, attachments: [map]))
-        try await store.addAttachment(beacon: [1, 255], hall)
+        #expect(beacons[1] == BeaconRecord(id: [1, 255, 3, 4, 5, 6, 7, 8], projectID: museum.id, isPublic: false, rotation: nil, attachments: [map]))
+        try await store.addAttachment(beacon: [1, 255, 3, 4, 5, 6, 7, 8], hall)
         #expect(try await store.beacons()[1].attachments == [map, hall])
         #expect(try await store.registryVersion() == start + 7)
     }
@@ -168,8 +170,9 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         await #expect(throws: StoreError.invalid(ExchangeError.invalidBeaconID(16).description)) {
             try await store.registerBeacon(BeaconRecord(id: [UInt8](repeating: 1, count: 16), projectID: museum.id, isPublic: false, rotation: nil))
         }
-        await #expect(throws: StoreError.invalid("a rotating beacon's period must be at least 1 s")) {
-            try await store.registerBeacon(BeaconRecord(id: [1], projectID: museum.id, isPublic: false, rotation: BeaconRotation(key: 1, period: 0.5)))
+        await #expect(throws: StoreError.invalid("a rotating beacon's ID must be 8 to 15 bytes, got 7")) {
+            let rotation = try BeaconRotation(key: BeaconIdentityKey.generate(), period: 30)
+            try await store.registerBeacon(BeaconRecord(id: [1, 2, 3, 4, 5, 6, 7], projectID: museum.id, isPublic: false, rotation: rotation))
         }
         #expect(try await store.registryVersion() == start)
         #expect(try await store.beacons().isEmpty)

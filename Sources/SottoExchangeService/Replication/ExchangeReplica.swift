@@ -115,6 +115,8 @@ struct ExchangeReplica: Sendable {
     var deadNodes: [String: Double] = [:]
     /// Time of the last entry applied (s).
     var time: Double?
+    /// Unix time of the last entry applied (s), for rotating beacons.
+    var unixTime: Double = 0
     let timings: ReplicaTimings
 
     /// How long a dead node's id is remembered (s): its late entries are ignored meanwhile.
@@ -125,10 +127,13 @@ struct ExchangeReplica: Sendable {
         self.timings = timings
     }
 
-    /// Applies one entry at `time` (s; a time earlier than the last one counts as the last one).
-    mutating func apply(_ entry: ReplicaEntry, at entryTime: Double) -> [ReplicaOutput] {
+    /// Applies one entry at `time` (s; a time earlier than the last one counts as the last one) when the
+    /// wall clock that orders the log reads `unixTime` (s since 1970; the database's clock in a cluster, so
+    /// every replica resolves rotating beacons alike); nil: `time` is Unix time (tests).
+    mutating func apply(_ entry: ReplicaEntry, at entryTime: Double, unixTime: Double? = nil) -> [ReplicaOutput] {
         var outputs: [ReplicaOutput] = []
         let now = max(entryTime, time ?? entryTime)
+        self.unixTime = unixTime ?? now
         if let last = time, now - last > timings.outageThreshold {
             // Nobody could append: the database was away. Every node gets its full timeout again.
             for node in nodes.keys { nodes[node]! += now - last }
@@ -349,7 +354,7 @@ struct ExchangeReplica: Sendable {
     /// Runs one input through the core and routes its events (the events first: `route` reads the core's
     /// state after the input, so it must not be handed a copy of `self` taken before).
     private mutating func handle(_ input: MatcherInput, now: Double, into outputs: inout [ReplicaOutput]) {
-        let events = core.handle(input, now: now)
+        let events = core.handle(input, now: now, unixTime: unixTime)
         route(events, into: &outputs)
     }
 

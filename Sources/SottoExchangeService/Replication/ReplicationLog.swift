@@ -110,7 +110,7 @@ extension ReplicaCommand {
                 wire.public = beacon.isPublic
                 if let rotation = beacon.rotation {
                     wire.rotates = true
-                    wire.rotationKey = rotation.key
+                    wire.identityKey = Data(rotation.key.bytes)
                     wire.rotationPeriod = rotation.period
                 }
                 wire.attachments = beacon.attachments.map { message in
@@ -147,7 +147,10 @@ extension ReplicaCommand {
                 let attachments = wire.attachments.map {
                     Message(delivered: $0.namespace, type: $0.type, content: Array($0.content))
                 }
-                let rotation = wire.rotates ? BeaconRotation(key: wire.rotationKey, period: wire.rotationPeriod) : nil
+                // A rotation that does not decode (an entry of an older build, with a 64-bit key) leaves the
+                // beacon out, as the store does.
+                guard let rotation = BeaconRecord.storedRotation(key: wire.rotates ? Array(wire.identityKey) : nil,
+                                                                 period: wire.rotates ? wire.rotationPeriod : nil) else { continue }
                 beacons.append(BeaconRecord(id: Array(wire.id), projectID: wire.projectID, isPublic: wire.public,
                                             rotation: rotation, attachments: attachments))
             }

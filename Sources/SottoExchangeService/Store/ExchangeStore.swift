@@ -40,8 +40,31 @@ public struct BeaconRecord: Sendable, Hashable {
     public let projectID: String
     /// Public attachments are delivered to subscribers of every project.
     public let isPublic: Bool
+    /// How a rotating beacon's broadcast ID changes (its identity key, kept at rest in the store); nil for a
+    /// fixed beacon.
     public let rotation: BeaconRotation?
     public var attachments: [Message]
+
+    /// Refuses an ID that is not 1 to 15 bytes, or a rotating beacon's ID shorter than
+    /// `BeaconProvisioning.minimumIDLength` (its rotating IDs, as long, would collide too often).
+    func validate() throws(StoreError) {
+        guard (1...15).contains(id.count) else { throw .invalid(ExchangeError.invalidBeaconID(id.count).description) }
+        if rotation != nil, id.count < BeaconProvisioning.minimumIDLength {
+            throw .invalid("a rotating beacon's ID must be \(BeaconProvisioning.minimumIDLength) to 15 bytes, got \(id.count)")
+        }
+    }
+
+    /// The rotation stored as an identity key and a period: `.some(nil)` for a fixed beacon (no period), nil
+    /// when it cannot be used (a rotation stored before identity keys existed, with a 64-bit key and no
+    /// identity key, or a damaged key or period): such a beacon is left out of the registry until it is
+    /// registered again, rather than resolved on a key anyone could invert.
+    static func storedRotation(key: [UInt8]?, period: Double?) -> BeaconRotation?? {
+        guard let period else { return .some(nil) }
+        guard let key, let identity = try? BeaconIdentityKey(bytes: key), let rotation = try? BeaconRotation(key: identity, period: period) else {
+            return nil
+        }
+        return .some(rotation)
+    }
 
     public init(id: [UInt8], projectID: String, isPublic: Bool, rotation: BeaconRotation?, attachments: [Message] = []) {
         self.id = id

@@ -103,6 +103,8 @@ public final class PostgresStore: ExchangeStore {
             "CREATE TABLE exchange_log (seq bigint PRIMARY KEY, node text NOT NULL, at double precision NOT NULL, body bytea NOT NULL)",
             "CREATE TABLE exchange_snapshot (seq bigint PRIMARY KEY, at double precision NOT NULL, body bytea NOT NULL)",
         ],
+        // Rotating beacons' identity keys (16 to 32 bytes); rotation_key (SplitMix64's) is no longer read.
+        ["ALTER TABLE beacon ADD COLUMN identity_key bytea"],
     ]
 
     /// The key of the transaction-level advisory lock that serialises migrations ("sotto" in ASCII).
@@ -223,21 +225,18 @@ public final class PostgresStore: ExchangeStore {
     }
 
     public func registerBeacon(_ beacon: BeaconRecord) async throws(StoreError) {
-        guard (1...15).contains(beacon.id.count) else { throw .invalid(ExchangeError.invalidBeaconID(beacon.id.count).description) }
-        if let rotation = beacon.rotation, !(rotation.period.isFinite && rotation.period >= 1) {
-            throw .invalid("a rotating beacon's period must be at least 1 s")
-        }
+        try beacon.validate()
         guard let owner = try await project(id: beacon.projectID) else { throw .unknownProject(beacon.projectID) }
         let id = ByteBuffer(bytes: beacon.id)
-        let rotationKey = beacon.rotation.map { Int64(bitPattern: $0.key) }
+        let identityKey = beacon.rotation.map { ByteBuffer(bytes: $0.key.bytes) }
         let rotationPeriod = beacon.rotation?.period
         let attachments = beacon.attachments
         try await transaction { connection in
             try await Self.run("""
-                INSERT INTO beacon (id, project_id, public, rotation_key, rotation_period)
-                VALUES (\(id), \(owner.id), \(beacon.isPublic), \(rotationKey), \(rotationPeriod))
+                INSERT INTO beacon (id, project_id, public, rotation_key, rotation_period, identity_key)
+                VALUES (\(id), \(owner.id), \(beacon.isPublic), NULL, \(rotationPeriod), \(identityKey))
                 ON CONFLICT (id) DO UPDATE SET project_id = excluded.project_id, public = excluded.public,
-                    rotation_key = excluded.rotation_key, rotation_period = excluded.rotation_period
+                    rotation_key = NULL, rotation_period = excluded.rotation_period, identity_key = excluded.identity_key
                 """, on: connection)
             try await Self.run("DELETE FROM attachment WHERE beacon_id = \(id)", on: connection)
             for (position, attachment) in attachments.enumerated() {
@@ -271,16 +270,21 @@ public final class PostgresStore: ExchangeStore {
     public func beacons() async throws(StoreError) -> [BeaconRecord] {
         // One statement, so one snapshot of beacons and attachments (as SQLite's read transaction).
         let rows = try await withConnection { connection in
-            try await Self.all((ByteBuffer, String, Bool, Int64?, Double?, String?, String?, ByteBuffer?).self, """
-                SELECT b.id, b.project_id, b.public, b.rotation_key, b.rotation_period, a.namespace, a.type, a.data
+            try await Self.all((ByteBuffer, String, Bool, ByteBuffer?, Double?, String?, String?, ByteBuffer?).self, """
+                SELECT b.id, b.project_id, b.public, b.identity_key, b.rotation_period, a.namespace, a.type, a.data
                 FROM beacon b LEFT JOIN attachment a ON a.beacon_id = b.id ORDER BY b.id, a.position
                 """, on: connection)
         }
         var beacons: [BeaconRecord] = []
-        for (id, projectID, isPublic, rotationKey, rotationPeriod, namespace, type, data) in rows {
+        var unusable: [UInt8]?
+        for (id, projectID, isPublic, identityKey, rotationPeriod, namespace, type, data) in rows {
             let bytes = Array(id.readableBytesView)
+            if bytes == unusable { continue }
             if beacons.last?.id != bytes {
-                let rotation = rotationKey.flatMap { key in rotationPeriod.map { BeaconRotation(key: UInt64(bitPattern: key), period: $0) } }
+                guard let rotation = BeaconRecord.storedRotation(key: identityKey.map { Array($0.readableBytesView) }, period: rotationPeriod) else {
+                    unusable = bytes
+                    continue
+                }
                 beacons.append(BeaconRecord(id: bytes, projectID: projectID, isPublic: isPublic, rotation: rotation))
             }
             // As SQLite's store: an attachment that is no longer valid is left out, not an error.

@@ -55,6 +55,10 @@ public final class SQLiteStore: ExchangeStore {
                 INSERT INTO registry_version VALUES (1, 0);
                 """)
         }
+        // Rotating beacons' identity keys (16 to 32 bytes); rotation_key (SplitMix64's) is no longer read.
+        migrator.registerMigration("v2") { db in
+            try db.execute(sql: "ALTER TABLE beacon ADD COLUMN identity_key BLOB")
+        }
         return migrator
     }
 
@@ -149,15 +153,15 @@ public final class SQLiteStore: ExchangeStore {
     }
 
     public func registerBeacon(_ beacon: BeaconRecord) async throws(StoreError) {
-        guard (1...15).contains(beacon.id.count) else { throw .invalid(ExchangeError.invalidBeaconID(beacon.id.count).description) }
-        if let rotation = beacon.rotation, !(rotation.period.isFinite && rotation.period >= 1) {
-            throw .invalid("a rotating beacon's period must be at least 1 s")
-        }
+        try beacon.validate()
         guard let owner = try await project(id: beacon.projectID) else { throw .unknownProject(beacon.projectID) }
         try await write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO beacon VALUES (?, ?, ?, ?, ?)",
-                           arguments: [Data(beacon.id), owner.id, beacon.isPublic,
-                                       beacon.rotation.map { Int64(bitPattern: $0.key) }, beacon.rotation?.period])
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO beacon (id, project_id, public, rotation_key, rotation_period, identity_key)
+                VALUES (?, ?, ?, NULL, ?, ?)
+                """,
+                           arguments: [Data(beacon.id), owner.id, beacon.isPublic, beacon.rotation?.period,
+                                       beacon.rotation.map { Data($0.key.bytes) }])
             try db.execute(sql: "DELETE FROM attachment WHERE beacon_id = ?", arguments: [Data(beacon.id)])
             for (position, attachment) in beacon.attachments.enumerated() {
                 try Self.insert(attachment, beacon: beacon.id, position: position, db)
@@ -192,11 +196,10 @@ public final class SQLiteStore: ExchangeStore {
                     attachments[row[0], default: []].append(message)
                 }
             }
-            return try Row.fetchAll(db, sql: "SELECT id, project_id, public, rotation_key, rotation_period FROM beacon ORDER BY id").map { row in
+            return try Row.fetchAll(db, sql: "SELECT id, project_id, public, identity_key, rotation_period FROM beacon ORDER BY id").compactMap { row in
                 let id: Data = row[0]
-                let key: Int64? = row[3]
-                let period: Double? = row[4]
-                let rotation = key.flatMap { key in period.map { BeaconRotation(key: UInt64(bitPattern: key), period: $0) } }
+                let key: Data? = row[3]
+                guard let rotation = BeaconRecord.storedRotation(key: key.map(Array.init), period: row[4]) else { return nil }
                 return BeaconRecord(id: Array(id), projectID: row[1], isPublic: row[2], rotation: rotation, attachments: attachments[id] ?? [])
             }
         }

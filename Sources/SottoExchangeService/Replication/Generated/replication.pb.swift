@@ -222,11 +222,12 @@ nonisolated struct Sotto_Exchange_Replication_V1_Beacon: Sendable {
 
   var rotates: Bool = false
 
-  var rotationKey: UInt64 = 0
-
   var rotationPeriod: Double = 0
 
   var attachments: [Sotto_Exchange_Replication_V1_Attachment] = []
+
+  /// A rotating beacon's identity key (16 to 32 bytes): its IDs are HMAC-SHA256 of Unix time slots under it.
+  var identityKey: Data = Data()
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -633,7 +634,7 @@ nonisolated extension Sotto_Exchange_Replication_V1_Beacons: SwiftProtobuf.Messa
 
 nonisolated extension Sotto_Exchange_Replication_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Beacon"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{3}project_id\0\u{1}public\0\u{1}rotates\0\u{3}rotation_key\0\u{3}rotation_period\0\u{1}attachments\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{3}project_id\0\u{1}public\0\u{1}rotates\0\u{4}\u{2}rotation_period\0\u{1}attachments\0\u{3}identity_key\0\u{b}rotation_key\0\u{c}\u{5}\u{1}")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -645,9 +646,9 @@ nonisolated extension Sotto_Exchange_Replication_V1_Beacon: SwiftProtobuf.Messag
       case 2: try { try decoder.decodeSingularStringField(value: &self.projectID) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.`public`) }()
       case 4: try { try decoder.decodeSingularBoolField(value: &self.rotates) }()
-      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.rotationKey) }()
       case 6: try { try decoder.decodeSingularDoubleField(value: &self.rotationPeriod) }()
       case 7: try { try decoder.decodeRepeatedMessageField(value: &self.attachments) }()
+      case 8: try { try decoder.decodeSingularBytesField(value: &self.identityKey) }()
       default: break
       }
     }
@@ -666,14 +667,14 @@ nonisolated extension Sotto_Exchange_Replication_V1_Beacon: SwiftProtobuf.Messag
     if self.rotates != false {
       try visitor.visitSingularBoolField(value: self.rotates, fieldNumber: 4)
     }
-    if self.rotationKey != 0 {
-      try visitor.visitSingularUInt64Field(value: self.rotationKey, fieldNumber: 5)
-    }
     if self.rotationPeriod.bitPattern != 0 {
       try visitor.visitSingularDoubleField(value: self.rotationPeriod, fieldNumber: 6)
     }
     if !self.attachments.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.attachments, fieldNumber: 7)
+    }
+    if !self.identityKey.isEmpty {
+      try visitor.visitSingularBytesField(value: self.identityKey, fieldNumber: 8)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -683,9 +684,9 @@ nonisolated extension Sotto_Exchange_Replication_V1_Beacon: SwiftProtobuf.Messag
     if lhs.projectID != rhs.projectID {return false}
     if lhs.`public` != rhs.`public` {return false}
     if lhs.rotates != rhs.rotates {return false}
-    if lhs.rotationKey != rhs.rotationKey {return false}
     if lhs.rotationPeriod != rhs.rotationPeriod {return false}
     if lhs.attachments != rhs.attachments {return false}
+    if lhs.identityKey != rhs.identityKey {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
