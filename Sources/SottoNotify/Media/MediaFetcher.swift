@@ -135,7 +135,8 @@ public actor MediaFetcher {
             try? fileManager.setAttributes([.modificationDate: Date()], ofItemAtPath: path)
             return path
         }
-        let partial = cacheDirectory.appendingPathComponent(name + ".part")
+        // A name of its own per download: two finds of one URL may download at once (the actor is reentrant).
+        let partial = cacheDirectory.appendingPathComponent(name + "-" + UUID().uuidString + ".part")
         let timeout = limits.timeout
         let signature: String = try await withThrowingTaskGroup(of: String?.self) { group in
             group.addTask { try await self.fetch(url, to: partial, cap: cap, kind: kind) }
@@ -208,7 +209,7 @@ public actor MediaFetcher {
         guard let names = try? fileManager.contentsOfDirectory(atPath: cacheDirectory.path) else { return }
         var files: [(path: String, size: Int, date: Date)] = names.compactMap { name in
             let path = cacheDirectory.appendingPathComponent(name).path
-            guard let attributes = try? fileManager.attributesOfItem(atPath: path) else { return nil }
+            guard !name.hasSuffix(".part"), let attributes = try? fileManager.attributesOfItem(atPath: path) else { return nil }
             return (path, (attributes[.size] as? Int) ?? 0, (attributes[.modificationDate] as? Date) ?? .distantPast)
         }
         var total = files.reduce(0) { $0 + $1.size }
