@@ -198,4 +198,25 @@ import Testing
         #expect(await again.wait { $0.notifies.count == 1 })
         await notifier.close()
     }
+
+    /// Measures find → Notify recorded by the server (the daemon's added latency), 20 updates in place.
+    @Test func aFindReachesTheServerWithinMilliseconds() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let server = try RecordingNotificationServer(address: bus.address)
+        defer { server.stop() }
+        let notifier = try DesktopNotifier(busAddress: bus.address, configuration: configuration(window: 0))
+        var latencies: [Duration] = []
+        for i in 0..<20 {
+            let started = ContinuousClock.now
+            await notifier.deliver(event(.found, "m\(i)"))
+            #expect(await server.wait { $0.notifies.count == i + 1 })
+            latencies.append(ContinuousClock.now - started)
+        }
+        latencies.sort()
+        print("find to Notify recorded: median \(latencies[10]), worst \(latencies[19]) (20 updates in place)")
+        #expect(latencies[10] < .milliseconds(200))
+        #expect(Set(server.notifies.dropFirst().map(\.replacesID)) == [server.notifies[0].assignedID])
+        await notifier.close()
+    }
 }
