@@ -69,6 +69,8 @@ public actor DesktopNotifier {
     private let client: DBusClient
     private var loop: Task<Void, Never>?
     private var timers: [Task<Void, Never>] = []
+    /// Per group, the last delivery still on its way to the machine.
+    private var tails: [String: Task<Void, Never>] = [:]
 
     /// Connects to the session bus (or `busAddress`) and checks that a notification server answers.
     /// - Parameters:
@@ -118,13 +120,20 @@ public actor DesktopNotifier {
     /// - Parameter event: the found, lost or expired event.
     public func deliver(_ event: NotificationEvent) async {
         startLoop()
-        var shown: NotificationMedia? = nil
-        if event.kind == .found, let media {
-            let result = await media.media(for: event)
-            shown = result.media
-            if let reason = result.fallbackReason { logger.info("notification media not shown", metadata: ["reason": "\(reason)"]) }
+        // Events of one group reach the machine in delivery order even when a download holds one back (a lost
+        // right after a found must not overtake it); downloads themselves run concurrently.
+        let previous = tails[event.groupKey]
+        let media = event.kind == .found ? media : nil
+        let (feed, logger) = (feed, logger)
+        let task = Task {
+            let result = await media?.media(for: event)
+            await previous?.value
+            if let reason = result?.fallbackReason { logger.info("notification media not shown", metadata: ["reason": "\(reason)"]) }
+            feed.yield(.event(event, media: result?.media))
         }
-        feed.yield(.event(event, media: shown))
+        tails[event.groupKey] = task
+        await task.value
+        if tails[event.groupKey] == task { tails[event.groupKey] = nil }
     }
 
     /// Stops hearing signals, cancels pending summaries and closes the bus connection. Shown notifications stay.

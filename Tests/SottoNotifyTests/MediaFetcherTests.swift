@@ -212,6 +212,30 @@ import Testing
         await server.stop()
     }
 
+    @Test func aLostRightAfterAFindWaitsForTheFindsDownload() async throws {
+        let server = try await TestHTTPServer(routes: Self.routes)
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let notifications = try RecordingNotificationServer(address: bus.address)
+        defer { notifications.stop() }
+        let directory = cache()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fetcher = MediaFetcher(cacheDirectory: directory, limits: Self.limits, metering: nil)
+        let notifier = try DesktopNotifier(busAddress: bus.address, configuration: .init(policy: .init(lost: .withdraw)), media: fetcher)
+        let stalled = found(server.url("/stall.jpg"))
+        async let first: Void = notifier.deliver(stalled)
+        try await Task.sleep(for: .milliseconds(100))  // the download is under way (it times out after 0.5 s)
+        var lost = stalled
+        lost.kind = .lost
+        await notifier.deliver(lost)
+        await first
+        #expect(await notifications.wait { $0.closes.count == 1 })
+        #expect(notifications.notifies.count == 1 && notifications.closes == [notifications.notifies[0].assignedID])
+        await notifier.close()
+        await fetcher.shutdown()
+        await server.stop()
+    }
+
     @Test func theCacheDirectoryFollowsXDG() {
         #expect(MediaFetcher.defaultCacheDirectory(environment: ["XDG_CACHE_HOME": "/x/cache", "HOME": "/h"]).path == "/x/cache/sotto/media")
         #expect(MediaFetcher.defaultCacheDirectory(environment: ["XDG_CACHE_HOME": "relative", "HOME": "/h"]).path == "/h/.cache/sotto/media")
