@@ -28,6 +28,7 @@ let package = Package(
         .library(name: "SottoExchangeClient", targets: ["SottoExchangeClient"]),
         .library(name: "SottoExchangeService", targets: ["SottoExchangeService"]),
         .library(name: "SottoTools", targets: ["SottoTools"]),
+        .library(name: "SottoNotify", targets: ["SottoNotify"]),
         .executable(name: "sotto", targets: ["sotto"]),
         // Test fixture, not for use: an ALSA I/O plugin that can be unplugged and suspended on demand, so the
         // live tests drive device failures through real libasound (ALSA dlopens it by this file name).
@@ -59,12 +60,16 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // SHA-256 of API keys (already a dependency of postgres-nio; no hand-written hash).
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3" ..< "5.0.0"),
+        // Desktop notifications: media downloads (redirects, time-outs and size caps on NIO, already a dependency).
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // System libraries (Debian: libfftw3-dev, libsndfile1-dev, libasound2-dev), found through pkg-config.
         .systemLibrary(name: "CFFTW", pkgConfig: "fftw3f", providers: [.apt(["libfftw3-dev"])]),
         .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        // The reference D-Bus client library (Debian: libdbus-1-dev), for desktop notifications.
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         // C for what Swift cannot import: ALSA's variadic error handler, *_alloca macros.
         .target(name: "CSottoShims", dependencies: ["CALSA"]),
         // Test fixture (see the product above); lives with the tests.
@@ -159,6 +164,16 @@ let package = Package(
                 // soname with the ABI's major number; only the sotto_* functions exported, versioned SOTTO_1.
                 linkerSettings: [.unsafeFlags(["-Xlinker", "-soname=libsotto.so.1",
                                                "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/CSotto/libsotto.map"])]),
+        // Found/lost events as grouped freedesktop desktop notifications (D-Bus), with media, and a per-event
+        // command for headless machines. No audio, no modem, no exchange: its own small event value.
+        .target(name: "SottoNotify",
+                dependencies: ["CDBus",
+                               .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                               .product(name: "NIOCore", package: "swift-nio"),
+                               .product(name: "NIOHTTP1", package: "swift-nio"),
+                               .product(name: "Crypto", package: "swift-crypto"),
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: strict),
         .executableTarget(name: "sotto",
                 dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoSupport",
                                "SottoExchangeRadio", "SottoExchangeService", "SottoExchangeClient", "SottoExchangeWire",
@@ -195,6 +210,12 @@ let package = Package(
                                    .product(name: "NIOCore", package: "swift-nio"),
                                    .product(name: "NIOPosix", package: "swift-nio"),
                                    .product(name: "PostgresNIO", package: "postgres-nio")],
+                    swiftSettings: strict),
+        .testTarget(name: "SottoNotifyTests",
+                    dependencies: ["SottoNotify", "CDBus",
+                                   .product(name: "NIOCore", package: "swift-nio"),
+                                   .product(name: "NIOPosix", package: "swift-nio"),
+                                   .product(name: "NIOHTTP1", package: "swift-nio")],
                     swiftSettings: strict),
         .testTarget(name: "SottoCLITests",
                     dependencies: ["sotto", "SottoTools", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
