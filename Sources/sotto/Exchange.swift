@@ -10,7 +10,7 @@ import SottoTools
 /// Where a transmitter's frames go.
 struct TransmitTarget: ParsableArguments {
     @Option(help: "ALSA playback PCM to play on.") var device: String = "default"
-    @Option(help: "Write exactly what would be played over the TTL to this file instead.") var out: String?
+    @Option(help: "Write exactly what would be played over the TTL to this file instead (at most 86400 s, a day, in any format and to a pipe; 16-bit WAV and AIFF about 12 h).") var out: String?
     @Option(parsing: .unconditional, help: "Seconds from one frame to the next.") var interval: Double = 1
     @Option(parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter), so that devices do not collide every time.") var jitter: Double = 0.25
     @Option(parsing: .unconditional, help: "Seed of the jitter in --out files (reproducible).") var seed: UInt64 = 1
@@ -37,7 +37,7 @@ struct TransmitTarget: ParsableArguments {
                 let airtime = Double(try modulator.modulate(frameAt(0)).count) / rate
                 let times = FrameTimes(interval: interval, jitter: jitter, seed: seed, end: duration, airtime: airtime)
                 let count = try FrameScheduleWriter.write(to: out, format: AudioFileFormat(path: out), sampleRate: rate, modulator: modulator,
-                                                          times: times, duration: duration, frameAt: frameAt)
+                                                          times: times, duration: duration, stop: Interruption.stop, frameAt: frameAt)
                 printError("wrote \(count) frames of \(what) over \(fixed(duration, 1)) s to \(out == "-" ? "standard output" : out)")
             } catch { throw CommandError("\(error)") }
             return

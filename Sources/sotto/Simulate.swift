@@ -48,6 +48,7 @@ struct Simulate: ParsableCommand {
     }
 
     func run() throws {
+        try Listen.checkOutput(output)
         do {
             var model = ChannelModel(seed: seed)
             model.rt60 = rt60

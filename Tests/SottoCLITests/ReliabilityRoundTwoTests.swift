@@ -1,0 +1,305 @@
+import Foundation
+import SottoExchange
+import Testing
+
+/// Runs `sotto` with its standard output on `stdoutPath` (e.g. /dev/full) or, with `closedPipe`, on a pipe
+/// whose reader is gone (SIGPIPE at its default, as under a shell); returns the exit status (or 128 + the
+/// signal) and standard error.
+private func runRedirected(_ arguments: [String], stdoutPath: String? = nil, closedPipe: Bool = false,
+                           timeout: Double = 60) throws -> (status: Int32, stderr: String) {
+    let argv = ([Sotto.executable.path] + arguments).map { strdup($0) } + [nil]
+    defer { for p in argv { free(p) } }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    var errorPipe: [Int32] = [0, 0]
+    guard pipe(&errorPipe) == 0 else { throw CocoaError(.fileWriteUnknown) }
+    var outputPipe: [Int32] = [-1, -1]
+    if closedPipe {
+        guard pipe(&outputPipe) == 0 else { throw CocoaError(.fileWriteUnknown) }
+        close(outputPipe[0])
+        posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 1)
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath ?? "/dev/null", O_WRONLY, 0)
+    }
+    posix_spawn_file_actions_adddup2(&actions, errorPipe[1], 2)
+    posix_spawn_file_actions_addclose(&actions, errorPipe[0])
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    sigaddset(&defaults, SIGPIPE)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
+    var pid: pid_t = 0
+    guard posix_spawn(&pid, Sotto.executable.path, &actions, &attributes, argv, environ) == 0 else {
+        throw CocoaError(.executableLoad)
+    }
+    close(errorPipe[1])
+    if closedPipe { close(outputPipe[1]) }
+    let deadline = DispatchTime.now() + timeout
+    let child = pid
+    DispatchQueue.global().asyncAfter(deadline: deadline) { kill(child, SIGKILL) }
+    let errors = FileHandle(fileDescriptor: errorPipe[0], closeOnDealloc: true).readDataToEndOfFile()
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    return (code, String(decoding: errors, as: UTF8.self))
+}
+
+/// The file type bits of `path` itself (lstat: a link is a link).
+private func fileType(_ path: String) -> mode_t? {
+    var status = stat()
+    guard lstat(path, &status) == 0 else { return nil }
+    return status.st_mode & S_IFMT
+}
+
+/// The reproducers of issue 30 (reliability, round two): no file destroyed, no crash on a failed output,
+/// no runaway output, no made-up numbers; each test failed before its fix.
+@Suite(.serialized) struct ReliabilityRoundTwoTests {
+    // MARK: D1: files written by rename
+
+    /// An output that is a symbolic link is written through the link (which stays a link); a device node
+    /// is written through, never replaced by a regular file; a link to nothing is refused.
+    @Test func outputsFollowSymlinksAndWriteDevicesThrough() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let target = dir.appendingPathComponent("target.wav").path
+        let link = dir.appendingPathComponent("link.wav").path
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: target))
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "target.wav")
+        let send = try Sotto.run(["send", "0x0102", "--out", link], timeout: 60)
+        #expect(send.status == 0, "\(send.stderr)")
+        #expect(fileType(link) == S_IFLNK, "the link was replaced")
+        let decoded = try Sotto.run(["decode", "--format", "hex", target], timeout: 60)
+        #expect(decoded.stdout == "0102\n", "the target holds the sound: \(decoded.stdout) \(decoded.stderr)")
+
+        // A character device (the same as /dev/null) stays a device.
+        let device = dir.appendingPathComponent("null.wav").path
+        #expect(mknod(device, S_IFCHR | 0o666, dev_t(1 << 8 | 3)) == 0, "mknod needs root")
+        #expect(try Sotto.run(["send", "0x0102", "--out", device], timeout: 60).status == 0)
+        #expect(fileType(device) == S_IFCHR, "the device node was replaced")
+
+        let dangling = dir.appendingPathComponent("dangling.wav").path
+        try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: "missing/nothing.wav")
+        let refused = try Sotto.run(["send", "0x0102", "--out", dangling], timeout: 60)
+        #expect(refused.status == 2 && refused.stderr.contains("symbolic link to nothing"), "\(refused.status) \(refused.stderr)")
+        #expect(fileType(dangling) == S_IFLNK)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).allSatisfy { !$0.hasPrefix(".") })
+    }
+
+    /// `sotto tune -o` (the issue's case): through a symlink and onto a device node.
+    @Test func tuneWritesWisdomThroughLinksAndDevices() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let target = dir.appendingPathComponent("wisdom").path
+        let link = dir.appendingPathComponent("link").path
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: target))
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        let device = dir.appendingPathComponent("fake").path
+        #expect(mknod(device, S_IFCHR | 0o666, dev_t(1 << 8 | 3)) == 0, "mknod needs root")
+        for path in [link, device] {
+            let tune = try Sotto.run(["tune", "--rate", "48000", "-o", path], timeout: 120)
+            #expect(tune.status == 0, "\(tune.stderr)")
+        }
+        #expect(fileType(link) == S_IFLNK && fileType(device) == S_IFCHR)
+        #expect(try String(contentsOfFile: target, encoding: .utf8).contains("fftw"))
+    }
+
+    /// The consent file, written by rename too, stays a symbolic link.
+    @Test func consentIsWrittenThroughASymlink() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let real = dir.appendingPathComponent("real-consent").path
+        try Data("denied\n".utf8).write(to: URL(fileURLWithPath: real))
+        try FileManager.default.createSymbolicLink(atPath: dir.appendingPathComponent("consent").path, withDestinationPath: real)
+        let consent = Consent(directory: dir)
+        try consent.set(granted: true)
+        #expect(consent.isGranted)
+        #expect(fileType(dir.appendingPathComponent("consent").path) == S_IFLNK)
+        #expect(try String(contentsOfFile: real, encoding: .utf8) == "granted\n")
+    }
+
+    // MARK: D2, S6: the service's socket and store
+
+    /// `serve --unix PATH` and `--listen unix:PATH` remove only a stale socket: a regular file, a directory, the
+    /// store itself and a live socket are left alone and refused; an empty path is a usage error.
+    @Test(.timeLimit(.minutes(2))) func serveRemovesOnlyAStaleSocket() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("x.db").path
+        let victim = dir.appendingPathComponent("victim.txt").path
+        try Data("data".utf8).write(to: URL(fileURLWithPath: victim))
+        let empty = dir.appendingPathComponent("empty").path
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: false)
+        for arguments in [["--unix", victim], ["--listen", "unix:" + victim], ["--unix", empty], ["--unix", store]] {
+            let result = try Sotto.run(["serve"] + arguments + ["--store", "sqlite:" + store], timeout: 20)
+            #expect(result.status == 2 && result.stderr.contains("left as it is"), "\(arguments): \(result.status) \(result.stderr)")
+        }
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "data")
+        #expect(fileType(empty) == S_IFDIR && fileType(store) == S_IFREG)
+        let blank = try Sotto.run(["serve", "--unix", "", "--store", "sqlite:" + store], timeout: 20)
+        #expect(blank.status == 64 && blank.stderr.contains("--unix needs a socket path"), "\(blank.status) \(blank.stderr)")
+
+        // A socket nobody answers on (its service died) is replaced; one a service answers on is refused.
+        let socketPath = dir.appendingPathComponent("s.sock").path
+        let stale = try bindUnixSocket(socketPath, listening: false)
+        close(stale)
+        #expect(fileType(socketPath) == S_IFSOCK)
+        let serve = try BackgroundSotto(["serve", "--unix", socketPath, "--store", "sqlite:" + store])
+        defer { serve.process.terminate() }
+        let listening = await serve.line(timeout: 30) { $0.hasPrefix("listening on ") }
+        #expect(listening != nil, "\(serve.standardError)")
+        let second = try Sotto.run(["serve", "--unix", socketPath, "--store", "sqlite:" + dir.appendingPathComponent("y.db").path], timeout: 20)
+        #expect(second.status == 2 && second.stderr.contains("a service is listening on it"), "\(second.status) \(second.stderr)")
+        #expect(fileType(socketPath) == S_IFSOCK)
+        await serve.interrupt()
+    }
+
+    /// A second `sotto serve` on the SQLite store of a running one is refused, naming PostgreSQL; admin
+    /// commands still work on the store meanwhile.
+    @Test(.timeLimit(.minutes(2))) func aSecondServiceOnOneSQLiteStoreIsRefused() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s6.db").path
+        let first = try BackgroundSotto(["serve", "--listen", "127.0.0.1:0", "--store", "sqlite:" + store])
+        defer { first.process.terminate() }
+        #expect(await first.line(timeout: 30) { $0.hasPrefix("listening on ") } != nil, "\(first.standardError)")
+        let second = try Sotto.run(["serve", "--listen", "127.0.0.1:0", "--store", "sqlite:" + store], timeout: 20)
+        #expect(second.status == 2 && second.stderr.contains("in use by another sotto serve") && second.stderr.contains("PostgreSQL"),
+                "\(second.status) \(second.stderr)")
+        let admin = try Sotto.run(["admin", "project", "create", "p", "--store", "sqlite:" + store], timeout: 20)
+        #expect(admin.status == 0, "\(admin.stderr)")
+        await first.interrupt()
+        // Once the first has stopped, the store is free again.
+        let again = try BackgroundSotto(["serve", "--listen", "127.0.0.1:0", "--store", "sqlite:" + store])
+        defer { again.process.terminate() }
+        #expect(await again.line(timeout: 30) { $0.hasPrefix("listening on ") } != nil, "\(again.standardError)")
+        await again.interrupt()
+    }
+
+    // MARK: C1: failed writes to stdout and stderr
+
+    /// A full standard output is an error with exit 2 and a message, for every kind of output; a reader that
+    /// went away (EPIPE) ends the program quietly.
+    @Test func failedWritesToStandardOutputAreErrors() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wav = dir.appendingPathComponent("t.wav").path
+        #expect(try Sotto.run(["send", "0x0102", "--out", wav]).status == 0)
+        for arguments in [["decode", wav], ["profiles"], ["--help"], ["help", "send"], ["send", "0x01", "--out", "-"]] {
+            let result = try runRedirected(arguments, stdoutPath: "/dev/full")
+            #expect(result.status == 2 && result.stderr.contains("No space left on device"), "\(arguments): \(result.status) \(result.stderr)")
+        }
+        for arguments in [["decode", wav], ["profiles"], ["send", "0x01", "--out", "-"]] {
+            let result = try runRedirected(arguments, closedPipe: true)
+            #expect(result.status == 0 && result.stderr.isEmpty, "\(arguments): \(result.status) \(result.stderr)")
+        }
+    }
+
+    /// `admin key create` never keeps a usable key whose only copy of the secret was lost.
+    @Test func aKeyWhoseSecretCannotBePrintedIsRevoked() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = "sqlite:" + dir.appendingPathComponent("k.db").path
+        #expect(try Sotto.run(["admin", "project", "create", "P", "--store", store]).status == 0)
+        for closedPipe in [false, true] {
+            let result = try runRedirected(["admin", "key", "create", "P", "--store", store], stdoutPath: "/dev/full", closedPipe: closedPipe)
+            #expect(result.status == 2 && result.stderr.contains("was revoked"), "\(result.status) \(result.stderr)")
+        }
+        let keys = try Sotto.run(["admin", "key", "list", "--store", store])
+        let lines = keys.stdout.split(separator: "\n")
+        #expect(lines.count == 2 && lines.allSatisfy { $0.contains("\trevoked\t") }, "\(keys.stdout)")
+    }
+
+    // MARK: H2, S7 and the smaller ones
+
+    /// Generated audio has one length bound for every format and pipes, refused before anything is written;
+    /// Ctrl-C during a long write leaves no file, hidden or not.
+    @Test func outputLengthIsBoundedAndAnInterruptedWriteLeavesNothing() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for name in ["x.au", "x.raw", "x.flac", "x.ogg", "x.mp3", "x.wav", "-"] {
+            let out = name == "-" ? "-" : dir.appendingPathComponent(name).path
+            // Under a 100 MiB file-size limit (ulimit -f), so that a regression fails the test instead of filling the disk.
+            let result = try Sotto.run(["send", "0x01", "--repeat", "1000000", "--interval", "3600", "--out", out], timeout: 30,
+                                       launcher: "/bin/sh", prefix: ["-c", "ulimit -f 204800; exec \"$0\" \"$@\"", Sotto.executable.path])
+            #expect(result.status == 64 && result.stderr.contains("at most 86400 s") && result.stdoutData.isEmpty, "\(name): \(result.status) \(result.stderr)")
+        }
+        let help = try Sotto.run(["send", "--help"])
+        #expect(help.stdout.contains("86400 s"))
+        let out = dir.appendingPathComponent("long.au").path
+        let send = try BackgroundSotto(["-c", "ulimit -f 2048000; exec \"$0\" \"$@\"", Sotto.executable.path,
+                                        "send", "0x01", "--repeat", "80000", "--interval", "1", "--out", out], launcher: "/bin/sh")
+        try await Task.sleep(for: .seconds(2))
+        await send.interrupt()
+        #expect(send.process.terminationStatus == 2 && send.standardError.contains("interrupted"), "\(send.process.terminationStatus) \(send.standardError)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
+    /// `sotto load` against nothing fails fast with exit 2, without numbers.
+    @Test(.timeLimit(.minutes(1))) func loadAgainstAnUnreachableServerFails() throws {
+        let start = Date()
+        let result = try Sotto.run(["load", "--server", "127.0.0.1:1", "--api-key", "k", "--sessions", "1", "--duration", "1"], timeout: 50)
+        #expect(result.status == 2 && result.stderr.contains("no session opened"), "\(result.status) \(result.stderr)")
+        #expect(!result.stdout.contains("sightings"), "\(result.stdout)")
+        #expect(Date().timeIntervalSince(start) < 30)
+    }
+
+    /// Store URLs, output paths checked before the work, empty lists, unknown help topics, names that
+    /// would break a listing.
+    @Test func smallerMistakesAreErrors() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for store in ["mysql://x", "postgress://u@h/d", "postgres:x"] {
+            let result = try Sotto.run(["admin", "project", "list", "--store", store], timeout: 30)
+            #expect(result.status == 64 && result.stderr.contains("--store"), "\(store): \(result.status) \(result.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: "mysql:"))
+        let missing = dir.appendingPathComponent("no/such/dir/x.db").path
+        let noDirectory = try Sotto.run(["admin", "project", "list", "--store", "sqlite:" + missing], timeout: 30)
+        #expect(noDirectory.status == 2 && noDirectory.stderr.contains("no directory"), "\(noDirectory.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("no").path))
+
+        let start = Date()
+        let record = try Sotto.run(["listen", "--device", "null", "--duration", "5", "--record", missing.replacingOccurrences(of: ".db", with: ".wav")], timeout: 30)
+        #expect(record.status == 2 && record.stderr.contains("no directory") && Date().timeIntervalSince(start) < 4, "\(record.status) \(record.stderr)")
+        let wav = dir.appendingPathComponent("t.wav").path
+        #expect(try Sotto.run(["send", "0x01", "--out", wav]).status == 0)
+        let simulate = try Sotto.run(["simulate", wav, dir.appendingPathComponent("no/o.wav").path], timeout: 30)
+        #expect(simulate.status == 2 && simulate.stderr.contains("no directory"), "\(simulate.stderr)")
+
+        for lengths in ["", "8,,12"] {
+            let result = try Sotto.run(["bench", "sweep", "reverb", "--trials", "1", "--lengths", lengths], timeout: 30)
+            #expect(result.status == 64 && result.stderr.contains("--lengths"), "'\(lengths)': \(result.status) \(result.stderr)")
+        }
+        let unknown = try Sotto.run(["help", "nonexistent"])
+        #expect(unknown.status == 64 && unknown.stderr.contains("nonexistent"), "\(unknown.status) \(unknown.stderr)")
+        #expect(try Sotto.run(["help", "admin", "key"]).status == 0)
+
+        let store = "sqlite:" + dir.appendingPathComponent("p.db").path
+        for name in ["two\nlines", "tab\there"] {
+            let result = try Sotto.run(["admin", "project", "create", name, "--store", store])
+            #expect(result.status == 2 && result.stderr.contains("control characters"), "\(result.stderr)")
+        }
+        #expect(try Sotto.run(["admin", "project", "list", "--store", store]).stdout.isEmpty)
+    }
+}
+
+/// Binds a Unix-domain socket at `path` (listening or not) and returns its descriptor.
+private func bindUnixSocket(_ path: String, listening: Bool) throws -> Int32 {
+    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard bound == 0, !listening || listen(descriptor, 4) == 0 else { throw CocoaError(.fileWriteUnknown) }
+    return descriptor
+}
