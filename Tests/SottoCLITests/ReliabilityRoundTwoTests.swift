@@ -287,6 +287,100 @@ private func fileType(_ path: String) -> mode_t? {
     }
 }
 
+extension ReliabilityRoundTwoTests {
+    /// The first bytes of the pipe inputs (H1, S5): a 12-byte SDS and a 43-byte 8SVX that spin
+    /// libsndfile on a pipe, a CAF and a G.723 AU that yield nothing there.
+    static let sds: [UInt8] = [0xf0, 0x7e, 0x00, 0x01, 0x00, 0x00, 0x08, 0x61, 0x22, 0x01, 0x46, 0x07]
+    static let eightSVX: [UInt8] = Array("FORM".utf8) + [0x00, 0x01, 0x07, 0xf0] + Array("16SVVHDR".utf8)
+        + [0, 0, 0, 0x14, 0, 0, 0x83, 0xc6] + [UInt8](repeating: 0, count: 8) + [0xbb, 0x80, 0x01, 0x00, 0, 0, 0xff, 0xff] + Array("NAM".utf8)
+    static let caf: [UInt8] = Array("caff".utf8) + [0, 1, 0, 0] + Array("desc".utf8) + [0, 0, 0, 0, 0, 0, 0, 0x20, 0x40, 0xe7, 0x70, 0, 0, 0, 0, 0]
+        + Array("lpcm".utf8) + [UInt8](repeating: 0, count: 4096)
+    static let g723: [UInt8] = Array(".snd".utf8) + [0, 0, 0, 0x18, 0, 0, 0x31, 0x92, 0, 0, 0, 0x19, 0, 0, 0xbb, 0x80, 0, 0, 0, 1]
+        + [UInt8](repeating: 0xff, count: 4096)
+
+    /// On a pipe, only formats that stream are read; the others, an empty stream and a header without
+    /// samples are errors, never a hang or an exit 0 with nothing.
+    @Test(.timeLimit(.minutes(1))) func pipesAcceptOnlyStreamingFormatsAndNeverEndSilently() throws {
+        for (name, bytes) in [("SDS", Self.sds), ("8SVX", Self.eightSVX), ("CAF", Self.caf), ("G.723 AU", Self.g723)] {
+            // Killed (SIGKILL) after 20 s: a regression that spins must fail the test, not hang it.
+            let result = try Sotto.run(["decode", "-"], timeout: 30, launcher: "/usr/bin/timeout",
+                                       prefix: ["-s", "KILL", "20", Sotto.executable.path], input: Data(bytes))
+            #expect(result.status == 2 && (result.stderr.contains("cannot be read from a pipe") || result.stderr.contains("not a format read from a pipe")),
+                    "\(name): \(result.status) \(result.stderr)")
+        }
+        let empty = try Sotto.run(["decode", "-", "--rate", "48000"], timeout: 20, input: Data())
+        #expect(empty.status == 2 && empty.stderr.contains("holds no audio"), "\(empty.status) \(empty.stderr)")
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wav = dir.appendingPathComponent("t.wav").path
+        #expect(try Sotto.run(["send", "0x0102", "--out", wav]).status == 0)
+        let whole = try Data(contentsOf: URL(fileURLWithPath: wav))
+        let headerOnly = try Sotto.run(["decode", "-"], timeout: 20, input: whole.prefix(44))
+        #expect(headerOnly.status == 2 && headerOnly.stderr.contains("holds no audio"), "\(headerOnly.status) \(headerOnly.stderr)")
+        // What streams still decodes from a pipe: WAV, AIFF, AU.
+        for ext in ["wav", "aif", "au"] {
+            let file = dir.appendingPathComponent("p.\(ext)").path
+            #expect(try Sotto.run(["send", "0x0102", "--out", file]).status == 0)
+            let piped = try Sotto.run(["decode", "--format", "hex", "-"], timeout: 30, input: try Data(contentsOf: URL(fileURLWithPath: file)))
+            #expect(piped.status == 0 && piped.stdout == "0102\n", "\(ext): \(piped.status) \(piped.stdout) \(piped.stderr)")
+        }
+    }
+
+    /// A WAV, AIFF or AU cut short (its header promising more) is decoded up to the cut with a warning.
+    @Test func cutFilesAreWarnedOf() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for ext in ["wav", "aif", "au"] {
+            let file = dir.appendingPathComponent("t.\(ext)").path
+            #expect(try Sotto.run(["send", "0x0102", "--repeat", "6", "--interval", "1.75", "--out", file]).status == 0)
+            let whole = try Data(contentsOf: URL(fileURLWithPath: file))
+            let cut = dir.appendingPathComponent("cut.\(ext)").path
+            try whole.prefix(whole.count / 4).write(to: URL(fileURLWithPath: cut))
+            let result = try Sotto.run(["decode", "--format", "hex", cut], timeout: 60)
+            #expect(result.status == 0 && result.stdout == "0102\n0102\n", "\(ext): \(result.stdout)")
+            #expect(result.stderr.contains("warning") && result.stderr.contains("cut short") && result.stderr.contains("promises 9.2 s"), "\(ext): \(result.stderr)")
+            let intact = try Sotto.run(["decode", "--format", "hex", file], timeout: 60)
+            #expect(intact.stderr.isEmpty && intact.stdout.split(separator: "\n").count == 6, "\(ext): \(intact.stderr)")
+        }
+    }
+
+    /// A WAV to a pipe is streamed (C3): memory stays flat, and the header states the exact length.
+    @Test func wavToAPipeIsStreamed() throws {
+        let words: [String] = [Sotto.executable.path, "send", "0x01", "--repeat", "3600", "--interval", "1", "--out", "-"]
+        let argv = words.map { strdup($0) } + [nil]
+        defer { for p in argv { free(p) } }
+        var output: [Int32] = [0, 0]
+        #expect(pipe(&output) == 0)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        posix_spawn_file_actions_addclose(&actions, output[0])
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var pid: pid_t = 0
+        #expect(posix_spawn(&pid, Sotto.executable.path, &actions, nil, argv, environ) == 0)
+        close(output[1])
+        var head = [UInt8](repeating: 0, count: 44)
+        var total = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(output[0], $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            for i in 0..<min(n, max(0, 44 - total)) { head[total + i] = buffer[i] }
+            total += n
+        }
+        close(output[0])
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        #expect(status == 0)
+        let dataBytes = Int(head[40]) | Int(head[41]) << 8 | Int(head[42]) << 16 | Int(head[43]) << 24
+        #expect(total > 340_000_000 && dataBytes == total - 44, "\(total) bytes, header says \(dataBytes)")
+        // An hour at 48 kHz is 346 MB of WAV; built in memory the peak was about twice that.
+        #expect(usage.ru_maxrss * 1024 < 150_000_000, "peak \(usage.ru_maxrss / 1024) MB")
+    }
+}
+
 /// Binds a Unix-domain socket at `path` (listening or not) and returns its descriptor.
 private func bindUnixSocket(_ path: String, listening: Bool) throws -> Int32 {
     let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
