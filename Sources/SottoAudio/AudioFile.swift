@@ -230,6 +230,10 @@ public final class AudioFileReader {
     public private(set) var framesRead: Int64 = 0
     /// True when the header's frame count is exact (not MP3's estimate): reading fewer is a cut file.
     private var lengthIsExact = true
+    /// A FLAC file (not a stream), whose size is checked against the samples read at its end.
+    private var isFLAC = false
+    /// Bytes of one sample as decoded (1 to 4), for that check.
+    private var bytesPerSample = 2
     /// Set when the header promises more data than the file holds (libsndfile then reads what is there and
     /// says so only in its log): the file was cut short. For the caller to print as a warning.
     public private(set) var headerWarning: String?
@@ -301,9 +305,38 @@ public final class AudioFileReader {
         if sfInfo.format & Int32(SF_FORMAT_SUBMASK) == Int32(SF_FORMAT_PCM_16) { pcm16 = [] }
         lengthIsExact = Int(sfInfo.format) & SF_FORMAT_TYPEMASK != SF_FORMAT_MPEG
         if !streamed { headerWarning = Self.cutWarning(handle, info: info) }
+        isFLAC = !streamed && !standardInput && Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_FLAC
+        switch Int(sfInfo.format) & SF_FORMAT_SUBMASK {
+        case SF_FORMAT_PCM_S8, SF_FORMAT_PCM_U8: bytesPerSample = 1
+        case SF_FORMAT_PCM_24: bytesPerSample = 3
+        case SF_FORMAT_PCM_32: bytesPerSample = 4
+        default: bytesPerSample = 2
+        }
     }
 
     deinit { sf_close(file) }
+
+    /// A FLAC whose STREAMINFO announces fewer samples than its frames hold ends at the announcement in
+    /// libsndfile, silently: at the end, the audio bytes after the metadata are compared with the most the
+    /// samples read can take (verbatim, uncompressed, with frame headers). Far more bytes: a warning.
+    private func flacSurplusWarning() -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        let size = lseek(descriptor, 0, SEEK_END)
+        var offset: Int64 = 4
+        var header = [UInt8](repeating: 0, count: 4)
+        // The metadata blocks: a last-block flag, a type, and a 24-bit length each.
+        for _ in 0..<1_000 {
+            guard header.withUnsafeMutableBytes({ pread(descriptor, $0.baseAddress, 4, off_t(offset)) }) == 4 else { return nil }
+            offset += 4 + (Int64(header[1]) << 16 | Int64(header[2]) << 8 | Int64(header[3]))
+            if header[0] & 0x80 != 0 { break }
+        }
+        let audioBytes = Int64(size) - offset
+        let most = framesRead * Int64(info.channels * bytesPerSample) + (framesRead / 16 + 1) * 32 + 8_192
+        guard audioBytes > most else { return nil }
+        return "its header announces \(framesRead) samples, but \(audioBytes) bytes of audio follow, more than they can take (\(most) bytes): a damaged header? the audio after them was not decoded"
+    }
 
     /// libsndfile's log of the header, when it found a data size larger than the file ("data : 895696 (should
     /// be 220800)"): a warning naming what the header promised. Sizes of streamed files (0, 0xFFFFFFFF and
@@ -343,6 +376,7 @@ public final class AudioFileReader {
         if frames == 0 && sf_error(file) == 0 {
             // The end: a stream that gave nothing, or a file shorter than its header says, is no success.
             if framesRead == 0 { throw .empty(path: path == "-" ? "standard input" : path) }
+            if headerWarning == nil, isFLAC { headerWarning = flacSurplusWarning() }
             if let announced = info.frames, framesRead < announced, lengthIsExact {
                 let error = AudioFileError.readFailed(path: path, reason: "the file ends after \(framesRead) of the \(announced) frames its header announces (cut short?)")
                 pendingError = error

@@ -344,6 +344,24 @@ extension ReliabilityRoundTwoTests {
         }
     }
 
+    /// A FLAC whose STREAMINFO announces 1000 samples (S1): libsndfile stops there; the rest is warned of.
+    @Test func flacAnnouncingFewerSamplesIsWarnedOf() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let flac = dir.appendingPathComponent("t.flac").path
+        #expect(try Sotto.run(["send", "0x0102", "--repeat", "6", "--interval", "1.75", "--out", flac]).status == 0)
+        let intact = try Sotto.run(["decode", "--format", "hex", flac], timeout: 60)
+        #expect(intact.stderr.isEmpty && intact.stdout.split(separator: "\n").count == 6, "\(intact.stderr)")
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: flac)))
+        // STREAMINFO's 36-bit total samples: the low 4 bits of byte 21 and bytes 22-25.
+        bytes[21] &= 0xF0
+        bytes.replaceSubrange(22..<26, with: [0, 0, 0x03, 0xE8])
+        let damaged = dir.appendingPathComponent("d.flac").path
+        try Data(bytes).write(to: URL(fileURLWithPath: damaged))
+        let result = try Sotto.run(["decode", "--format", "hex", damaged], timeout: 60)
+        #expect(result.stderr.contains("warning") && result.stderr.contains("announces 1000 samples"), "\(result.status) \(result.stderr)")
+    }
+
     /// A WAV to a pipe is streamed (C3): memory stays flat, and the header states the exact length.
     @Test func wavToAPipeIsStreamed() throws {
         let words: [String] = [Sotto.executable.path, "send", "0x01", "--repeat", "3600", "--interval", "1", "--out", "-"]
