@@ -375,7 +375,13 @@ public final class AudioFileReader {
         let frames = Int(got)
         if frames == 0 && sf_error(file) == 0 {
             // The end: a stream that gave nothing, or a file shorter than its header says, is no success.
-            if framesRead == 0 { throw .empty(path: path == "-" ? "standard input" : path) }
+            if framesRead == 0 {
+                if let announced = info.frames, announced > 0 {
+                    pendingError = .readFailed(path: path, reason: "no sample could be read, though the header announces \(announced) frames (a damaged file?)")
+                    throw pendingError!
+                }
+                throw .empty(path: path == "-" ? "standard input" : path)
+            }
             if headerWarning == nil, isFLAC { headerWarning = flacSurplusWarning() }
             if let announced = info.frames, framesRead < announced, lengthIsExact {
                 let error = AudioFileError.readFailed(path: path, reason: "the file ends after \(framesRead) of the \(announced) frames its header announces (cut short?)")
