@@ -230,6 +230,8 @@ public final class AudioFileReader {
     public private(set) var framesRead: Int64 = 0
     /// True when the header's frame count is exact (not MP3's estimate): reading fewer is a cut file.
     private var lengthIsExact = true
+    /// Standard input read for libsndfile (a FLAC stream), kept alive as long as the file is open.
+    private var pipeSource: PipeSource?
     /// A FLAC file (not a stream), whose size is checked against the samples read at its end.
     private var isFLAC = false
     /// Bytes of one sample as decoded (1 to 4), for that check.
@@ -265,12 +267,22 @@ public final class AudioFileReader {
             sfInfo.format = Int32(SF_FORMAT_RAW | raw.encoding.sndfileSubtype | SF_ENDIAN_LITTLE)
         }
         let standardInput = path == "-"
+        var pipeSource: PipeSource?
         if standardInput && raw == nil, let head = PipeHead.peek(descriptor: 0) {
             // On a pipe, only containers that stream: the others read nothing there, or spin on a cut header.
             if head.isEmpty { throw .empty(path: "standard input") }
             if let refusal = PipeHead.refusal(head) { throw .cannotOpen(path: "standard input", reason: refusal) }
+            // FLAC is read through our own reader of the pipe (libsndfile's loses the bytes it sniffed).
+            if head.starts(with: Array("fLaC".utf8)) { pipeSource = PipeSource(descriptor: 0) }
         }
-        let opened = standardInput ? sf_open_fd(0, Int32(SFM_READ), &sfInfo, 0) : sf_open(path, Int32(SFM_READ), &sfInfo)
+        let opened: OpaquePointer?
+        if let pipeSource {
+            var io = PipeSource.virtualIO
+            opened = sf_open_virtual(&io, Int32(SFM_READ), &sfInfo, Unmanaged.passUnretained(pipeSource).toOpaque())
+        } else {
+            opened = standardInput ? sf_open_fd(0, Int32(SFM_READ), &sfInfo, 0) : sf_open(path, Int32(SFM_READ), &sfInfo)
+        }
+        self.pipeSource = pipeSource
         guard let handle = opened else {
             let reason = String(cString: sf_strerror(nil))
             throw .cannotOpen(path: standardInput ? "standard input" : path,
@@ -298,7 +310,8 @@ public final class AudioFileReader {
         // Integer formats are scaled to [-1, 1); float files are read as they are.
         sf_command(handle, Int32(SFC_SET_NORM_FLOAT), nil, Int32(SF_TRUE))
         // libsndfile reports an unknown length (FLAC streamed without a total) as SF_COUNT_MAX.
-        let announcedFrames: Int64? = sfInfo.frames == Int64.max || streamed ? nil : Int64(sfInfo.frames)
+        // A FLAC stream read through PipeSource states its length in STREAMINFO (0: unknown).
+        let announcedFrames: Int64? = sfInfo.frames == Int64.max || sfInfo.frames <= 0 || (streamed && pipeSource == nil) ? nil : Int64(sfInfo.frames)
         info = AudioFileInfo(sampleRate: Double(sfInfo.samplerate), channels: Int(sfInfo.channels),
                              frames: announcedFrames, format: describeFormat(sfInfo.format))
         selection = channel
@@ -383,6 +396,9 @@ public final class AudioFileReader {
                 throw .empty(path: path == "-" ? "standard input" : path)
             }
             if headerWarning == nil, isFLAC { headerWarning = flacSurplusWarning() }
+            if headerWarning == nil, let pipeSource, pipeSource.hasMore() {
+                headerWarning = "its header announces \(framesRead) samples, but more data follows on the stream: a damaged header? the audio after them was not decoded"
+            }
             if let announced = info.frames, framesRead < announced, lengthIsExact {
                 let error = AudioFileError.readFailed(path: path, reason: "the file ends after \(framesRead) of the \(announced) frames its header announces (cut short?)")
                 pendingError = error

@@ -1,3 +1,4 @@
+import CSndFile
 import CSottoShims
 import Glibc
 
@@ -73,5 +74,90 @@ enum PipeHead {
             if magic.hasPrefix("ID3") || (head[0] == 0xFF && head[1] & 0xE0 == 0xE0) { return nil }
             return "not a format read from a pipe: give the file's path (\(accepted))"
         }
+    }
+}
+
+/// Standard input (a pipe) behind libsndfile's virtual I/O, for FLAC: libsndfile's own pipe reading loses
+/// the bytes it sniffed and its FLAC decoder then "loses sync". What was read is kept (up to
+/// ``keptBytes``) so that libsndfile may seek back into the header; seeks forward read on.
+final class PipeSource {
+    /// Bytes kept from the start of the stream for backward seeks (the FLAC metadata fits).
+    static let keptBytes = 1 << 20
+    private let descriptor: Int32
+    private var kept: [UInt8] = []
+    private var position = 0
+    /// Bytes read from the descriptor so far.
+    private var consumed = 0
+
+    init(descriptor: Int32) { self.descriptor = descriptor }
+
+    /// Reads up to `count` bytes at the current position into `target`; the count read (0 at the end).
+    private func read(_ target: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        var done = 0
+        if position < consumed {
+            // Replay kept bytes.
+            let n = min(count, consumed - position)
+            guard position + n <= kept.count else { return -1 }
+            kept.withUnsafeBytes { target.copyMemory(from: $0.baseAddress! + position, byteCount: n) }
+            position += n
+            done = n
+        }
+        while done < count {
+            let n = Glibc.read(descriptor, target + done, count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return done > 0 ? done : -1
+            }
+            if n == 0 { break }
+            if kept.count < Self.keptBytes {
+                let keep = min(n, Self.keptBytes - kept.count)
+                kept += UnsafeRawBufferPointer(start: target + done, count: keep)
+            }
+            done += n
+            consumed += n
+            position += n
+        }
+        return done
+    }
+
+    /// True when the stream holds bytes beyond what was read (one is read to know).
+    func hasMore() -> Bool {
+        var byte: UInt8 = 0
+        position = consumed
+        return read(&byte, 1) == 1
+    }
+
+    /// Moves to `offset`: back within the kept bytes, or forward by reading; -1 when impossible.
+    private func seek(_ offset: Int, _ whence: Int32) -> Int {
+        let target = whence == SEEK_SET ? offset : whence == SEEK_CUR ? position + offset : -1
+        guard target >= 0 else { return -1 }
+        if target <= consumed {
+            guard target >= consumed || consumed <= kept.count else { return -1 }
+            position = target
+            return position
+        }
+        var scratch = [UInt8](repeating: 0, count: 1 << 16)
+        while position < target {
+            position = consumed
+            let n = scratch.withUnsafeMutableBytes { read($0.baseAddress!, min($0.count, target - position)) }
+            if n <= 0 { return -1 }
+        }
+        return position
+    }
+
+    /// The callbacks; `user_data` is an unretained PipeSource that outlives the SNDFILE.
+    static var virtualIO: SF_VIRTUAL_IO { SF_VIRTUAL_IO(
+        // The length is unknown: the largest, so that libsndfile reads to the end of the stream.
+        get_filelen: { _ in sf_count_t(Int64.max / 2) },
+        seek: { offset, whence, data in sf_count_t(PipeSource.source(data).seek(Int(offset), whence)) },
+        read: { pointer, count, data in
+            guard let pointer else { return 0 }
+            return sf_count_t(max(0, PipeSource.source(data).read(pointer, Int(count))))
+        },
+        write: { _, _, _ in 0 },
+        tell: { data in sf_count_t(PipeSource.source(data).position) }) }
+
+    fileprivate static func source(_ data: UnsafeMutableRawPointer?) -> PipeSource {
+        Unmanaged<PipeSource>.fromOpaque(data!).takeUnretainedValue()
     }
 }
