@@ -1,3 +1,5 @@
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include "CSottoShims.h"
 
 static void sotto_quiet_handler(const char *file, int line, const char *function, int err, const char *fmt, ...) {
@@ -6,3 +8,5 @@ static void sotto_quiet_handler(const char *file, int line, const char *function
 
 void sotto_alsa_silence_errors(void) { snd_lib_error_set_handler(sotto_quiet_handler); }
 void sotto_alsa_restore_errors(void) { snd_lib_error_set_handler(NULL); }
+
+long sotto_tee(int input, int output, unsigned long length) { return (long)tee(input, output, length, 0); }

@@ -1,5 +1,6 @@
 import CSndFile
 import Glibc
+import SottoSupport
 
 /// What an audio file holds, as libsndfile reports it.
 public struct AudioFileInfo: Sendable, Hashable {
@@ -42,6 +43,8 @@ public enum AudioFileError: Error, Sendable, Equatable, CustomStringConvertible 
     case unsupportedSampleRate(path: String, rate: Int)
     /// An output name whose extension is no format written here.
     case unknownExtension(path: String, known: [String])
+    /// The write was stopped (SIGINT, SIGTERM) before the file was complete: nothing was left at the path.
+    case interrupted(path: String)
 
     public var description: String {
         switch self {
@@ -64,6 +67,8 @@ public enum AudioFileError: Error, Sendable, Equatable, CustomStringConvertible 
             return "\(path): the header gives a sample rate of \(rate) Hz; supported input files are \(Int(range.lowerBound)) to \(Int(range.upperBound)) Hz (corrupt header, or resample the file)"
         case .unknownExtension(let path, let known):
             return "\(path): no audio format is written for this extension; use one of .\(known.joined(separator: ", ."))"
+        case .interrupted(let path):
+            return "interrupted: \(path == "-" ? "standard output" : path) was not \(path == "-" ? "finished" : "written")"
         }
     }
 }
@@ -223,6 +228,17 @@ public final class AudioFileReader {
     private var pcm16: [Int16]?
     /// Frames read so far.
     public private(set) var framesRead: Int64 = 0
+    /// True when the header's frame count is exact (not MP3's estimate): reading fewer is a cut file.
+    private var lengthIsExact = true
+    /// Standard input read for libsndfile (a FLAC stream), kept alive as long as the file is open.
+    private var pipeSource: PipeSource?
+    /// A FLAC file (not a stream), whose size is checked against the samples read at its end.
+    private var isFLAC = false
+    /// Bytes of one sample as decoded (1 to 4), for that check.
+    private var bytesPerSample = 2
+    /// Set when the header promises more data than the file holds (libsndfile then reads what is there and
+    /// says so only in its log): the file was cut short. For the caller to print as a warning.
+    public private(set) var headerWarning: String?
     /// A read error met after some frames of the same read were returned: thrown by the next read, so that
     /// the caller first gets every frame decoded before it.
     private var pendingError: AudioFileError?
@@ -251,7 +267,22 @@ public final class AudioFileReader {
             sfInfo.format = Int32(SF_FORMAT_RAW | raw.encoding.sndfileSubtype | SF_ENDIAN_LITTLE)
         }
         let standardInput = path == "-"
-        let opened = standardInput ? sf_open_fd(0, Int32(SFM_READ), &sfInfo, 0) : sf_open(path, Int32(SFM_READ), &sfInfo)
+        var pipeSource: PipeSource?
+        if standardInput && raw == nil, let head = PipeHead.peek(descriptor: 0) {
+            // On a pipe, only containers that stream: the others read nothing there, or spin on a cut header.
+            if head.isEmpty { throw .empty(path: "standard input") }
+            if let refusal = PipeHead.refusal(head) { throw .cannotOpen(path: "standard input", reason: refusal) }
+            // FLAC is read through our own reader of the pipe (libsndfile's loses the bytes it sniffed).
+            if head.starts(with: Array("fLaC".utf8)) { pipeSource = PipeSource(descriptor: 0) }
+        }
+        let opened: OpaquePointer?
+        if let pipeSource {
+            var io = PipeSource.virtualIO
+            opened = sf_open_virtual(&io, Int32(SFM_READ), &sfInfo, Unmanaged.passUnretained(pipeSource).toOpaque())
+        } else {
+            opened = standardInput ? sf_open_fd(0, Int32(SFM_READ), &sfInfo, 0) : sf_open(path, Int32(SFM_READ), &sfInfo)
+        }
+        self.pipeSource = pipeSource
         guard let handle = opened else {
             let reason = String(cString: sf_strerror(nil))
             throw .cannotOpen(path: standardInput ? "standard input" : path,
@@ -279,14 +310,68 @@ public final class AudioFileReader {
         // Integer formats are scaled to [-1, 1); float files are read as they are.
         sf_command(handle, Int32(SFC_SET_NORM_FLOAT), nil, Int32(SF_TRUE))
         // libsndfile reports an unknown length (FLAC streamed without a total) as SF_COUNT_MAX.
-        let announcedFrames: Int64? = sfInfo.frames == Int64.max || streamed ? nil : Int64(sfInfo.frames)
+        // A FLAC stream read through PipeSource states its length in STREAMINFO (0: unknown).
+        let announcedFrames: Int64? = sfInfo.frames == Int64.max || sfInfo.frames <= 0 || (streamed && pipeSource == nil) ? nil : Int64(sfInfo.frames)
         info = AudioFileInfo(sampleRate: Double(sfInfo.samplerate), channels: Int(sfInfo.channels),
                              frames: announcedFrames, format: describeFormat(sfInfo.format))
         selection = channel
         if sfInfo.format & Int32(SF_FORMAT_SUBMASK) == Int32(SF_FORMAT_PCM_16) { pcm16 = [] }
+        lengthIsExact = Int(sfInfo.format) & SF_FORMAT_TYPEMASK != SF_FORMAT_MPEG
+        if !streamed { headerWarning = Self.cutWarning(handle, info: info) }
+        isFLAC = !streamed && !standardInput && Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_FLAC
+        switch Int(sfInfo.format) & SF_FORMAT_SUBMASK {
+        case SF_FORMAT_PCM_S8, SF_FORMAT_PCM_U8: bytesPerSample = 1
+        case SF_FORMAT_PCM_24: bytesPerSample = 3
+        case SF_FORMAT_PCM_32: bytesPerSample = 4
+        default: bytesPerSample = 2
+        }
     }
 
     deinit { sf_close(file) }
+
+    /// A FLAC whose STREAMINFO announces fewer samples than its frames hold ends at the announcement in
+    /// libsndfile, silently: at the end, the audio bytes after the metadata are compared with the most the
+    /// samples read can take (verbatim, uncompressed, with frame headers). Far more bytes: a warning.
+    private func flacSurplusWarning() -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        let size = lseek(descriptor, 0, SEEK_END)
+        var offset: Int64 = 4
+        var header = [UInt8](repeating: 0, count: 4)
+        // The metadata blocks: a last-block flag, a type, and a 24-bit length each.
+        for _ in 0..<1_000 {
+            guard header.withUnsafeMutableBytes({ pread(descriptor, $0.baseAddress, 4, off_t(offset)) }) == 4 else { return nil }
+            offset += 4 + (Int64(header[1]) << 16 | Int64(header[2]) << 8 | Int64(header[3]))
+            if header[0] & 0x80 != 0 { break }
+        }
+        let audioBytes = Int64(size) - offset
+        let most = framesRead * Int64(info.channels * bytesPerSample) + (framesRead / 16 + 1) * 32 + 8_192
+        guard audioBytes > most else { return nil }
+        return "its header announces \(framesRead) samples, but \(audioBytes) bytes of audio follow, more than they can take (\(most) bytes): a damaged header? the audio after them was not decoded"
+    }
+
+    /// libsndfile's log of the header, when it found a data size larger than the file ("data : 895696 (should
+    /// be 220800)"): a warning naming what the header promised. Sizes of streamed files (0, 0xFFFFFFFF and
+    /// the like, written before the length was known) are no cut.
+    private static func cutWarning(_ handle: OpaquePointer, info: AudioFileInfo) -> String? {
+        var log = [CChar](repeating: 0, count: 8192)
+        sf_command(handle, Int32(SFC_GET_LOG_INFO), &log, Int32(log.count))
+        let text = log.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        for line in text.split(separator: "\n") {
+            guard let open = line.firstRange(of: "(should be ") else { continue }
+            let before = line[..<open.lowerBound].split(whereSeparator: { $0 == " " || $0 == ":" }).last.flatMap { Int64($0) }
+            let after = line[open.upperBound...].prefix { $0.isNumber }
+            guard let said = before, let real = Int64(after), said > real, said < 0x7FFF_0000, real >= 0 else { continue }
+            // The frames the header promised, at the bytes per frame of what is there.
+            let frames = Double(info.frames ?? 0)
+            let promised = real > 0 && frames > 0 ? Double(said) / Double(real) * frames / info.sampleRate : nil
+            let seconds = { (x: Double) -> String in let tenths = Int((x * 10).rounded()); return "\(tenths / 10).\(tenths % 10)" }
+            let span = promised.map { "\(seconds($0)) s; it holds \(seconds(frames / info.sampleRate)) s" } ?? "\(said) bytes; it holds \(real)"
+            return "the header promises \(span): the file was cut short, the rest is missing"
+        }
+        return nil
+    }
 
     /// Reads up to `buffer.count` frames of the selected channel (or mix) into `buffer`; returns the
     /// number read, 0 at the end. Non-finite samples are replaced by 0.
@@ -301,6 +386,25 @@ public final class AudioFileReader {
         let got = readInterleaved(frames: buffer.count, channels: channels)
         if got < 0 { throw .readFailed(path: path, reason: String(cString: sf_strerror(file))) }
         let frames = Int(got)
+        if frames == 0 && sf_error(file) == 0 {
+            // The end: a stream that gave nothing, or a file shorter than its header says, is no success.
+            if framesRead == 0 {
+                if let announced = info.frames, announced > 0 {
+                    pendingError = .readFailed(path: path, reason: "no sample could be read, though the header announces \(announced) frames (a damaged file?)")
+                    throw pendingError!
+                }
+                throw .empty(path: path == "-" ? "standard input" : path)
+            }
+            if headerWarning == nil, isFLAC { headerWarning = flacSurplusWarning() }
+            if headerWarning == nil, let pipeSource, pipeSource.hasMore() {
+                headerWarning = "its header announces \(framesRead) samples, but more data follows on the stream: a damaged header? the audio after them was not decoded"
+            }
+            if let announced = info.frames, framesRead < announced, lengthIsExact {
+                let error = AudioFileError.readFailed(path: path, reason: "the file ends after \(framesRead) of the \(announced) frames its header announces (cut short?)")
+                pendingError = error
+                throw error
+            }
+        }
         let code = sf_error(file)
         if code != 0 {
             let error = AudioFileError.readFailed(path: path, reason: "\(libsndfileMessage(sf_error_number(code))) after \(framesRead + Int64(frames)) frames")
@@ -394,12 +498,15 @@ func writeInterleaved(_ samples: [Float], channels: Int, sampleRate: Double, pat
 /// By default the samples go to a temporary name in the same directory, renamed to `path` by ``close()``:
 /// a write that fails (or a writer dropped without `close()`) leaves no partial file behind. A `path` that
 /// exists and is not a regular file (a device, a pipe) is written directly, as is any file opened with
-/// `atomically: false` (a live recording, where what was captured before a crash matters more).
+/// `atomically: false` (a live recording, where what was captured before a crash matters more); a symbolic
+/// link is followed to its target (see `OutputPath`).
 public final class AudioFileWriter {
     private var file: OpaquePointer?
     public let path: String
-    /// Where the samples go until `close()` renames it to `path` (equal to `path` when written directly).
+    /// Where the samples go until `close()` renames it to `finalPath` (equal to it when written directly).
     private let temporaryPath: String
+    /// The file `path` names: symbolic links followed.
+    private let finalPath: String
     /// Interleaved channels per frame.
     public let channels: Int
     /// Frames written so far.
@@ -416,9 +523,22 @@ public final class AudioFileWriter {
     private let sampleRate: Double
     /// The file being made in memory, for standard output when it is a pipe.
     private var memory: MemoryFile?
+    /// Set to stop: the next ``write(_:)`` discards the unfinished file and throws ``AudioFileError/interrupted(path:)``.
+    private let stop: StopFlag?
 
+    /// Opens `path` for writing (see the type's description for where the samples go).
+    /// - Parameters:
+    ///   - path: the file, or `-` for standard output.
+    ///   - sampleRate: frames per second (Hz).
+    ///   - format: container and encoding.
+    ///   - channels: interleaved channels per frame.
+    ///   - atomically: false writes `path` directly (a live recording).
+    ///   - stop: when set (on SIGINT), the next write discards the unfinished file and throws.
+    ///   - expectedFrames: the frames that will be written, when known: a WAV streamed to a pipe states them
+    ///     in its header (without them, its sizes say "unknown", as sox writes to pipes).
     public init(path: String, sampleRate: Double, format: AudioFileFormat = .wav16, channels: Int = 1,
-                atomically: Bool = true) throws(AudioFileError) {
+                atomically: Bool = true, stop: StopFlag? = nil, expectedFrames: Int64? = nil) throws(AudioFileError) {
+        self.stop = stop
         guard sampleRate.isFinite, sampleRate >= 1, sampleRate <= 768_000 else { throw .invalidSampleRate(sampleRate) }
         self.path = path
         self.channels = channels
@@ -436,7 +556,16 @@ public final class AudioFileWriter {
         let handle: OpaquePointer?
         if path == "-" {
             temporaryPath = path
+            finalPath = path
             if format.streamsToPipes || lseek(1, 0, SEEK_CUR) >= 0 {
+                handle = sf_open_fd(1, Int32(SFM_WRITE), &sfInfo, 0)
+            } else if let header = WAVStreamHeader(format: format, sampleRate: Int(sfInfo.samplerate), channels: channels, frames: expectedFrames) {
+                // WAV streams: its header is written first (sizes known up front, or "unknown"), then raw samples
+                // as they come; memory stays flat for any length.
+                guard StandardOutputBytes.write(header.bytes) else {
+                    throw .writeFailed(path: "standard output", reason: String(cString: strerror(errno)))
+                }
+                sfInfo.format = header.rawFormat
                 handle = sf_open_fd(1, Int32(SFM_WRITE), &sfInfo, 0)
             } else {
                 // A pipe cannot be sought back to finish a header: the file is made in memory and written at close.
@@ -446,7 +575,11 @@ public final class AudioFileWriter {
                 handle = sf_open_virtual(&io, Int32(SFM_WRITE), &sfInfo, Unmanaged.passUnretained(buffer).toOpaque())
             }
         } else {
-            temporaryPath = !atomically || Self.isSpecialFile(path) ? path : Self.temporaryName(for: path)
+            // Symbolic links are followed (the link stays), devices and FIFOs written through (never replaced).
+            let output: OutputPath
+            do { output = try OutputPath(path) } catch { throw .writeFailed(path: path, reason: error.reason) }
+            finalPath = output.target
+            temporaryPath = !atomically || output.writesThrough ? output.target : output.temporaryName()
             handle = sf_open(temporaryPath, Int32(SFM_WRITE), &sfInfo)
         }
         guard let handle else {
@@ -465,14 +598,20 @@ public final class AudioFileWriter {
     /// Appends interleaved samples (whole frames).
     public func write(_ samples: UnsafeBufferPointer<Float>) throws(AudioFileError) {
         guard let file else { throw .writeFailed(path: path, reason: "the file is closed") }
+        if stop?.isSet == true {
+            discard()
+            throw .interrupted(path: path)
+        }
         let frames = samples.count / channels
         if let maximumDataBytes, (framesWritten + Int64(frames)) * bytesPerFrame > maximumDataBytes {
             discard()
             let hours = Double(maximumDataBytes / bytesPerFrame) / Double(sampleRate) / 3600
             throw .writeFailed(path: path, reason: "a \(format.rawValue) file holds at most 4 GiB of samples (\(Int(hours)) h at this rate): write FLAC (.flac) for longer audio")
         }
+        errno = 0
         let written = sf_writef_float(file, samples.baseAddress, sf_count_t(frames))
         guard written == frames else {
+            if path == "-" && errno == EPIPE { StandardOutput.readerClosed.set() }
             let reason = String(cString: sf_strerror(file))
             discard()
             throw .writeFailed(path: path, reason: "wrote \(written) of \(frames) frames: \(reason)")
@@ -491,10 +630,11 @@ public final class AudioFileWriter {
         if let memory {
             self.memory = nil
             guard memory.copy(toDescriptor: 1) else {
+                if errno == EPIPE { StandardOutput.readerClosed.set() }
                 throw .writeFailed(path: "standard output", reason: String(cString: strerror(errno)))
             }
         }
-        guard temporaryPath == path || rename(temporaryPath, path) == 0 else {
+        guard temporaryPath == finalPath || rename(temporaryPath, finalPath) == 0 else {
             let reason = String(cString: strerror(errno))
             removeTemporary()
             throw .writeFailed(path: path, reason: reason)
@@ -508,23 +648,57 @@ public final class AudioFileWriter {
         removeTemporary()
     }
 
-    private func removeTemporary() { if temporaryPath != path { unlink(temporaryPath) } }
+    private func removeTemporary() { if temporaryPath != finalPath { unlink(temporaryPath) } }
 
     deinit { discard() }
+}
 
-    /// A hidden name next to `path`, unique to this process and writer.
-    private static func temporaryName(for path: String) -> String {
-        let slash = path.lastIndex(of: "/")
-        let directory = slash.map { String(path[...$0]) } ?? ""
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        return "\(directory).\(name).\(getpid())-\(UInt32.random(in: 0...UInt32.max)).partial"
+/// The 44-byte header of a WAV written to a pipe, followed by raw little-endian samples.
+struct WAVStreamHeader {
+    let bytes: [UInt8]
+    /// The libsndfile format of the samples after it (headerless).
+    let rawFormat: Int32
+
+    /// The header for `format` (nil: not a WAV format), with the data size of `frames` when known and fitting
+    /// 32 bits, else 0xFFFFFFFF ("unknown": the reader reads to the end of the stream).
+    init?(format: AudioFileFormat, sampleRate: Int, channels: Int, frames: Int64?) {
+        let bits: Int, tag: UInt16, subtype: Int
+        switch format {
+        case .wav16: (bits, tag, subtype) = (16, 1, SF_FORMAT_PCM_16)
+        case .wav24: (bits, tag, subtype) = (24, 1, SF_FORMAT_PCM_24)
+        case .wav32: (bits, tag, subtype) = (32, 1, SF_FORMAT_PCM_32)
+        case .wavFloat: (bits, tag, subtype) = (32, 3, SF_FORMAT_FLOAT)
+        default: return nil
+        }
+        let blockAlign = channels * bits / 8
+        let dataBytes = frames.map { $0 * Int64(blockAlign) }.flatMap { $0 + 36 <= Int64(UInt32.max) ? UInt32($0) : nil }
+        var header: [UInt8] = []
+        func u32(_ v: UInt32) { header += withUnsafeBytes(of: v.littleEndian, Array.init) }
+        func u16(_ v: UInt16) { header += withUnsafeBytes(of: v.littleEndian, Array.init) }
+        header += Array("RIFF".utf8); u32(dataBytes.map { $0 + 36 } ?? UInt32.max)
+        header += Array("WAVEfmt ".utf8); u32(16); u16(tag); u16(UInt16(channels)); u32(UInt32(sampleRate))
+        u32(UInt32(sampleRate * blockAlign)); u16(UInt16(blockAlign)); u16(UInt16(bits))
+        header += Array("data".utf8); u32(dataBytes ?? UInt32.max)
+        bytes = header
+        rawFormat = Int32(SF_FORMAT_RAW | subtype | SF_ENDIAN_LITTLE)
     }
+}
 
-    /// True when `path` exists and is not a regular file (renaming onto it would replace the device).
-    private static func isSpecialFile(_ path: String) -> Bool {
-        var status = stat()
-        guard stat(path, &status) == 0 else { return false }
-        return (status.st_mode & S_IFMT) != S_IFREG
+/// Whole writes to standard output for the audio writer.
+enum StandardOutputBytes {
+    /// Writes every byte to descriptor 1; false (errno set) on failure, noting a reader gone (EPIPE).
+    static func write(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(1, $0.baseAddress! + offset, bytes.count - offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EPIPE { StandardOutput.readerClosed.set() }
+                return false
+            }
+            offset += n
+        }
+        return true
     }
 }
 

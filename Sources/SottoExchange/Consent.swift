@@ -1,4 +1,5 @@
 import Foundation
+import SottoSupport
 
 /// The user's consent to nearby exchange, persisted per user (`$XDG_CONFIG_HOME/sotto/consent`, else
 /// `~/.config/sotto/consent`), with a handler called on every change (not initially), like Nearby's
@@ -30,7 +31,8 @@ public final class Consent: @unchecked Sendable {
         let changed = granted != isGranted
         try lock.withLock {
             try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try Data((granted ? "granted\n" : "denied\n").utf8).write(to: file, options: .atomic)
+            // By rename, but through a symbolic link (a dotfiles link stays a link) and never over a device.
+            try OutputPath(file.path).write(Array((granted ? "granted\n" : "denied\n").utf8))
         }
         if changed { for handler in lock.withLock({ handlers }) { handler(granted) } }
     }

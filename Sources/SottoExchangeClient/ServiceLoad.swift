@@ -83,6 +83,8 @@ public enum ServiceLoad {
         let outboundStream: AsyncStream<ClientFrame>
         let token = Mutex<[UInt8]?>(nil)
         let welcomed = Atomic<Bool>(false)
+        /// Set when the device's stream ended (refused, unreachable, or stopped).
+        let ended = Atomic<Bool>(false)
         /// When this device last sent a sighting (s on the tally's clock): heartbeats only fill silences.
         let lastSent = Mutex(0.0)
 
@@ -185,20 +187,32 @@ public enum ServiceLoad {
             // Wait for the sessions to open (and get their tokens).
             let openStart = tally.now
             var open = 0
+            // A stream that ended (service unreachable, key refused) will not open: stop waiting for it.
             while tally.now - openStart < 120 {
                 open = devices.filter { $0.token.withLock { $0 } != nil }.count
-                if open == devices.count { break }
+                let ended = devices.filter { $0.ended.load(ordering: .acquiring) && $0.token.withLock { $0 } == nil }.count
+                if open + ended == devices.count { break }
                 progress("sessions open: \(open) of \(devices.count)")
                 try await Task.sleep(for: .milliseconds(500))
             }
             report.sessionsOpen = open
             report.openSeconds = tally.now - openStart
+            guard open > 0 else {
+                for device in devices { device.outbound.finish() }
+                for client in clients { client.beginGracefulShutdown() }
+                group.cancelAll()
+                let errors = tally.state.withLock { $0.errors }
+                let why = errors.isEmpty ? "none opened in \(Int(report.openSeconds)) s"
+                    : errors.sorted { $0.key < $1.key }.map { "\($0.key) x\($0.value)" }.joined(separator: ", ")
+                throw LoadError(description: "no session opened on \(configuration.addresses.map(\.description).joined(separator: ", ")): \(why)")
+            }
             onOpen()
             progress("sessions open: \(open) of \(devices.count) in \(String(format: "%.1f", report.openSeconds)) s; reporting sightings")
             // Sightings: a random device reports a random neighbour's token, at the configured rate.
             var generator = SystemRandomNumberGenerator()
             let start = tally.now
             var sent = 0
+            var skipped = 0
             let tokens = devices.map { $0.token.withLock { $0 } }
             // Heartbeats as devices send them, spread evenly: every device once per interval, from this loop
             // (one timer, not one per device).
@@ -215,14 +229,15 @@ public enum ServiceLoad {
                     if now - device.lastSent.withLock({ $0 }) > interval * 0.8 { device.outbound.yield(beat) }
                     beats += 1
                 }
-                let due = Int((tally.now - start) * configuration.sightingsPerSecond)
+                var due = Int((tally.now - start) * configuration.sightingsPerSecond) - skipped
                 while sent < due {
                     let observer = Int.random(in: 0..<devices.count, using: &generator)
                     let neighbours = cluster(of: observer)
-                    guard neighbours.count > 1 else { sent += 1; continue }
+                    // Only sightings really sent are counted: a device alone, or a neighbour without a session, sends nothing.
+                    guard neighbours.count > 1 else { skipped += 1; due -= 1; continue }
                     var source = Int.random(in: neighbours, using: &generator)
                     if source == observer { source = neighbours.lowerBound + (source - neighbours.lowerBound + 1) % neighbours.count }
-                    guard let token = tokens[source] else { sent += 1; continue }
+                    guard let token = tokens[source], tokens[observer] != nil else { skipped += 1; due -= 1; continue }
                     tally.sighting(observer, source, at: tally.now)
                     devices[observer].outbound.yield(ClientFrame(.observe([Sighting(payload: .token(token), snr: 15, level: -30)])))
                     devices[observer].lastSent.withLock { $0 = tally.now }
@@ -250,6 +265,12 @@ public enum ServiceLoad {
         return report
     }
 
+    /// A load that could not run (no session opened).
+    public struct LoadError: Error, Sendable, CustomStringConvertible {
+        /// What happened, for people.
+        public let description: String
+    }
+
     /// The device index a load message names ("device N ...").
     static func publisher(of message: WireMessage) -> Int? {
         String(decoding: message.content.prefix(16), as: UTF8.self).split(separator: " ").dropFirst().first.flatMap { Int($0) }
@@ -266,7 +287,9 @@ public enum ServiceLoad {
         let content = Array("device \(device.index) ".utf8) + [UInt8](repeating: 0x2e, count: max(0, configuration.messageBytes - 16))
         let exchange = Sotto_Exchange_V1_Exchange.Client(wrapping: client)
         var options = CallOptions.defaults
-        options.waitForReady = true
+        // Fail (rather than wait forever) when the service cannot be reached: the load then ends with an error.
+        options.waitForReady = false
+        defer { device.ended.store(true, ordering: .releasing) }
         do {
             try await exchange.session(options: options, requestProducer: { writer in
                 try await writer.write(first)

@@ -36,12 +36,15 @@ public struct MatcherServer: Service {
     /// Largest client frame accepted (bytes): a 100 KiB message plus its envelope.
     public static let maxRequestPayloadSize = 128 * 1024
 
-    /// - Throws: `MatcherServerError.tlsRequired` for a non-loopback address without TLS.
+    /// - Throws: `MatcherServerError.tlsRequired` for a non-loopback address without TLS, `.socketPath` for a
+    ///   Unix socket path taken by anything but a stale socket.
     public init(endpoint: MatcherAddress, tls: TLS?, store: any ExchangeStore, metricsEndpoint: MatcherAddress? = nil,
                 configuration: ServiceConfiguration = ServiceConfiguration(), logger: Logger = Logger(label: "sotto.serve"),
                 onListening: @escaping @Sendable (_ service: String, _ http: String?) -> Void = { _, _ in }) throws(MatcherServerError) {
         guard tls != nil || endpoint.isLocal else { throw .tlsRequired(endpoint.description) }
         if let metricsEndpoint, !metricsEndpoint.isLocal, tls == nil { throw .tlsRequired(metricsEndpoint.description) }
+        // Only a stale socket is removed to bind again (the transports would remove any socket file).
+        for case .unix(let path) in [endpoint, metricsEndpoint] { try UnixSocketFile.claim(path) }
         self.endpoint = endpoint
         self.tls = tls
         self.store = store
@@ -66,7 +69,6 @@ public struct MatcherServer: Service {
         case .tcp(let host, let port):
             address = host.contains(":") ? .ipv6(host: host, port: port) : .ipv4(host: host == "localhost" ? "127.0.0.1" : host, port: port)
         case .unix(let path):
-            if FileManager.default.fileExists(atPath: path) { try? FileManager.default.removeItem(atPath: path) }
             address = .unixDomainSocket(path: path)
         }
         let security: HTTP2ServerTransport.Posix.TransportSecurity = tls.map { tls in
@@ -146,11 +148,15 @@ public struct MatcherServer: Service {
 /// Why the server cannot start.
 public enum MatcherServerError: Error, Sendable, CustomStringConvertible {
     case tlsRequired(String)
+    /// A Unix-socket path that cannot be bound: the path, and why (not a socket, a live service's socket).
+    case socketPath(String, String)
 
     public var description: String {
         switch self {
         case .tlsRequired(let address):
             return "\(address) is reachable from other machines: give --tls-cert and --tls-key (plaintext only on loopback or a Unix socket)"
+        case .socketPath(let path, let reason):
+            return "cannot listen on unix:\(path): \(reason)"
         }
     }
 }

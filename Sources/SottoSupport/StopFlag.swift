@@ -11,3 +11,10 @@ public final class StopFlag: Sendable {
     /// Sets the flag (release).
     public func set() { value.store(true, ordering: .releasing) }
 }
+
+/// Process-wide facts about standard output, which every layer writing to it shares.
+public enum StandardOutput {
+    /// Set when a write to standard output failed with EPIPE: its reader went away (`sotto send - | head -c 10`).
+    /// A command's error is then no failure to report: like other Unix tools, the program ends quietly.
+    public static let readerClosed = StopFlag()
+}

@@ -22,9 +22,9 @@ public enum ChannelFile {
     @discardableResult
     public static func simulate(input: String, output: String, model: ChannelModel, impulseResponse: String? = nil,
                                 interference: String? = nil) throws -> (samples: Int, sampleRate: Double, gainDB: Double) {
-        let (samples, info) = try AudioFile.read(path: input, channel: .mix)
+        let (samples, info) = try read(input, channel: .mix)
         let measured = try impulseResponse.map { path -> [Float] in
-            let (response, responseInfo) = try AudioFile.read(path: path, channel: .channel(0))
+            let (response, responseInfo) = try read(path, channel: .channel(0))
             guard responseInfo.sampleRate == info.sampleRate else {
                 throw Failure(description: "the impulse response is at \(Int(responseInfo.sampleRate)) Hz but the input at \(Int(info.sampleRate)) Hz: resample one of them first")
             }
@@ -35,7 +35,7 @@ public enum ChannelFile {
             return response
         }
         let interferer = try interference.map { path -> [Float] in
-            let (other, otherInfo) = try AudioFile.read(path: path, channel: .mix)
+            let (other, otherInfo) = try read(path, channel: .mix)
             return otherInfo.sampleRate == info.sampleRate ? other : Channel.resample(other, from: otherInfo.sampleRate, to: info.sampleRate)
         }
         // SNR and SIR are relative to the input's active power: on a silent input they mean nothing.
@@ -52,6 +52,30 @@ public enum ChannelFile {
         }
         try AudioFile.write(result.samples, sampleRate: result.sampleRate, to: output, format: AudioFileFormat(path: output))
         return (result.samples.count, result.sampleRate, gainDB)
+    }
+
+    /// Longest recording simulated (s): the simulator holds its inputs in memory (about 105 MB a minute at
+    /// 48 kHz, more for the room's transforms), so a longer one is refused before it is read, instead of
+    /// ending the program when an allocation fails.
+    public static let longestInput: Double = 1_200
+
+    /// Reads a whole recording of at most ``longestInput`` seconds (checked against the header first, then
+    /// while reading a stream).
+    static func read(_ path: String, channel: ChannelSelection) throws -> (samples: [Float], info: AudioFileInfo) {
+        let reader = try AudioFileReader(path: path, channel: channel)
+        let most = Int64(longestInput * reader.info.sampleRate)
+        let name = path == "-" ? "standard input" : path
+        let tooLong = "\(name) is longer than \(Int(longestInput)) s, the most simulate holds in memory: cut it first (e.g. sox \(name) part.wav trim 0 \(Int(longestInput)))"
+        if let frames = reader.info.frames, frames > most { throw Failure(description: tooLong) }
+        var samples: [Float] = []
+        var block = [Float](repeating: 0, count: 1 << 16)
+        while true {
+            let n = try block.withUnsafeMutableBufferPointer { (buffer) throws(AudioFileError) -> Int in try reader.read(into: buffer) }
+            if n == 0 { break }
+            guard Int64(samples.count + n) <= most else { throw Failure(description: tooLong) }
+            samples += block[0..<n]
+        }
+        return (samples, reader.info)
     }
 
     /// Peak (full scale = 1) that output too loud for the file is scaled to: -1 dBFS.

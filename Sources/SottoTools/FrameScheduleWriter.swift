@@ -1,6 +1,7 @@
 import SottoChannel
 import SottoAudio
 import SottoModem
+import SottoSupport
 
 /// Writes frames on a schedule into an audio file: exactly what a transmitter would play, silence between
 /// the frames, block by block (flat memory for any length; a pipe gets it as it is made where the format
@@ -11,14 +12,33 @@ public enum FrameScheduleWriter {
         public let description: String
     }
 
+    /// The longest audio written (s), in every format and to pipes alike: a day, the longest --ttl. WAV and
+    /// AIFF hold less at high rates (4 GiB of samples: 12.4 h of 16-bit mono at 48 kHz).
+    public static let longestDuration: Double = 86_400
+
+    /// Why `duration` seconds cannot be written to `path` in `format` at `sampleRate` (Hz), or nil when it can:
+    /// beyond ``longestDuration``, or beyond what the format's sizes can describe.
+    public static func lengthProblem(duration: Double, path: String, format: AudioFileFormat, sampleRate: Double) -> String? {
+        guard duration.isFinite, duration <= longestDuration else {
+            return "\(path): \(fixed(duration, 0)) s of audio asked for; an output holds at most \(Int(longestDuration)) s (24 h) in any format"
+        }
+        if let longest = format.maximumDuration(sampleRate: sampleRate), duration > longest {
+            return "\(path): a \(format.rawValue) file holds at most \(Int(longest)) s at \(Int(sampleRate)) Hz: write FLAC (.flac) for longer"
+        }
+        return nil
+    }
+
     /// Writes `duration` seconds at `sampleRate` (Hz) to `path` (`-`: standard output) in `format`: the frame
     /// `frameAt(t)` at each start time `t` (s, ascending) of `times` whose frame ends within the duration.
-    /// Returns the number of frames written.
+    /// Returns the number of frames written. A `stop` set (SIGINT) ends the write, leaving no file behind.
+    /// - Throws: ``Failure`` for a duration beyond ``lengthProblem(duration:path:format:sampleRate:)``
+    ///   (checked before anything is written), `AudioFileError` for the write.
     @discardableResult
     public static func write(to path: String, format: AudioFileFormat, sampleRate: Double, modulator: Modulator,
-                             times: some Sequence<Double>, duration: Double, frameAt: (Double) -> [UInt8]) throws -> Int {
-        if let longest = format.maximumDuration(sampleRate: sampleRate), duration > longest {
-            throw Failure(description: "\(path): a \(format.rawValue) file holds at most \(Int(longest)) s at \(Int(sampleRate)) Hz: write FLAC (.flac) for longer")
+                             times: some Sequence<Double>, duration: Double, stop: StopFlag? = nil,
+                             frameAt: (Double) -> [UInt8]) throws -> Int {
+        if let problem = lengthProblem(duration: duration, path: path, format: format, sampleRate: sampleRate) {
+            throw Failure(description: problem)
         }
         var bursts: [[UInt8]: [Float]] = [:]
         func burst(_ frame: [UInt8]) throws -> [Float] {
@@ -32,7 +52,7 @@ public enum FrameScheduleWriter {
         var mixer = BurstMixer()
         var block = [Float](repeating: 0, count: 1 << 16)
         var frameCount = 0
-        let writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: format)
+        let writer = try AudioFileWriter(path: path, sampleRate: sampleRate, format: format, stop: stop, expectedFrames: Int64(totalSamples))
         while mixer.position < totalSamples {
             let count = min(block.count, totalSamples - mixer.position)
             while let t = nextTime, Int(t * sampleRate) < mixer.position + count {

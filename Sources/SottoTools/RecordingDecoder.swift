@@ -27,6 +27,8 @@ public enum RecordingDecoder {
         public var frames: Int
         /// Audio read (s): counted, not taken from the header.
         public var seconds: Double
+        /// What the caller should warn of: the file is shorter than its header says.
+        public var warnings: [String] = []
     }
 
     /// How far a decode has come, for a progress display.
@@ -75,6 +77,7 @@ public enum RecordingDecoder {
                                 fraction: announced.map { Double(min(reader.framesRead, $0)) / Double($0) }))
         }
         finish()
-        return Summary(frames: count, seconds: Double(reader.framesRead) / reader.info.sampleRate)
+        return Summary(frames: count, seconds: Double(reader.framesRead) / reader.info.sampleRate,
+                       warnings: reader.headerWarning.map { [$0] } ?? [])
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import SottoDSP
 import SottoModem
+import SottoSupport
 
 /// `sotto tune`: measures the decoder's FFT plans on this machine and keeps them as FFTW wisdom, which every
 /// later decoder (of any program using Sotto on the machine) plans from instead of FFTW's estimates.
@@ -27,10 +28,14 @@ public enum TransformTuning {
         }
         let seconds = Date().timeIntervalSince(start)
         guard path != "-" else { return Summary(path: nil, wisdom: wisdom, seconds: seconds) }
-        let url = URL(fileURLWithPath: path)
         do {
-            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try Data(wisdom.utf8).write(to: url, options: .atomic)
+            // A symbolic link is followed and a device written through, never replaced by a regular file.
+            let output = try OutputPath(path)
+            let directory = URL(fileURLWithPath: output.target).deletingLastPathComponent()
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try output.write(Array(wisdom.utf8))
+        } catch let error as OutputPathError {
+            throw ToolError("cannot write the wisdom to \(path): \(error.reason) (as root, or give --output)")
         } catch {
             throw ToolError("cannot write the wisdom to \(path): \(error.localizedDescription) (as root, or give --output)")
         }

@@ -140,8 +140,12 @@ func printError(_ message: String) {
 }
 
 struct StandardError: TextOutputStream {
-    mutating func write(_ string: String) {
-        FileHandle.standardError.write(Data(string.utf8))
+    mutating func write(_ string: String) { Self.write(string) }
+
+    /// Writes to stderr; when that fails there is nowhere left to say so: the program ends with status 2
+    /// (a run-time failure), instead of going on with its messages lost.
+    static func write(_ string: String) {
+        if StandardStream.write(string, to: STDERR_FILENO) != 0 { exit(ExitStatus.failure.rawValue) }
     }
 }
 

@@ -121,7 +121,8 @@ struct BenchSweep: ParsableCommand {
     }
 
     func sizes() throws -> [Int] {
-        try lengths.split(separator: ",").map { s -> Int in
+        // Every item is checked, empty ones too: '' or '8,,12' is a mistake, not an empty table.
+        try lengths.split(separator: ",", omittingEmptySubsequences: false).map { s -> Int in
             guard let n = Int(s), FrameFormat.payloadBytes.contains(n) else { throw ValidationError("--lengths: token lengths must be 1 to 16, got '\(s)'") }
             return n
         }

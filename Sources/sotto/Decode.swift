@@ -46,6 +46,7 @@ struct Decode: ParsableCommand {
                     Output.line(FrameText.line(frame, format: format.format, file: named ? file : nil))
                 }
                 ProgressLine.shared.clear()
+                for warning in summary.warnings { printError("warning: \(label): \(warning)") }
                 if format.format == .text && summary.frames == 0 && standardErrorIsTerminal { printError("\(label): no frames found") }
             } catch {
                 ProgressLine.shared.clear()

@@ -10,7 +10,7 @@ import SottoTools
 /// Where a transmitter's frames go.
 struct TransmitTarget: ParsableArguments {
     @Option(help: "ALSA playback PCM to play on.") var device: String = "default"
-    @Option(help: "Write exactly what would be played over the TTL to this file instead.") var out: String?
+    @Option(help: "Write exactly what would be played over the TTL to this file instead (at most 86400 s, a day, in any format and to a pipe; 16-bit WAV and AIFF about 12 h).") var out: String?
     @Option(parsing: .unconditional, help: "Seconds from one frame to the next.") var interval: Double = 1
     @Option(parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter), so that devices do not collide every time.") var jitter: Double = 0.25
     @Option(parsing: .unconditional, help: "Seed of the jitter in --out files (default: drawn anew for every file, so that devices writing files do not send at the same instants; give one to reproduce a file).") var seed: UInt64?
@@ -40,7 +40,8 @@ struct TransmitTarget: ParsableArguments {
                 let times = FrameTimes(interval: interval, jitter: jitter, seed: seed ?? UInt64.random(in: .min ... .max),
                                        end: duration, airtime: airtime)
                 let count = try FrameScheduleWriter.write(to: out, format: AudioFileFormat(path: out), sampleRate: rate, modulator: modulator,
-                                                          times: times, duration: duration, frameAt: { frameAt(clockAtStart + $0) })
+                                                          times: times, duration: duration, stop: Interruption.stop,
+                                                          frameAt: { frameAt(clockAtStart + $0) })
                 printError("wrote \(count) frames of \(what) over \(fixed(duration, 1)) s to \(out == "-" ? "standard output" : out)")
             } catch { throw CommandError("\(error)") }
             return

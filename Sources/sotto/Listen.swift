@@ -3,6 +3,7 @@ import Foundation
 import SottoAudio
 import SottoLive
 import SottoModem
+import SottoSupport
 import SottoTools
 
 /// `sotto listen`: decode tokens from a live ALSA capture device as they arrive.
@@ -25,9 +26,16 @@ struct Listen: AsyncParsableCommand {
         }
     }
 
+    /// The recording's path is checked before the capture starts, not found unwritable after it.
+    static func checkOutput(_ path: String?) throws {
+        guard let path, path != "-" else { return }
+        do { try OutputPath(path).checkWritable() } catch { throw CommandError(error.description) }
+    }
+
     func run() async throws {
         let profiles = receiver.profile.profiles
         let minimum = profiles.map(\.minimumSampleRate).min() ?? 8_000
+        try Self.checkOutput(record)
         let recorder = CaptureRecorder()
         var capture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)?
         if let record { capture = { @Sendable block, format in recorder.write(block, to: record, sampleRate: format.sampleRate) } }

@@ -5,10 +5,30 @@ import SottoTools
 
 /// Standard output, one line per event: each line is written at once (never held in a buffer when stdout
 /// is a pipe), after clearing a progress line on stderr.
+///
+/// A write that fails ends the program: EPIPE (the reader went away, `sotto decode x | head -1`) quietly
+/// with status 0, as Unix tools end there; any other failure (a full disk, `> /dev/full`) with a message
+/// on stderr and status 2. Never a crash, never a silent loss.
 enum Output {
     static func line(_ text: String) {
         ProgressLine.shared.clear()
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        let code = StandardStream.write(text + "\n", to: STDOUT_FILENO)
+        if code != 0 { failed(code) }
+    }
+
+    /// Writes a line and reports a failure instead of ending the program (for output that must not be lost,
+    /// such as a secret shown once: the caller undoes what it did).
+    static func lineOrThrow(_ text: String) throws(StandardStreamError) {
+        ProgressLine.shared.clear()
+        let code = StandardStream.write(text + "\n", to: STDOUT_FILENO)
+        if code != 0 { throw StandardStreamError(code: code) }
+    }
+
+    /// Ends the program after standard output failed with `code` (errno).
+    static func failed(_ code: Int32) -> Never {
+        if code == EPIPE { exit(ExitStatus.success.rawValue) }
+        printError("Error: \(StandardStreamError(code: code))")
+        exit(ExitStatus.failure.rawValue)
     }
 
     /// A record as one JSON line.
@@ -33,7 +53,7 @@ final class ProgressLine: @unchecked Sendable {
             guard enabled, Date().timeIntervalSince(lastWrite) >= 0.1 else { return }
             lastWrite = Date()
             shown = true
-            FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
+            StandardError.write("\r\u{1B}[K\(text)")
         }
     }
 
@@ -52,7 +72,7 @@ final class ProgressLine: @unchecked Sendable {
             guard shown else { return }
             shown = false
             lastWrite = .distantPast
-            FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+            StandardError.write("\r\u{1B}[K")
         }
     }
 }
@@ -128,4 +148,31 @@ enum StandardInput {
     static func resolve(_ value: String?, asHex: Bool) throws -> String? {
         value == "-" ? try read(asHex: asHex) : value
     }
+}
+
+/// Unbuffered writes of whole strings to a descriptor (standard output and error).
+enum StandardStream {
+    /// Writes every byte of `text` to `descriptor`, retrying on EINTR; 0, or the errno of the failure.
+    static func write(_ text: String, to descriptor: Int32) -> Int32 {
+        var text = text
+        return text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let n = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += n
+            }
+            return 0
+        }
+    }
+}
+
+/// Standard output could not be written.
+struct StandardStreamError: Error, CustomStringConvertible {
+    /// The errno of the failed write.
+    let code: Int32
+    var description: String { "cannot write to standard output: \(String(cString: strerror(code)))" }
 }

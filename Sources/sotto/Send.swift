@@ -14,7 +14,9 @@ struct Send: ParsableCommand {
             With --out, the file holds what would be played: --padding of silence, the frame, and with --repeat N \
             the next frames every --interval seconds (plus --jitter, seeded by --seed). The format follows the \
             extension (\(AudioFileFormat.byExtension.keys.sorted().joined(separator: ", "))); - writes WAV to \
-            standard output. Without --out, the frames are played on --device.
+            standard output. A file or pipe holds at most \(Int(FrameScheduleWriter.longestDuration)) s (24 h) in any \
+            format (16-bit WAV and AIFF: 4 GiB, about 12 h at 48 kHz); Ctrl-C while writing leaves no file. Without \
+            --out, the frames are played on --device.
             """)
 
     @Argument(help: "The token as hex (1-16 bytes, optional 0x), e.g. 0x0123456789abcdef; - reads it from standard input.")
@@ -95,10 +97,14 @@ struct Send: ParsableCommand {
         do { airtime = Double(try modulator.modulate(bytes).count) / rate } catch { throw ValidationError(error.description) }
         let times = Array(FrameTimes(interval: interval, jitter: jitter, seed: seed, offset: padding, firstWithoutJitter: true, count: `repeat`))
         let duration = times.last! + airtime + padding
+        let format = try AudioFileFormat(path: out)
+        if let problem = FrameScheduleWriter.lengthProblem(duration: duration, path: out, format: format, sampleRate: rate) {
+            throw ValidationError(problem + " (--repeat x --interval)")
+        }
         let frames: Int
         do {
-            frames = try FrameScheduleWriter.write(to: out, format: AudioFileFormat(path: out), sampleRate: rate, modulator: modulator,
-                                                   times: times, duration: duration, frameAt: { _ in bytes })
+            frames = try FrameScheduleWriter.write(to: out, format: format, sampleRate: rate, modulator: modulator,
+                                                   times: times, duration: duration, stop: Interruption.stop, frameAt: { _ in bytes })
         } catch {
             throw CommandError("\(error)")
         }

@@ -14,15 +14,36 @@ struct StoreOption: ParsableArguments {
         "Store: sqlite:PATH (default: the XDG data dir's sotto/exchange.sqlite), or PostgreSQL shared by several nodes: postgres://USER:PASSWORD@HOST:PORT/DATABASE or postgres://USER@/DATABASE?host=/socket/dir.",
         discussion: "A PostgreSQL host other than loopback needs ?sslmode=require (TLS, certificate verified; sslrootcert=FILE for a private CA).")) var store: String?
 
-    /// Opens the store (a PostgreSQL store also brings its schema up to date).
-    func open() async throws -> any ExchangeStore {
+    /// Opens the store (a PostgreSQL store also brings its schema up to date). With `service`, a SQLite
+    /// store is locked for this process: one `sotto serve` per SQLite file.
+    func open(service: Bool = false) async throws -> any ExchangeStore {
         let spec = store ?? "sqlite:" + SQLiteStore.defaultPath
+        // Any other scheme is a typo or a database not supported, never a file name to create.
+        if let scheme = Self.scheme(of: spec), !["sqlite", "postgres", "postgresql"].contains(scheme.lowercased()) {
+            throw ValidationError("--store: unknown scheme '\(scheme):' in \(spec); give sqlite:PATH or postgres://... (a file name with a colon: sqlite:\(spec))")
+        }
         if spec.hasPrefix("postgres://") || spec.hasPrefix("postgresql://") {
             do { return try await PostgresStore(url: spec) } catch { throw CommandError(error.description) }
         }
+        if spec.hasPrefix("postgres:") || spec.hasPrefix("postgresql:") {
+            throw ValidationError("--store \(spec): a PostgreSQL store is a URL, postgres://USER@HOST:PORT/DATABASE")
+        }
         let path = spec.hasPrefix("sqlite:") ? String(spec.dropFirst("sqlite:".count)) : spec
         guard !path.isEmpty else { throw ValidationError("--store sqlite:PATH needs a path") }
-        do { return try SQLiteStore(path: path) } catch { throw CommandError("\(error)") }
+        if store == nil {
+            // The default location's directories are made; a path given is used as it is (a typo stays an error).
+            try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        }
+        do { return try SQLiteStore(path: path, service: service) } catch { throw CommandError("\(error)") }
+    }
+
+    /// The URL scheme `spec` starts with ("mysql" in "mysql://x", "sqlite" in "sqlite:x"), or nil for a path.
+    static func scheme(of spec: String) -> String? {
+        guard let colon = spec.firstIndex(of: ":"), colon != spec.startIndex else { return nil }
+        let name = spec[..<colon]
+        guard name.first!.isASCII && name.first!.isLetter,
+              name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+.-".contains($0)) }) else { return nil }
+        return String(name)
     }
 
     /// Runs `body` with the open store, then closes it (a PostgreSQL store's connections end cleanly).
@@ -73,6 +94,7 @@ struct Serve: AsyncParsableCommand {
 
     func validate() throws {
         guard listen == nil || unix == nil else { throw ValidationError("give --listen or --unix, not both") }
+        if unix?.isEmpty == true { throw ValidationError("--unix needs a socket path") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard sessionGrace.isFinite, (0...3600).contains(sessionGrace) else { throw ValidationError("--session-grace must be 0 to 3600 s") }
         guard heartbeat.isFinite, (0.5...600).contains(heartbeat) else { throw ValidationError("--heartbeat must be 0.5 to 600 s") }
@@ -102,13 +124,13 @@ struct Serve: AsyncParsableCommand {
         configuration.clockSkew = clockSkew
         var logger = Logger(label: "sotto.serve")
         logger.logLevel = verbose ? .debug : .notice
-        let exchangeStore = try await store.open()
+        let exchangeStore = try await store.open(service: true)
         let server: MatcherServer
         do {
             server = try MatcherServer(endpoint: endpoint, tls: tls, store: exchangeStore, metricsEndpoint: metricsEndpoint,
                                        configuration: configuration, logger: logger) { service, http in
-                FileHandle.standardOutput.write(Data("listening on \(service)\n".utf8))
-                if let http { FileHandle.standardOutput.write(Data("http on \(http)\n".utf8)) }
+                Output.line("listening on \(service)")
+                if let http { Output.line("http on \(http)") }
             }
         } catch {
             await StoreOption.close(exchangeStore)
@@ -174,8 +196,15 @@ struct AdminKey: AsyncParsableCommand {
 
         func run() async throws {
             do {
-                let (_, key) = try await store.withStore { try await $0.createKey(project: project, label: label, ratePerSecond: rate, burst: burst) }
-                Output.line(key)
+                // The secret is shown once: when it cannot be printed, the key is revoked (rolled back) so that
+                // no key stays usable whose only copy was lost.
+                try await store.withStore { store in
+                    let (record, key) = try await store.createKey(project: project, label: label, ratePerSecond: rate, burst: burst)
+                    do { try Output.lineOrThrow(key) } catch {
+                        try await store.revokeKey(id: record.id)
+                        throw CommandError("\(error); the key \(record.id) was revoked, since its secret could not be shown")
+                    }
+                }
             } catch let error as StoreError { throw CommandError(error.description) }
         }
     }

@@ -8,7 +8,7 @@ struct Simulate: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
         abstract: "Pass audio through a simulated acoustic channel (reverberation, roll-off, clock offset, resampling, interference, noise, clipping, quantisation).",
-        discussion: "Stages are applied in this order; each is off unless asked for. Seeded and reproducible.")
+        discussion: "Stages are applied in this order; each is off unless asked for. Seeded and reproducible. Recordings of at most \(Int(ChannelFile.longestInput)) s (held in memory).")
 
     @Argument(help: "Input recording; - reads standard input.") var input: String
     @Argument(help: "Output file (format by extension: \(AudioFileFormat.byExtension.keys.sorted().joined(separator: ", "))); - writes WAV to standard output.") var output: String
@@ -48,6 +48,7 @@ struct Simulate: ParsableCommand {
     }
 
     func run() throws {
+        try Listen.checkOutput(output)
         do {
             var model = ChannelModel(seed: seed)
             model.rt60 = rt60

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SottoSupport
 import SottoTools
 
 /// The `sotto` command line: send, decode, simulate and benchmark near-ultrasonic tokens.
@@ -21,8 +22,15 @@ struct Sotto: AsyncParsableCommand {
     /// Parses, runs, and reports a failure with the exit status of ``ExitStatus``: a usage error (also one
     /// found while running) with the usage of the subcommand that was run, not the top level's.
     static func main() async {
+        // A reader that goes away is seen as EPIPE by the write, which ends the program quietly (Output): the
+        // same in every command, whether or not a library (NIO) has already ignored the signal.
+        signal(SIGPIPE, SIG_IGN)
         let command: any ParsableCommand
-        do { command = try parseAsRoot() } catch { exit(withError: error) }
+        if let unknown = unknownHelpTopic(Array(CommandLine.arguments.dropFirst())) {
+            printError("Error: no command '\(unknown)' to show help for\nUsage: sotto help <subcommand>\n  See 'sotto --help' for the commands.")
+            Foundation.exit(ExitStatus.usage.rawValue)
+        }
+        do { command = try parseAsRoot() } catch { finish(withError: error) }
         do {
             var running = command
             if var asyncCommand = running as? any AsyncParsableCommand {
@@ -31,6 +39,8 @@ struct Sotto: AsyncParsableCommand {
                 try running.run()
             }
         } catch {
+            // The reader of an audio stream on stdout went away: no failure to report (see Output).
+            if StandardOutput.readerClosed.isSet { Foundation.exit(ExitStatus.success.rawValue) }
             ProgressLine.shared.clear()
             report(error, of: type(of: command))
         }
@@ -46,6 +56,33 @@ struct Sotto: AsyncParsableCommand {
         return []
     }
 
+    /// ArgumentParser's `exit(withError:)`, with its message (help, version, a parse error) written through
+    /// ``Output`` and ``StandardError``: a failed write is an error, not an exit 0 with the text lost.
+    static func finish(withError error: any Error) -> Never {
+        let message = fullMessage(for: error)
+        let code = exitCode(for: error)
+        if code == .success {
+            if !message.isEmpty { Output.line(message) }
+        } else if !message.isEmpty {
+            printError(message)
+        }
+        Foundation.exit(code.rawValue)
+    }
+
+    /// The first word after `help` (or before `--help`'s subcommands, `sotto help a b`) that names no
+    /// subcommand: `sotto help nonexistent` is a usage error, not the top level's help with status 0.
+    static func unknownHelpTopic(_ arguments: [String]) -> String? {
+        guard arguments.first == "help" else { return nil }
+        var command: any ParsableCommand.Type = Sotto.self
+        for word in arguments.dropFirst() where !word.hasPrefix("-") {
+            guard let sub = command.configuration.subcommands.first(where: { $0._commandName == word || $0.configuration.aliases.contains(word) }) else {
+                return word
+            }
+            command = sub
+        }
+        return nil
+    }
+
     static func report(_ error: any Error, of command: any ParsableCommand.Type) -> Never {
         switch error {
         case let error as ValidationError:
@@ -57,10 +94,10 @@ struct Sotto: AsyncParsableCommand {
         case let error as ExitCode:
             Foundation.exit(error.rawValue)
         case is CleanExit:
-            exit(withError: error)
+            finish(withError: error)
         case _ where String(reflecting: type(of: error)).hasPrefix("ArgumentParser."):
             // Help and completion requests, thrown by ArgumentParser's own commands.
-            exit(withError: error)
+            finish(withError: error)
         default:
             printError("Error: \(error)")
             Foundation.exit(ExitStatus.failure.rawValue)

@@ -1,4 +1,6 @@
 import ArgumentParser
+import Foundation
+import SottoSupport
 import SottoDSP
 import SottoTools
 
@@ -21,6 +23,16 @@ struct Tune: ParsableCommand {
     var output: String = FFTWisdom.systemPath
 
     func run() throws {
+        // Before seconds of measurements: the wisdom's path must be writable (a symlink is followed, a device
+        // written through). Its directory is made when missing, as for the system's path.
+        if output != "-" {
+            do {
+                let path = try OutputPath(output)
+                var isDirectory: ObjCBool = false
+                let directory = (path.target as NSString).deletingLastPathComponent
+                if directory.isEmpty || FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) { try path.checkWritable() }
+            } catch { throw CommandError(error.description) }
+        }
         let summary = try TransformTuning.tune(sampleRates: rates, path: output)
         guard let path = summary.path else {
             Output.line(summary.wisdom)

@@ -55,11 +55,13 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         defer { Task { await close() } }
         let first = try await store.createProject(name: "museum", maxSessions: 10)
         await #expect(throws: StoreError.duplicateProject("museum")) { _ = try await store.createProject(name: "museum", maxSessions: 5) }
-        await #expect(throws: StoreError.invalid("a project name is 1 to 100 characters, no '/'")) {
-            _ = try await store.createProject(name: "a/b", maxSessions: 5)
+        let invalidName = StoreError.invalid("a project name is 1 to 100 characters, no '/' and no control characters (newline, tab)")
+        // Control characters would break the one-project-per-line listing (issue 30).
+        for name in ["a/b", "", "two\nlines", "tab\there", "bell\u{7}"] {
+            await #expect(throws: invalidName) { _ = try await store.createProject(name: name, maxSessions: 5) }
         }
-        await #expect(throws: StoreError.invalid("a project name is 1 to 100 characters, no '/'")) {
-            _ = try await store.createProject(name: "", maxSessions: 5)
+        await #expect(throws: StoreError.invalid("a key label is at most 200 characters, no control characters (newline, tab)")) {
+            _ = try await store.createKey(project: "museum", label: "a\nb", ratePerSecond: 1, burst: 1)
         }
         await #expect(throws: StoreError.invalid("the session quota must be positive")) {
             _ = try await store.createProject(name: "empty", maxSessions: 0)

@@ -7,4 +7,8 @@ void sotto_alsa_silence_errors(void);
 /// Restores ALSA's default error printer.
 void sotto_alsa_restore_errors(void);
 
+/// Copies up to `length` bytes at the head of pipe `input` into pipe `output` without consuming them
+/// (Linux tee(2), which Swift's Glibc module hides behind _GNU_SOURCE); -1 with errno on failure.
+long sotto_tee(int input, int output, unsigned long length);
+
 #endif

@@ -9,6 +9,31 @@ public struct Project: Sendable, Hashable, Codable {
     public let name: String
     /// Most sessions the project may hold at once.
     public let maxSessions: Int
+
+    /// Checks a project name: 1 to 100 characters, no '/', no control characters (a newline or tab would
+    /// break the one-line-per-project listings). Both stores apply it.
+    /// - Parameter name: the name to check.
+    /// - Throws: `StoreError.invalid` saying what a name may be.
+    public static func checkName(_ name: String) throws(StoreError) {
+        guard !name.isEmpty, name.count <= 100, !name.contains("/"), !StoreText.hasControlCharacters(name) else {
+            throw .invalid("a project name is 1 to 100 characters, no '/' and no control characters (newline, tab)")
+        }
+    }
+}
+
+/// Text kept in a store and printed one record per line.
+enum StoreText {
+    /// True when `text` holds a control character (newline, tab, escape: Unicode category Cc).
+    static func hasControlCharacters(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
+    /// Checks a key label: at most 200 characters, no control characters.
+    static func checkLabel(_ label: String) throws(StoreError) {
+        guard label.count <= 200, !hasControlCharacters(label) else {
+            throw .invalid("a key label is at most 200 characters, no control characters (newline, tab)")
+        }
+    }
 }
 
 /// An API key as stored: never the secret, only its SHA-256.

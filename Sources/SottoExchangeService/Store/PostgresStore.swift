@@ -135,7 +135,7 @@ public final class PostgresStore: ExchangeStore {
     // MARK: ExchangeStore
 
     public func createProject(name: String, maxSessions: Int) async throws(StoreError) -> Project {
-        guard !name.isEmpty, name.count <= 100, !name.contains("/") else { throw .invalid("a project name is 1 to 100 characters, no '/'") }
+        try Project.checkName(name)
         guard maxSessions > 0 else { throw .invalid("the session quota must be positive") }
         let project = Project(id: "p_" + APIKeys.hex((0..<6).map { _ in UInt8.random(in: 0...255) }), name: name, maxSessions: maxSessions)
         let inserted = try await withConnection { connection in
@@ -169,6 +169,7 @@ public final class PostgresStore: ExchangeStore {
         guard ratePerSecond.isFinite, ratePerSecond > 0, burst.isFinite, burst >= 1 else {
             throw .invalid("a key's rate must be positive and its burst at least 1")
         }
+        try StoreText.checkLabel(label)
         guard let owner = try await self.project(id: project) else { throw .unknownProject(project) }
         let (id, key, hash) = APIKeys.generate()
         let record = APIKeyRecord(id: id, projectID: owner.id, label: label, secretHash: hash, revoked: false,

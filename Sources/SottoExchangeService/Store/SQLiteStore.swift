@@ -6,6 +6,8 @@ import SottoExchange
 /// location is `$XDG_DATA_HOME/sotto/exchange.sqlite` (else `~/.local/share/sotto/exchange.sqlite`).
 public final class SQLiteStore: ExchangeStore {
     private let database: DatabasePool
+    /// The descriptor holding the service's lock on the database file (``init(path:maxPages:service:)``).
+    private let serviceLock: Int32?
 
     /// The default database file for the current user.
     public static var defaultPath: String {
@@ -19,10 +21,28 @@ public final class SQLiteStore: ExchangeStore {
     /// - Parameters:
     ///   - path: the database file.
     ///   - maxPages: test hook: a page limit that makes writes fail as on a full disk.
-    public init(path: String, maxPages: Int? = nil) throws(StoreError) {
+    ///   - service: true for `sotto serve`: the store serves one node, so the file is locked (flock) for as long
+    ///     as the store lives, and a second service on the same file is refused. Admin commands share it.
+    /// - Throws: `StoreError.unavailable` when the file cannot be opened (its directory must exist), or is
+    ///   locked by another service.
+    public init(path: String, maxPages: Int? = nil, service: Bool = false) throws(StoreError) {
+        let directory = (path as NSString).deletingLastPathComponent
+        var isDirectory: ObjCBool = false
+        guard directory.isEmpty || (FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue) else {
+            throw .unavailable("\(path): no directory \(directory) (create it first)")
+        }
+        if service {
+            let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { throw .unavailable("\(path): \(String(cString: strerror(errno)))") }
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+                close(descriptor)
+                throw .unavailable("\(path) is in use by another sotto serve: a SQLite store serves one node only; for several nodes share a PostgreSQL store (--store postgres://...)")
+            }
+            serviceLock = descriptor
+        } else {
+            serviceLock = nil
+        }
         do {
-            let directory = (path as NSString).deletingLastPathComponent
-            if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
             var configuration = Configuration()
             configuration.busyMode = .timeout(5)
             if let maxPages {
@@ -31,9 +51,12 @@ public final class SQLiteStore: ExchangeStore {
             database = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(database)
         } catch {
+            if let serviceLock { close(serviceLock) }
             throw .unavailable("\(path): \(error)")
         }
     }
+
+    deinit { if let serviceLock { close(serviceLock) } }
 
     private static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -75,7 +98,7 @@ public final class SQLiteStore: ExchangeStore {
     }
 
     public func createProject(name: String, maxSessions: Int) async throws(StoreError) -> Project {
-        guard !name.isEmpty, name.count <= 100, !name.contains("/") else { throw .invalid("a project name is 1 to 100 characters, no '/'") }
+        try Project.checkName(name)
         guard maxSessions > 0 else { throw .invalid("the session quota must be positive") }
         let project = Project(id: "p_" + APIKeys.hex((0..<6).map { _ in UInt8.random(in: 0...255) }), name: name, maxSessions: maxSessions)
         return try await write { db in
@@ -106,6 +129,7 @@ public final class SQLiteStore: ExchangeStore {
         guard ratePerSecond.isFinite, ratePerSecond > 0, burst.isFinite, burst >= 1 else {
             throw .invalid("a key's rate must be positive and its burst at least 1")
         }
+        try StoreText.checkLabel(label)
         guard let owner = try await self.project(id: project) else { throw .unknownProject(project) }
         let (id, key, hash) = APIKeys.generate()
         let record = APIKeyRecord(id: id, projectID: owner.id, label: label, secretHash: hash, revoked: false,

@@ -1,0 +1,163 @@
+import CSndFile
+import CSottoShims
+import Glibc
+
+/// The first bytes of standard input when it is a pipe, read without consuming them (tee(2)), to accept on
+/// a pipe only the containers libsndfile reads as a stream. Others (CAF, SDS, 8SVX, G.72x AU...) need to
+/// seek: on a pipe libsndfile reads nothing from them, or spins forever on a truncated one.
+enum PipeHead {
+    /// Bytes needed to tell the containers apart (AU's encoding field ends at byte 16).
+    static let length = 16
+
+    /// Up to ``length`` bytes at the head of the pipe `descriptor`, waiting (at most `timeout` s) for them or
+    /// the end of the stream; nil when the descriptor is not a pipe or tee(2) fails.
+    static func peek(descriptor: Int32, timeout: Double = 10) -> [UInt8]? {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFIFO else { return nil }
+        var copy: [Int32] = [0, 0]
+        guard pipe(&copy) == 0 else { return nil }
+        defer { close(copy[0]); close(copy[1]) }
+        var deadline = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
+        let end = Double(deadline.tv_sec) + Double(deadline.tv_nsec) / 1e9 + timeout
+        var count = 0
+        while true {
+            // tee copies what the pipe holds now (it blocks only while the pipe is empty and a writer is open).
+            let n = sotto_tee(descriptor, copy[1], UInt(length))
+            if n < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            count = n
+            // Drain the copy so that the next tee starts from an empty pipe.
+            var bytes = [UInt8](repeating: 0, count: length)
+            if n > 0 { _ = bytes.withUnsafeMutableBytes { read(copy[0], $0.baseAddress, n) } }
+            if n == 0 || n >= length { return Array(bytes[0..<count]) }
+            // A short head: wait for more, or for the writer to close.
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            _ = poll(&poller, 1, 10)
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let hungUp = poller.revents & Int16(POLLHUP) != 0
+            if hungUp || Double(now.tv_sec) + Double(now.tv_nsec) / 1e9 > end {
+                let last = sotto_tee(descriptor, copy[1], UInt(length))
+                if last > 0 { _ = bytes.withUnsafeMutableBytes { read(copy[0], $0.baseAddress, last) } }
+                return Array(bytes[0..<max(0, last)])
+            }
+            usleep(10_000)
+        }
+    }
+
+    /// Why a stream starting with `head` is not read from a pipe, or nil when it streams (WAV, RF64, AIFF,
+    /// AU of PCM, float or G.711, FLAC, Ogg, MP3).
+    static func refusal(_ head: [UInt8]) -> String? {
+        func text(_ range: Range<Int>) -> String { String(decoding: head[range], as: UTF8.self) }
+        guard head.count >= 4 else { return "\(head.count) bytes: too short to be audio" }
+        let magic = text(0..<4)
+        let accepted = "formats read from a pipe: WAV, AIFF, AU, FLAC, Ogg, MP3, or raw PCM with --rate"
+        switch magic {
+        case "RIFF", "RIFX", "RF64", "fLaC", "OggS":
+            return nil
+        case "FORM":
+            guard head.count >= 12 else { return "a cut IFF header" }
+            let kind = text(8..<12)
+            return kind == "AIFF" || kind == "AIFC" ? nil : "IFF \(kind) cannot be read from a pipe: give the file's path (\(accepted))"
+        case ".snd":
+            guard head.count >= 16 else { return "a cut AU header" }
+            let encoding = head[12..<16].reduce(0) { $0 << 8 | UInt32($1) }
+            // 1 mu-law, 2-5 PCM, 6-7 float, 27 A-law; the G.72x codecs (23-26) do not stream in libsndfile.
+            return [1, 2, 3, 4, 5, 6, 7, 27].contains(encoding) ? nil
+                : "AU with encoding \(encoding) (G.72x ADPCM) cannot be read from a pipe: give the file's path (\(accepted))"
+        case "caff":
+            return "CAF cannot be read from a pipe: give the file's path (\(accepted))"
+        default:
+            if magic.hasPrefix("ID3") || (head[0] == 0xFF && head[1] & 0xE0 == 0xE0) { return nil }
+            return "not a format read from a pipe: give the file's path (\(accepted))"
+        }
+    }
+}
+
+/// Standard input (a pipe) behind libsndfile's virtual I/O, for FLAC: libsndfile's own pipe reading loses
+/// the bytes it sniffed and its FLAC decoder then "loses sync". What was read is kept (up to
+/// ``keptBytes``) so that libsndfile may seek back into the header; seeks forward read on.
+final class PipeSource {
+    /// Bytes kept from the start of the stream for backward seeks (the FLAC metadata fits).
+    static let keptBytes = 1 << 20
+    private let descriptor: Int32
+    private var kept: [UInt8] = []
+    private var position = 0
+    /// Bytes read from the descriptor so far.
+    private var consumed = 0
+
+    init(descriptor: Int32) { self.descriptor = descriptor }
+
+    /// Reads up to `count` bytes at the current position into `target`; the count read (0 at the end).
+    private func read(_ target: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        var done = 0
+        if position < consumed {
+            // Replay kept bytes.
+            let n = min(count, consumed - position)
+            guard position + n <= kept.count else { return -1 }
+            kept.withUnsafeBytes { target.copyMemory(from: $0.baseAddress! + position, byteCount: n) }
+            position += n
+            done = n
+        }
+        while done < count {
+            let n = Glibc.read(descriptor, target + done, count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return done > 0 ? done : -1
+            }
+            if n == 0 { break }
+            if kept.count < Self.keptBytes {
+                let keep = min(n, Self.keptBytes - kept.count)
+                kept += UnsafeRawBufferPointer(start: target + done, count: keep)
+            }
+            done += n
+            consumed += n
+            position += n
+        }
+        return done
+    }
+
+    /// True when the stream holds bytes beyond what was read (one is read to know).
+    func hasMore() -> Bool {
+        var byte: UInt8 = 0
+        position = consumed
+        return read(&byte, 1) == 1
+    }
+
+    /// Moves to `offset`: back within the kept bytes, or forward by reading; -1 when impossible.
+    private func seek(_ offset: Int, _ whence: Int32) -> Int {
+        let target = whence == SEEK_SET ? offset : whence == SEEK_CUR ? position + offset : -1
+        guard target >= 0 else { return -1 }
+        if target <= consumed {
+            guard target >= consumed || consumed <= kept.count else { return -1 }
+            position = target
+            return position
+        }
+        var scratch = [UInt8](repeating: 0, count: 1 << 16)
+        while position < target {
+            position = consumed
+            let n = scratch.withUnsafeMutableBytes { read($0.baseAddress!, min($0.count, target - position)) }
+            if n <= 0 { return -1 }
+        }
+        return position
+    }
+
+    /// The callbacks; `user_data` is an unretained PipeSource that outlives the SNDFILE.
+    static var virtualIO: SF_VIRTUAL_IO { SF_VIRTUAL_IO(
+        // The length is unknown: the largest, so that libsndfile reads to the end of the stream.
+        get_filelen: { _ in sf_count_t(Int64.max / 2) },
+        seek: { offset, whence, data in sf_count_t(PipeSource.source(data).seek(Int(offset), whence)) },
+        read: { pointer, count, data in
+            guard let pointer else { return 0 }
+            return sf_count_t(max(0, PipeSource.source(data).read(pointer, Int(count))))
+        },
+        write: { _, _, _ in 0 },
+        tell: { data in sf_count_t(PipeSource.source(data).position) }) }
+
+    fileprivate static func source(_ data: UnsafeMutableRawPointer?) -> PipeSource {
+        Unmanaged<PipeSource>.fromOpaque(data!).takeUnretainedValue()
+    }
+}
