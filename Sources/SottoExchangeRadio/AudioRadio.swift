@@ -44,6 +44,8 @@ public final class AudioRadio: @unchecked Sendable {
     private let started: Date
     /// Called with capture and playback device problems (on a background thread).
     public var onDeviceError: (@Sendable (AudioDeviceError) -> Void)?
+    /// Called when the capture device works again after a fault (reopened by the listener).
+    public var onDeviceRecovered: (@Sendable () -> Void)?
     /// Called when this device's own token has not been heard for that many transmissions in a row.
     public var onOwnTokenNotHeard: (@Sendable (Int) -> Void)?
 
@@ -85,8 +87,11 @@ public final class AudioRadio: @unchecked Sendable {
             for await event in listener.events {
                 guard let self else { return }
                 switch event {
-                case .started, .reopened:
+                case .started:
                     await self.manager.setRadio(.running)
+                case .reopened:
+                    await self.manager.setRadio(.running)
+                    self.onDeviceRecovered?()
                 case .frame(let frame):
                     if let check = self.lock.withLock({ self.selfCheck }) { check.heard(frame) }
                     await self.manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: self.now)

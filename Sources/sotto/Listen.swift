@@ -26,6 +26,7 @@ struct Listen: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try ConsentCheck.require(mayAsk: false)
         let profiles = receiver.profile.profiles
         let minimum = profiles.map(\.minimumSampleRate).min() ?? 8_000
         let recorder = CaptureRecorder()
