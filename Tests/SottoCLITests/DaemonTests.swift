@@ -1,4 +1,5 @@
 import Foundation
+import SottoAudio
 import SottoDaemon
 import SottoExchange
 import SottoModem
@@ -429,5 +430,92 @@ extension BackgroundSotto {
         #expect(try Data(contentsOf: store.file) == before)
         #expect(store.load().operations == small)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["filler", "operations.json"])
+    }
+}
+
+/// The daemon with a matcher service, end to end: a persistent subscription in the daemon, a publisher's
+/// token through a simulated room into the daemon's capture PCM, the find on `ops watch` with its group;
+/// then the daemon restarted and the same again without any new command.
+@Suite(.serialized) struct DaemonServiceEndToEndTests {
+    @Test(.timeLimit(.minutes(3))) func aPersistentSubscriptionFindsThroughTheServiceAcrossARestart() async throws {
+        let rig = try DaemonRig()
+        defer { rig.remove() }
+        let directory = rig.directory
+        let store = directory.appendingPathComponent("exchange.sqlite").path
+        func admin(_ arguments: [String]) throws -> String {
+            let result = try Sotto.run(["admin"] + arguments + ["--store", "sqlite:" + store], timeout: 30)
+            #expect(result.status == 0, "\(result.stderr)")
+            return result.stdout.split(separator: "\n").first.map(String.init) ?? ""
+        }
+        _ = try admin(["project", "create", "museum"])
+        let key = try admin(["key", "create", "museum"])
+        let serve = try BackgroundSotto(["serve", "--listen", "127.0.0.1:0", "--store", "sqlite:" + store])
+        defer { serve.process.terminate() }
+        let listening = await serve.line(timeout: 30) { $0.hasPrefix("listening on ") }
+        let address = try #require(listening.map { String($0.dropFirst("listening on ".count)) }, "\(serve.standardError)")
+
+        let plugin = FilePluginRig.faultPlugin.path
+        let speaker = directory.appendingPathComponent("publisher-speaker.raw"), room = directory.appendingPathComponent("room.raw")
+        var asoundrc = "pcm_type.sottofault { lib \"\(plugin)\" }\n"
+        asoundrc += "pcm.a_speaker { type sottofault; rate 48000; outfile \"\(speaker.path)\" }\n"
+        asoundrc += "pcm.a_microphone { type sottofault; rate 48000 }\n"
+        asoundrc += "pcm.d_microphone { type sottofault; rate 48000; infile \"\(room.path)\" }\n"
+        asoundrc += "pcm.d_speaker { type sottofault; rate 48000; outfile \"\(directory.path)/d-speaker.raw\" }\n"
+        let configuration = directory.appendingPathComponent("asoundrc")
+        try Data(asoundrc.utf8).write(to: configuration)
+        var environment = rig.environment
+        environment["ALSA_CONFIG_PATH"] = configuration.path
+
+        let message = "Gallery 2: The Night Watch"
+        let publisher = try BackgroundSotto(["publish", "--server", address, "--api-key", key, "--namespace", "museum", "--type", "exhibit",
+                                             "--text", message, "--ttl", "150", "--device", "a_speaker", "--capture-device", "a_microphone",
+                                             "--interval", "1", "--jitter", "0.25"], environment: environment)
+        defer { publisher.process.terminate() }
+        var played: [[UInt8]] = []
+        let playDeadline = Date(timeIntervalSinceNow: 30)
+        while played.count < 3 && Date() < playDeadline {
+            try await Task.sleep(for: .milliseconds(500))
+            played = try ServiceEndToEndTests.tokens(inRaw: speaker)
+        }
+        #expect(played.count >= 3, "\(publisher.standardError)")
+        let samples = FilePluginRig.samples(try Data(contentsOf: speaker)).map { Float($0) / 32_768 }
+        let speakerWav = directory.appendingPathComponent("speaker.wav").path, roomWav = directory.appendingPathComponent("room.wav").path
+        try AudioFile.write(samples, sampleRate: 48_000, to: speakerWav, format: .wav16)
+        #expect(try Sotto.run(["simulate", speakerWav, roomWav, "--rt60", "0.4", "--distance", "2", "--snr", "15", "--ppm", "120", "--seed", "9"],
+                              timeout: 60).status == 0)
+        try FilePluginRig.raw(try AudioFileReader(path: roomWav).readAll()).write(to: room)
+
+        // The key reaches the daemon through its environment, never its command line.
+        environment["SOTTO_API_KEY"] = key
+        func startDaemon() async throws -> BackgroundSotto {
+            let daemon = try BackgroundSotto(["daemon", "--server", address, "--capture-device", "d_microphone", "--playback-device", "d_speaker"],
+                                             environment: environment)
+            let deadline = Date(timeIntervalSinceNow: 20)
+            while Date() < deadline, (try? ControlClient(path: rig.paths.socket).call(.list, timeout: 2)) == nil { try await Task.sleep(for: .milliseconds(50)) }
+            return daemon
+        }
+        let contentHex = OperationSpec.hex(Array(message.utf8))
+        var daemon = try await startDaemon()
+        var watch = try BackgroundSotto(["ops", "watch", "--format", "json"], environment: environment)
+        try await Task.sleep(for: .milliseconds(300))
+        let subscribe = try Sotto.run(["subscribe", "--daemon", "--persistent", "--namespace", "museum", "--type", "exhibit", "--group", "museum",
+                                       "--lost-timeout", "60"], environment: environment, timeout: 30)
+        #expect(subscribe.status == 0, "\(subscribe.stderr) \(daemon.standardError)")
+        var found = await watch.line(timeout: 40) { $0.contains(#""event":"found""#) }
+        #expect(found?.contains(contentHex) == true && found?.contains(#""group":"museum""#) == true, "\(watch.output) \(daemon.standardError)")
+        await watch.interrupt()
+        #expect(await daemon.terminate() == 0, "\(daemon.standardError)")
+
+        // Restarted: the subscription is back and the message is found again, with no new command.
+        daemon = try await startDaemon()
+        defer { daemon.process.terminate() }
+        watch = try BackgroundSotto(["ops", "watch", "--format", "json"], environment: environment)
+        defer { watch.process.terminate() }
+        found = await watch.line(timeout: 40) { $0.contains(#""event":"found""#) }
+        #expect(found?.contains(contentHex) == true && found?.contains(#""group":"museum""#) == true, "\(watch.output) \(daemon.standardError)")
+        #expect(await daemon.terminate() == 0, "\(daemon.standardError)")
+        await watch.interrupt()
+        await publisher.interrupt()
+        await serve.interrupt()
     }
 }
