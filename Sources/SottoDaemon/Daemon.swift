@@ -8,6 +8,15 @@ import SottoSupport
 import SottoTools
 import Synchronization
 
+/// How the daemon scans (the seeds' low-power preference): always, or `listen` seconds every `period` seconds.
+public enum ScanPolicy: Sendable, Equatable {
+    /// The capture device stays open: lowest discovery latency.
+    case continuous
+    /// The capture device is open `listen` s out of every `period` s: less CPU, up to `period - listen` s
+    /// more discovery latency. Lost timeouts are raised to at least `period + 1` s so that finds do not flap.
+    case dutyCycled(listen: Double, period: Double)
+}
+
 /// How the daemon is set up: its files, the user's consent, the devices, and its matcher.
 public struct DaemonConfiguration: Sendable {
     /// The matcher the daemon's operations use.
@@ -37,6 +46,8 @@ public struct DaemonConfiguration: Sendable {
     public var retryInterval: Double
     /// The process environment (socket activation: `LISTEN_PID`, `LISTEN_FDS`).
     public var environment: [String: String]
+    /// Continuous or duty-cycled scanning.
+    public var scanning: ScanPolicy = .continuous
 
     /// - Parameters:
     ///   - paths: runtime and state directories.
@@ -64,7 +75,7 @@ public struct DaemonConfiguration: Sendable {
 }
 
 /// The per-user daemon (`sotto daemon`): owns the devices (one capture and one playback path through
-/// ``AudioRadio``, shared by every operation), the matcher connection, and every publication, subscription
+/// `AudioRadio`, shared by every operation), the matcher connection, and every publication, subscription
 /// and beacon clients hand it over the control socket. Device faults are reported and the operations
 /// resume when the device returns; consent is enforced and its revocation stops everything at once;
 /// persistent operations are saved and restored with their remaining time to live.
@@ -229,6 +240,7 @@ public actor Daemon: ControlHandler {
         var nextTick = Date()
         while !stop.isSet {
             try? await Task.sleep(for: .milliseconds(100))
+            await scheduleScan()
             if Date() >= nextTick {
                 await tick()
                 nextTick = Date(timeIntervalSinceNow: 1)
@@ -266,6 +278,19 @@ public actor Daemon: ControlHandler {
             retryBeacons()
         }
         if !operations.values.contains(where: { $0.spec.kind != .beacon && $0.isLive }) { await teardownEngine() }
+    }
+
+    /// Duty-cycled scanning: opens the capture device for the first `listen` seconds of every period.
+    private func scheduleScan() async {
+        guard case .dutyCycled(let listen, let period) = configuration.scanning, let engine, let radio = engine.radio else { return }
+        let phase = engine.now.truncatingRemainder(dividingBy: period)
+        let wanted = phase < listen
+        guard wanted != radio.isListening else { return }
+        if wanted {
+            do { try radio.resumeListening() } catch { deviceProblem("\(error)") }
+        } else {
+            await radio.pauseListening()
+        }
     }
 
     // MARK: Consent
@@ -378,6 +403,12 @@ public actor Daemon: ControlHandler {
         case beacon([UInt8])
     }
 
+    /// The subscription's lost timeout, at least a scan period and a second when scanning is duty-cycled.
+    private func lostTimeout(_ spec: OperationSpec) -> Double? {
+        guard case .dutyCycled(_, let period) = configuration.scanning else { return spec.lostTimeout }
+        return min(600, max(spec.lostTimeout ?? 10, period + 1))
+    }
+
     private var embedded: Bool { if case .embedded = configuration.matcher { true } else { false } }
 
     private func plan(_ spec: OperationSpec, ttl: Int?) throws(ExchangeError) -> Plan {
@@ -400,12 +431,12 @@ public actor Daemon: ControlHandler {
                 guard spec.namespace == nil && spec.type == nil && !spec.beacons else {
                     throw .unavailable("namespaces, types and beacons need a matcher: start the daemon with --server")
                 }
-                return .subscribe(try MessageFilter((1...ExchangeLimits.maxAudioBytes).map { .audioBytes($0) }), strategy, lostTimeout: spec.lostTimeout)
+                return .subscribe(try MessageFilter((1...ExchangeLimits.maxAudioBytes).map { .audioBytes($0) }), strategy, lostTimeout: lostTimeout(spec))
             }
             var includes: [MessageFilter.Include] = []
             if let namespace = spec.namespace, let type = spec.type { includes = [.namespacedType(namespace: namespace, type: type)] } else { includes = [.allMyTypes] }
             if spec.beacons { includes.append(.beaconIDs) }
-            return .subscribe(try MessageFilter(includes), strategy, lostTimeout: spec.lostTimeout)
+            return .subscribe(try MessageFilter(includes), strategy, lostTimeout: lostTimeout(spec))
         case .beacon:
             guard let bytes = spec.contentBytes, (1...15).contains(bytes.count) else { throw .invalidBeaconID(spec.contentBytes?.count ?? 0) }
             return .beacon(bytes)

@@ -106,10 +106,16 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Seconds from one broadcast frame to the next.") var interval: Double = 1.5
     @Option(parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter).") var jitter: Double = 1.0
     @Option(parsing: .unconditional, help: "Seconds between attempts to reopen a failed device or reach the matcher.") var retryInterval: Double = 1
+    @Option(parsing: .unconditional, help: "Duty-cycled scanning: listen this many seconds of every --scan-every (default: listen all the time).") var scanListen: Double?
+    @Option(parsing: .unconditional, help: "Duty-cycled scanning: the period (s) of --scan-listen.") var scanEvery: Double?
     @OptionGroup var server: ServerOptions
 
     func validate() throws {
         try NumericOption("--interval", 0.1...3600, unit: "s").check(interval)
+        try NumericOption("--scan-listen", 1...3600, unit: "s").check(scanListen)
+        try NumericOption("--scan-every", 2...3600, unit: "s").check(scanEvery)
+        if (scanListen == nil) != (scanEvery == nil) { throw ValidationError("--scan-listen and --scan-every go together") }
+        if let scanListen, let scanEvery, scanListen >= scanEvery { throw ValidationError("--scan-listen must be shorter than --scan-every") }
         try NumericOption("--jitter", 0...interval, unit: "s (at most --interval)").check(jitter)
         try NumericOption("--retry-interval", 0.05...60, unit: "s").check(retryInterval)
     }
@@ -128,7 +134,9 @@ struct DaemonCommand: AsyncParsableCommand {
         let configuration = DaemonConfiguration(capture: PCMConfiguration(device: devices.captureDevice ?? device),
                                                 playback: PCMConfiguration(device: devices.playbackDevice ?? device),
                                                 interval: interval, jitter: jitter, matcher: matcher, retryInterval: retryInterval)
-        let daemon = Daemon(configuration: configuration) { printError($0) }
+        var configured = configuration
+        if let scanListen, let scanEvery { configured.scanning = .dutyCycled(listen: scanListen, period: scanEvery) }
+        let daemon = Daemon(configuration: configured) { printError($0) }
         if configuration.consent.state != .granted { printError("warning: consent is not granted: nothing runs until it is. \(ConsentGate.hint)") }
         do {
             try await daemon.run(until: Interruption.stop) { printError("sotto daemon listening on \($0)") }

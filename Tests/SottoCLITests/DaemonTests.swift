@@ -372,6 +372,39 @@ extension BackgroundSotto {
     }
 }
 
+/// Duty-cycled scanning: the capture device is open one second of every three (the paced test PCM replays
+/// its input at each open, so the frame is heard again in every window), and a lost timeout shorter than the
+/// period is raised so that the find does not flap between windows.
+@Suite(.serialized) struct DaemonScanningTests {
+    @Test func dutyCycledScanningHearsInEachWindowWithoutFlapping() async throws {
+        let rig = try DaemonRig()
+        defer { rig.remove() }
+        try DaemonTests.audioBytes("hi").write(to: rig.audio.faultyInput)
+        let daemon = try await rig.startDaemon(["--scan-listen", "1", "--scan-every", "3"])
+        defer { daemon.process.terminate() }
+        let watch = try BackgroundSotto(["ops", "watch", "--format", "json"], environment: rig.environment)
+        defer { watch.process.terminate() }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try rig.run(["subscribe", "--daemon", "--lost-timeout", "2"]).status == 0)
+        #expect(await watch.line(timeout: 10) { $0.contains(#""event":"found""#) } != nil, "\(watch.output) \(daemon.standardError)")
+        // Three more windows: heard in each (never lost), though 2 s pass between them without a sighting.
+        try await Task.sleep(for: .seconds(9))
+        #expect(!watch.output.contains { $0.contains(#""event":"lost""#) }, "\(watch.output)")
+        #expect(watch.output.filter { $0.contains(#""event":"found""#) }.count == 1)
+        #expect(await daemon.terminate() == 0)
+        // Continuously, the input is read once: the same subscription loses it after its 2 s.
+        let continuous = try await rig.startDaemon()
+        defer { continuous.process.terminate() }
+        let watch2 = try BackgroundSotto(["ops", "watch", "--format", "json"], environment: rig.environment)
+        defer { watch2.process.terminate() }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try rig.run(["subscribe", "--daemon", "--lost-timeout", "2"]).status == 0)
+        #expect(await watch2.line(timeout: 10) { $0.contains(#""event":"lost""#) } != nil, "\(watch2.output)")
+        #expect(await continuous.terminate() == 0)
+        #expect(try rig.run(["daemon", "--scan-listen", "3", "--scan-every", "3"]).status == 64)
+    }
+}
+
 /// The control protocol's decoder and the state file, directly.
 @Suite struct ControlProtocolTests {
     @Test func framesAreSplitBoundedAndVersioned() throws {
