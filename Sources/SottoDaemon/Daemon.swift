@@ -24,8 +24,10 @@ public struct DaemonConfiguration: Sendable {
         /// The embedded core: audio-bytes messages only (up to 10 bytes, in the frame itself).
         case embedded
         /// A `sotto serve` service: `connect` returns a manager linked to it (connected), with the given
-        /// default lost timeout (s); `description` names it in logs.
-        case service(description: String, connect: @Sendable (_ lostTimeout: Double) async throws -> MessageManager)
+        /// default lost timeout (s), that reports its connection changes to the handler it is given;
+        /// `description` names it in logs.
+        case service(description: String,
+                     connect: @Sendable (_ lostTimeout: Double, _ onNotice: @escaping @Sendable (MatcherNotice) -> Void) async throws -> MessageManager)
     }
 
     /// Runtime and state directories.
@@ -512,7 +514,11 @@ public actor Daemon: ControlHandler {
             task = Task {
                 switch matcher {
                 case .embedded: return Engine(manager: MessageManager(appID: "sotto-daemon", broadcasts: false, now: 0))
-                case .service(_, let connect): return Engine(manager: try await connect(10))
+                case .service(_, let connect):
+                    return Engine(manager: try await connect(10) { [weak self] notice in
+                        guard let self else { return }
+                        Task { await self.matcherNotice(notice) }
+                    })
                 }
             }
             engineTask = task
@@ -546,6 +552,15 @@ public actor Daemon: ControlHandler {
             deviceRecovered()
         } catch {
             engine.radio = nil
+        }
+    }
+
+    private func matcherNotice(_ notice: MatcherNotice) {
+        switch notice {
+        case .connected(let resumed): emit(.matcher(status: "connected", detail: resumed ? "session resumed" : nil))
+        case .disconnected(let reason): emit(.matcher(status: "disconnected", detail: reason))
+        case .failed(let error): emit(.matcher(status: "failed", detail: "\(error)"))
+        default: break
         }
     }
 

@@ -125,8 +125,8 @@ struct DaemonCommand: AsyncParsableCommand {
         if server.given {
             _ = try server.link(broadcasts: true)  // checks the address and key now, as a usage error
             let server = self.server
-            matcher = .service(description: server.server.joined(separator: ", ")) { lostTimeout in
-                try await RemoteExchange.manager(link: server.link(broadcasts: true), lostTimeout: lostTimeout)
+            matcher = .service(description: server.server.joined(separator: ", ")) { lostTimeout, onNotice in
+                try await RemoteExchange.manager(link: server.link(broadcasts: true), lostTimeout: lostTimeout, onNotice: onNotice)
             }
         } else {
             matcher = .embedded

@@ -546,9 +546,13 @@ extension BackgroundSotto {
         defer { watch.process.terminate() }
         found = await watch.line(timeout: 40) { $0.contains(#""event":"found""#) }
         #expect(found?.contains(contentHex) == true && found?.contains(#""group":"museum""#) == true, "\(watch.output) \(daemon.standardError)")
-        #expect(await daemon.terminate() == 0, "\(daemon.standardError)")
-        await watch.interrupt()
+        // The service goes away: watchers see the matcher's disconnection, and the daemon keeps running.
         await publisher.interrupt()
         await serve.interrupt()
+        let gone = await watch.line(timeout: 20) { $0.contains(#""notice":"matcher""#) && $0.contains(#""status":"disconnected""#) }
+        #expect(gone != nil, "\(watch.output)")
+        #expect(try rig.operations().count == 1)
+        #expect(await daemon.terminate() == 0, "\(daemon.standardError)")
+        await watch.interrupt()
     }
 }
