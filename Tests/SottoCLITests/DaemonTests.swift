@@ -118,6 +118,27 @@ extension BackgroundSotto {
         #expect(try rig.run(["consent", "maybe"]).status == 64)
     }
 
+    /// On a terminal (util-linux script gives it one), the first subscribe asks once: yes is stored and the
+    /// command goes on; no is stored too, and the next run is refused without asking again.
+    @Test func aTerminalIsAskedOnce() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else { print("skipped: no /usr/bin/script"); return }
+        for answer in ["y", "n"] {
+            let rig = try DaemonRig(consent: nil)
+            defer { rig.remove() }
+            try FilePluginRig.raw([Float](repeating: 0, count: 48_000)).write(to: rig.audio.input)
+            let command = "'\(Sotto.executable.path)' subscribe --device sotto_capture --ttl 1"
+            let first = try Sotto.run(["-qec", command, "/dev/null"], environment: rig.environment, timeout: 30, launcher: "/usr/bin/script",
+                                      input: Data("\(answer)\n".utf8))
+            #expect(first.stdout.contains("Allow it? [y/N]"), "\(first.stdout)")
+            #expect(try rig.run(["consent", "status"]).stdout == (answer == "y" ? "granted\n" : "denied\n"))
+            #expect(first.status == (answer == "y" ? 0 : 2), "\(first.stdout)")
+            let second = try Sotto.run(["-qec", command, "/dev/null"], environment: rig.environment, timeout: 30, launcher: "/usr/bin/script",
+                                       input: Data("y\n".utf8))
+            #expect(!second.stdout.contains("Allow it?"), "asked twice: \(second.stdout)")
+            #expect(second.status == (answer == "y" ? 0 : 2), "\(second.stdout)")
+        }
+    }
+
     @Test func theGateAsksOnlyOnATerminalAndOnlyOnce() {
         #expect(ConsentGate.decide(.granted, interactive: false) == .proceed)
         #expect(ConsentGate.decide(.notAsked, interactive: true) == .ask)
