@@ -487,6 +487,32 @@ extension BackgroundSotto {
     }
 }
 
+extension DaemonTests {
+    /// A device busy when the first operation starts (another program holds it): the operation is accepted
+    /// and waits, the fault is reported, and it runs (and hears) once the device can be opened.
+    @Test func aBusyDeviceIsWaitedFor() async throws {
+        let rig = try DaemonRig()
+        defer { rig.remove() }
+        try Self.audioBytes("hi").write(to: rig.audio.faultyInput)
+        try rig.audio.setRefusal(EBUSY)
+        let daemon = try await rig.startDaemon()
+        defer { daemon.process.terminate() }
+        let watch = try BackgroundSotto(["ops", "watch", "--format", "json"], environment: rig.environment)
+        defer { watch.process.terminate() }
+        try await Task.sleep(for: .milliseconds(300))
+        let subscribe = try rig.run(["subscribe", "--daemon"])
+        #expect(subscribe.status == 0, "\(subscribe.stderr)")
+        let fault = await watch.line(timeout: 10) { $0.contains(#""notice":"device""#) && $0.contains(#""status":"fault""#) }
+        #expect(fault?.contains("busy") == true, "\(watch.output) \(daemon.standardError)")
+        #expect(try rig.operations().first?.status.hasPrefix("waiting: device") == true)
+        try rig.audio.setRefusal(nil)
+        #expect(await watch.line(timeout: 10) { $0.contains(#""status":"running""#) } != nil, "\(watch.output)")
+        #expect(await watch.line(timeout: 10) { $0.contains(#""event":"found""#) && $0.contains(#""text":"hi""#) } != nil, "\(watch.output)")
+        #expect(try rig.operations().first?.status == "running")
+        #expect(await daemon.terminate() == 0)
+    }
+}
+
 /// The daemon with a matcher service, end to end: a persistent subscription in the daemon, a publisher's
 /// token through a simulated room into the daemon's capture PCM, the find on `ops watch` with its group;
 /// then the daemon restarted and the same again without any new command.
