@@ -160,6 +160,8 @@ public final class ControlServer: @unchecked Sendable {
                 return
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            // A client that stops reading is dropped after this, instead of holding its writer (and shutdown).
+            UnixSocket.setSendTimeout(fd, seconds: Self.frameTimeout)
             let uid = UnixSocket.peerUID(fd)
             guard let uid, uid == getuid() else {
                 log("refused a control client of uid \(uid.map(String.init) ?? "unknown"): only uid \(getuid()) may control this daemon")

@@ -39,6 +39,12 @@ enum UnixSocket {
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
+    /// Sets a send time-out (s) on `fd`: a client that stops reading cannot hold a writer for longer.
+    static func setSendTimeout(_ fd: Int32, seconds: Double) {
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
     /// The uid of the process at the other end of a connected Unix socket.
     static func peerUID(_ fd: Int32) -> uid_t? {
         // struct ucred { pid_t pid; uid_t uid; gid_t gid; } (glibc declares it only with _GNU_SOURCE).

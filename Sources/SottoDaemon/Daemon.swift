@@ -277,7 +277,6 @@ public actor Daemon: ControlHandler {
                 guard let op = operations[id], case .waiting = op.phase else { continue }
                 do { try await activate(id) } catch { setWaiting(id, "\(error)") }
             }
-            retryBeacons()
         }
         if !operations.values.contains(where: { $0.spec.kind != .beacon && $0.isLive }) { await teardownEngine() }
     }
@@ -500,9 +499,6 @@ public actor Daemon: ControlHandler {
         if case .expired = event { return }  // the daemon keeps the time (see plan)
         emit(.subscription(event, time: Date().timeIntervalSince(op.started)), op)
     }
-
-    /// Beacons waiting for the playback device are retried with the others (activate); nothing else to do.
-    private func retryBeacons() {}
 
     // MARK: Engine and devices
 

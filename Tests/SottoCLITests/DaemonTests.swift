@@ -69,6 +69,13 @@ extension BackgroundSotto {
         return process.terminationStatus
     }
 
+    /// Waits (at most `timeout` s) until its standard error contains `text` (read as it comes, it may lag).
+    func saidOnStandardError(_ text: String, timeout: Double = 5) async -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while !standardError.contains(text) && Date() < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+        return standardError.contains(text)
+    }
+
     /// Waits (at most `timeout` s) until the process has ended.
     func waitForExit(timeout: Double) async -> Bool {
         let deadline = Date(timeIntervalSinceNow: timeout)
@@ -222,7 +229,7 @@ extension BackgroundSotto {
         while !FileManager.default.fileExists(atPath: rig.paths.socket.path) && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         let reply = try ControlClient(path: rig.paths.socket).call(.list, timeout: 20)
         #expect(reply.operations == [])
-        #expect(listener.standardError.contains("listening on the socket passed by systemd"), "\(listener.standardError)")
+        #expect(await listener.saidOnStandardError("listening on the socket passed by systemd"), "\(listener.standardError)")
         #expect(await listener.terminate() == 0, "\(listener.standardError)")
     }
 
@@ -301,7 +308,7 @@ extension BackgroundSotto {
         let other = try Sotto.run(["--reuid=\(peer.pw_uid)", "--regid=\(peer.pw_gid)", "--clear-groups", Sotto.executable.path, "ops", "list"],
                                   environment: rig.environment, timeout: 20, launcher: "/usr/bin/setpriv")
         #expect(other.status == 2 && other.stderr.contains("another user"), "\(other.status) \(other.stderr)")
-        #expect(daemon.standardError.contains("refused a control client of uid \(peer.pw_uid)"))
+        #expect(await daemon.saidOnStandardError("refused a control client of uid \(peer.pw_uid)"), "\(daemon.standardError)")
         // The owner is still served.
         #expect(try rig.run(["ops", "list"]).status == 0)
         #expect(await daemon.terminate() == 0)
@@ -327,7 +334,7 @@ extension BackgroundSotto {
         #expect(records.map(\.kind) == ["subscribe", "beacon"], "\(records) \(daemon.standardError)")
         #expect(records.first?.id == keptID && records.first?.group == "door" && records.first?.persistent == true)
         #expect(records.first?.remaining.map { $0 < 599 && $0 > 560 } == true, "\(records)")
-        #expect(daemon.standardError.contains("restored 2 persistent operation(s)"), "\(daemon.standardError)")
+        #expect(await daemon.saidOnStandardError("restored 2 persistent operation(s)"), "\(daemon.standardError)")
         #expect(await daemon.terminate() == 0)
 
         // A clean stop keeps them too.
@@ -342,7 +349,7 @@ extension BackgroundSotto {
         try text.prefix(text.count / 2).write(to: file)
         daemon = try await rig.startDaemon()
         #expect(try rig.operations().isEmpty)
-        #expect(daemon.standardError.contains("truncated or corrupt") && daemon.standardError.contains("kept as"), "\(daemon.standardError)")
+        #expect(await daemon.saidOnStandardError("truncated or corrupt") && daemon.standardError.contains("kept as"), "\(daemon.standardError)")
         let aside = try FileManager.default.contentsOfDirectory(atPath: rig.paths.state.path).filter { $0.hasPrefix("operations.json.corrupt-") }
         #expect(aside.count == 1)
         #expect(try Data(contentsOf: rig.paths.state.appendingPathComponent(aside[0])) == text.prefix(text.count / 2))
