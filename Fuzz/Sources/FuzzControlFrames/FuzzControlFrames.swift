@@ -35,3 +35,10 @@ private func check(_ payload: [UInt8]) {
     if case .start(let spec) = request { precondition((try? spec.validate()) != nil, "an invalid operation was accepted") }
     precondition((try? ControlRequest(payload: Array(request.payload))) == request, "a request does not survive encoding")
 }
+
+/// The executable's entry point (SwiftPM's name for it): libFuzzer's driver with this target's input function.
+@_cdecl("FuzzControlFrames_main")
+public func fuzzControlFramesMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc, argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv, { data, size in fuzzControlFrames(data, size) })
+}
