@@ -243,11 +243,14 @@ public actor Daemon: ControlHandler {
         while !stop.isSet {
             try? await Task.sleep(for: .milliseconds(100))
             await scheduleScan()
-            if Date() >= nextTick {
-                await tick()
+            // On a task of its own: a tick that waits for the matcher must not keep SIGTERM waiting.
+            if Date() >= nextTick && !ticking {
+                ticking = true
+                Task { await self.tick(); await self.ticked() }
                 nextTick = Date(timeIntervalSinceNow: 1)
             }
         }
+        stopping = true
         server.stop()
         for watcher in watchers.values { watcher.end() }
         watchers = [:]
@@ -257,8 +260,14 @@ public actor Daemon: ControlHandler {
         withExtendedLifetime(lock) {}
     }
 
+    private var ticking = false
+    /// Set once the daemon is shutting down: nothing starts any more.
+    private var stopping = false
+    private func ticked() { ticking = false }
+
     /// Once a second: consent changes, expiries, device and matcher recovery.
     private func tick() async {
+        guard !stopping else { return }
         await checkConsent()
         let now = Date()
         for id in order {
@@ -525,6 +534,10 @@ public actor Daemon: ControlHandler {
             throw DaemonError("matcher: \(error)")
         }
         if let engine { return engine }
+        guard !stopping else {
+            await made.manager.close(now: made.now)
+            throw DaemonError("the daemon is stopping")
+        }
         engine = made
         startRadio(made)
         return made
