@@ -240,8 +240,11 @@ public actor Daemon: ControlHandler {
         server.start()
         onReady(place)
         var nextTick = Date()
+        // Duty-cycled scanning switches the microphone on time (100 ms); otherwise the loop only watches for
+        // the stop flag and the next tick (250 ms: less wake-ups for an idle daemon).
+        let poll: Duration = configuration.scanning == .continuous ? .milliseconds(250) : .milliseconds(100)
         while !stop.isSet {
-            try? await Task.sleep(for: .milliseconds(100))
+            try? await Task.sleep(for: poll)
             await scheduleScan()
             // On a task of its own: a tick that waits for the matcher must not keep SIGTERM waiting.
             if Date() >= nextTick && !ticking {
