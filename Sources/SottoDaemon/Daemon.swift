@@ -257,10 +257,23 @@ public actor Daemon: ControlHandler {
         server.stop()
         for watcher in watchers.values { watcher.end() }
         watchers = [:]
-        for id in order { if let op = operations[id] { await stopHandles(op) } }
-        await teardownEngine()
+        // Bounded: a matcher or device that does not answer cannot keep the daemon from ending (what must
+        // survive is already saved).
+        let stopped = StopFlag()
+        Task { await self.stopEverything(); stopped.set() }
+        let deadline = Date(timeIntervalSinceNow: Self.stopTimeout)
+        while !stopped.isSet && Date() < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if !stopped.isSet { log("warning: the devices or the matcher did not close within \(Int(Self.stopTimeout)) s; stopping anyway") }
         for continuation in streams.values { continuation.finish() }
         withExtendedLifetime(lock) {}
+    }
+
+    /// How long a stop waits for operations, devices and the matcher to close (s).
+    public static let stopTimeout = 5.0
+
+    private func stopEverything() async {
+        for id in order { if let op = operations[id] { await stopHandles(op) } }
+        await teardownEngine()
     }
 
     private var ticking = false
