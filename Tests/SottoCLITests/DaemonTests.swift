@@ -293,6 +293,10 @@ extension BackgroundSotto {
             print("skipped: making a second user and switching to it needs root")
             return
         }
+        guard ["/usr/sbin/useradd", "/usr/bin/setpriv"].allSatisfy(FileManager.default.isExecutableFile(atPath:)) else {
+            print("skipped: useradd and setpriv (passwd, util-linux) are needed to act as a second user")
+            return
+        }
         let user = "sottopeer"
         if getpwnam(user) == nil {
             let add = try Sotto.run(["-r", "-M", "-s", "/usr/sbin/nologin", user], launcher: "/usr/sbin/useradd")
