@@ -29,6 +29,7 @@ let package = Package(
         .library(name: "SottoExchangeService", targets: ["SottoExchangeService"]),
         .library(name: "SottoTools", targets: ["SottoTools"]),
         .library(name: "SottoNotify", targets: ["SottoNotify"]),
+        .library(name: "SottoDaemon", targets: ["SottoDaemon"]),
         .executable(name: "sotto", targets: ["sotto"]),
         // Test fixture, not for use: an ALSA I/O plugin that can be unplugged and suspended on demand, so the
         // live tests drive device failures through real libasound (ALSA dlopens it by this file name).
@@ -107,6 +108,11 @@ let package = Package(
                 dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange", "SottoExchangeRadio",
                                "SottoSupport"],
                 swiftSettings: strict),
+        // The per-user daemon (`sotto daemon`): the control socket and its protocol, the operations it runs on
+        // the shared devices, consent, persistence. Matcher services plug in as a closure (no network here).
+        .target(name: "SottoDaemon",
+                dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoTools", "SottoLive", "SottoAudio", "SottoModem", "SottoSupport"],
+                swiftSettings: strict),
         // Nearby-style publish/subscribe: messages, the pure matcher core, the manager an app talks to.
         // No audio, no network: the embedded core and the remote client plug in behind one protocol.
         .target(name: "SottoExchange",
@@ -180,7 +186,7 @@ let package = Package(
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                               .product(name: "Logging", package: "swift-log"), "SottoTools"],
+                               .product(name: "Logging", package: "swift-log"), "SottoTools", "SottoDaemon"],
                 swiftSettings: strict),
 
         .testTarget(name: "SottoDSPTests",
@@ -219,7 +225,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoCLITests",
                     dependencies: ["sotto", "SottoTools", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
-                                   "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport",
+                                   "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport", "SottoDaemon",
                                    .product(name: "NIOCore", package: "swift-nio"),
                                    .product(name: "NIOPosix", package: "swift-nio")],
                     swiftSettings: strict),

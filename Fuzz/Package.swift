@@ -22,6 +22,8 @@ let package = Package(
         // Client and server frames of the exchange protocol through the service's validating conversions.
         .executableTarget(name: "FuzzClientFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoExchangeWire", package: "sotto"),
                                                                     .product(name: "SottoExchange", package: "sotto")]),
+        // The daemon's control socket: a byte stream split into frames and decoded into requests.
+        .executableTarget(name: "FuzzControlFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoDaemon", package: "sotto")]),
         // Matcher snapshots as a node reads them from the shared database (whole, or a busy core's state overwritten).
         .executableTarget(name: "FuzzMatcherSnapshot", dependencies: ["CFuzzerDriver", .product(name: "SottoExchange", package: "sotto")]),
         // The command line's hex, text and number parsers (Sources/sotto/Arguments.swift, linked here).

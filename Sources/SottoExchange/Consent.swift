@@ -26,6 +26,14 @@ public final class Consent: @unchecked Sendable {
         lock.withLock { (try? String(contentsOf: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == "granted" }
     }
 
+    /// The user's answer as stored: granted, denied, or not asked yet (no file).
+    public var state: ConsentState {
+        lock.withLock {
+            guard let text = try? String(contentsOf: file, encoding: .utf8) else { return .notAsked }
+            return text.trimmingCharacters(in: .whitespacesAndNewlines) == "granted" ? .granted : .denied
+        }
+    }
+
     /// Records the user's choice and calls the change handlers when it changed.
     public func set(granted: Bool) throws {
         let changed = granted != isGranted
@@ -41,4 +49,14 @@ public final class Consent: @unchecked Sendable {
     public func onChange(_ handler: @escaping @Sendable (Bool) -> Void) {
         lock.withLock { handlers.append(handler) }
     }
+}
+
+/// What the user answered to the consent question, as stored by ``Consent``.
+public enum ConsentState: String, Sendable, Hashable, Codable {
+    /// The user allowed broadcasting and scanning.
+    case granted
+    /// The user refused, or revoked an earlier grant.
+    case denied
+    /// The user was never asked (no answer stored).
+    case notAsked = "not-asked"
 }

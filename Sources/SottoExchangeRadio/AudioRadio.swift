@@ -48,6 +48,8 @@ public final class AudioRadio: @unchecked Sendable {
     private let started: Date
     /// Called with capture and playback device problems (on a background thread).
     public var onDeviceError: (@Sendable (AudioDeviceError) -> Void)?
+    /// Called when the capture device works again after a fault (reopened by the listener).
+    public var onDeviceRecovered: (@Sendable () -> Void)?
     /// Called when this device's own token has not been heard for that many transmissions in a row.
     public var onOwnTokenNotHeard: (@Sendable (Int) -> Void)?
 
@@ -84,6 +86,19 @@ public final class AudioRadio: @unchecked Sendable {
 
     /// Opens the devices and starts. Device errors are thrown and also reported to `onDeviceError`.
     public func start() throws(AudioDeviceError) {
+        try startListening()
+        ticker = Task.detached { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(200))
+                guard let self else { return }
+                await self.manager.tick(now: self.now)
+                await self.updateBroadcasts()
+            }
+        }
+    }
+
+    /// Opens the capture device and feeds what it hears to the manager.
+    private func startListening() throws(AudioDeviceError) {
         let manager = self.manager
         let listener: Listener
         // Carrier sense for the sender's rules, on the capture thread (it must not block: one lock, one FFT).
@@ -97,16 +112,18 @@ public final class AudioRadio: @unchecked Sendable {
             Task { await manager.setRadio(.failed) }
             throw mapped
         }
-        lock.withLock { self.listener = listener }
-        pump = Task.detached { [weak self, manager] in
+        let pump = Task.detached { [weak self, manager] in
             // Starting, then whatever the listener reports, in that order (a separate task could land after
             // `.running` and leave an active operation reported as starting).
             await manager.setRadio(.starting)
             for await event in listener.events {
                 guard let self else { return }
                 switch event {
-                case .started, .reopened:
+                case .started:
                     await self.manager.setRadio(.running)
+                case .reopened:
+                    await self.manager.setRadio(.running)
+                    self.onDeviceRecovered?()
                 case .frame(let frame):
                     let (check, accesses) = self.lock.withLock { (self.selfCheck, self.accesses) }
                     check?.heard(frame)
@@ -119,15 +136,28 @@ public final class AudioRadio: @unchecked Sendable {
                 }
             }
         }
-        ticker = Task.detached { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(200))
-                guard let self else { return }
-                await self.manager.tick(now: self.now)
-                await self.updateBroadcasts()
-            }
-        }
+        lock.withLock { self.listener = listener; self.pump = pump }
     }
+
+    /// Closes the capture device until ``resumeListening()`` (a duty-cycled scan); playback goes on and the
+    /// manager keeps its state (messages found stay found until their lost timeout).
+    public func pauseListening() async {
+        let (listener, pump) = lock.withLock { () -> (Listener?, Task<Void, Never>?) in
+            defer { self.listener = nil; self.pump = nil }
+            return (self.listener, self.pump)
+        }
+        listener?.stop()
+        await pump?.value
+    }
+
+    /// Opens the capture device again after ``pauseListening()`` (nothing to do while listening).
+    public func resumeListening() throws(AudioDeviceError) {
+        guard lock.withLock({ listener == nil }) else { return }
+        try startListening()
+    }
+
+    /// Whether the capture device is open (not paused).
+    public var isListening: Bool { lock.withLock { listener != nil } }
 
     /// Restarts the broadcasters when the manager's transmit plan changed (new publication, rotated token).
     private func updateBroadcasts() async {
@@ -184,7 +214,7 @@ public final class AudioRadio: @unchecked Sendable {
     /// Stops listening and broadcasting, and ends the manager's session (every found message is lost).
     public func stop() async {
         ticker?.cancel()
-        let (listener, broadcasters) = lock.withLock { (self.listener, self.broadcasters) }
+        let (listener, broadcasters, pump) = lock.withLock { (self.listener, self.broadcasters, self.pump) }
         for broadcaster in broadcasters { broadcaster.stop() }
         listener?.stop()
         await pump?.value

@@ -13,7 +13,8 @@ public enum JSONLines {
     /// Every record type, by its `record` name.
     public static var recordTypes: [String: any JSONRecord.Type] {
         let types: [any JSONRecord.Type] = [FrameRecord.self, EventRecord.self, ProfileRecord.self, DeviceRecord.self,
-                                            FixtureGroupRecord.self, FixtureProblemRecord.self, SweepRowRecord.self]
+                                            FixtureGroupRecord.self, FixtureProblemRecord.self, SweepRowRecord.self,
+                                            OperationRecord.self, NoticeRecord.self]
         return Dictionary(uniqueKeysWithValues: types.map { ($0.recordType, $0) })
     }
 
@@ -114,6 +115,10 @@ public struct EventRecord: JSONRecord {
     /// Received SNR (dB) and level (dBFS), for signal events.
     public var snr: Double?
     public var level: Double?
+    /// The daemon's operation it belongs to (`sotto ops watch`).
+    public var operation: String?
+    /// Its notification group key (`sotto ops watch`).
+    public var group: String?
 
     public init(_ event: SubscriptionEvent, at time: Double) {
         self.time = JSONLines.rounded(time, 3)
@@ -283,5 +288,66 @@ public struct SweepRowRecord: JSONRecord {
         self.sweep = sweep
         self.caption = caption
         self.cells = cells
+    }
+}
+
+/// An operation of the daemon (`sotto ops list`, and the reply to `publish|subscribe|beacon --daemon`).
+public struct OperationRecord: JSONRecord, Equatable {
+    public static let recordType = "operation"
+    public var schema = JSONLines.schemaVersion
+    public var record = OperationRecord.recordType
+    /// Its id (12 hex digits).
+    public var id: String
+    /// publish, subscribe or beacon.
+    public var kind: String
+    /// running, waiting (for the device or the matcher), paused (no consent) or ended.
+    public var status: String
+    /// Seconds left to run (absent: until cancelled).
+    public var remaining: Double?
+    /// Whether it survives a restart of the daemon.
+    public var persistent: Bool
+    /// Its notification group key.
+    public var group: String
+    /// What it publishes, subscribes to or broadcasts, in words.
+    public var summary: String
+
+    public init(id: String, kind: String, status: String, remaining: Double?, persistent: Bool, group: String, summary: String) {
+        self.id = id
+        self.kind = kind
+        self.status = status
+        self.remaining = remaining.map { JSONLines.rounded($0, 1) }
+        self.persistent = persistent
+        self.group = group
+        self.summary = summary
+    }
+}
+
+/// A status change the daemon reports (`sotto ops watch`): consent granted or revoked, a device fault or
+/// its recovery, an operation started, ended or expired, a matcher connection change.
+public struct NoticeRecord: JSONRecord, Equatable {
+    public static let recordType = "notice"
+    public var schema = JSONLines.schemaVersion
+    public var record = NoticeRecord.recordType
+    /// When it happened (s since the Unix epoch, 3 decimals).
+    public var time: Double
+    /// permission, device, operation or matcher.
+    public var notice: String
+    /// The new state: granted/revoked (permission); fault/running (device); started/ended/expired
+    /// (operation); connected/disconnected (matcher).
+    public var status: String
+    /// The operation concerned (operation notices).
+    public var operation: String?
+    /// Its notification group key (operation notices).
+    public var group: String?
+    /// Details in words (the device error, why an operation ended).
+    public var detail: String?
+
+    public init(time: Double, notice: String, status: String, operation: String? = nil, group: String? = nil, detail: String? = nil) {
+        self.time = JSONLines.rounded(time, 3)
+        self.notice = notice
+        self.status = status
+        self.operation = operation
+        self.group = group
+        self.detail = detail
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SottoAudio
+import SottoDaemon
 import SottoExchange
 import SottoLive
 import SottoModem
@@ -84,9 +85,12 @@ struct Publish: AsyncParsableCommand {
     @OptionGroup var server: ServerOptions
     @OptionGroup var target: TransmitTarget
     @OptionGroup var devices: RadioDevices
+    @OptionGroup(title: "Background") var daemon: DaemonOptions
 
     func validate() throws {
         guard DiscoveryModeArgument.parse(mode) != nil else { throw ValidationError("--mode must be broadcast, scan or both") }
+        try daemon.check(server: server.given, out: target.out != nil || target.device != "default")
+        if daemon.daemon { return }
         try NumericOption.ttl.check(ttl)
         if [text, hex, file].filter({ $0 == "-" }).count > 1 { throw ValidationError("only one of --text, --hex and --file can be read from standard input") }
         if file != nil && (text != nil || hex != nil) { throw ValidationError("give the content with one of --text, --hex or --file") }
@@ -99,15 +103,18 @@ struct Publish: AsyncParsableCommand {
     func run() async throws {
         let discovery = DiscoveryModeArgument.parse(mode)!
         let text = try StandardInput.resolve(self.text, asHex: false), hex = try StandardInput.resolve(self.hex, asHex: true)
+        if daemon.daemon {
+            try ConsentCheck.require(mayAsk: true)
+            let content = try file.map(Self.read) ?? TokenInput.bytes(hex: hex, text: text)
+            try DaemonHandoff.start(OperationSpec(kind: .publish, namespace: namespace, type: type, content: OperationSpec.hex(content), mode: mode,
+                                                  ttl: ttl, persistent: daemon.persistent, group: daemon.group), json: false)
+            return
+        }
+        if target.out == nil { try ConsentCheck.require(mayAsk: true) }
         if server.given {
             let content: [UInt8]
             if let file {
-                if file == "-" {
-                    content = Array(FileHandle.standardInput.readDataToEndOfFile())
-                } else {
-                    guard let data = FileManager.default.contents(atPath: file) else { throw CommandError("cannot read \(file)") }
-                    content = Array(data)
-                }
+                content = try Self.read(file)
             } else {
                 content = try TokenInput.bytes(hex: hex, text: text)
             }
@@ -133,6 +140,13 @@ struct Publish: AsyncParsableCommand {
 }
 
 extension Publish {
+    /// The bytes of a --file (- for standard input).
+    static func read(_ file: String) throws -> [UInt8] {
+        if file == "-" { return Array(FileHandle.standardInput.readDataToEndOfFile()) }
+        guard let data = FileManager.default.contents(atPath: file) else { throw CommandError("cannot read \(file)") }
+        return Array(data)
+    }
+
     /// Keeps the message published on the matcher for its TTL (or until Ctrl-C), playing the session's token
     /// on the device, or writing what would be played to --out.
     func publishThroughServer(_ message: Message, strategy: Strategy) async throws {
@@ -186,6 +200,8 @@ struct Beacon: ParsableCommand {
     @Option(parsing: .unconditional, help: "Rotating beacon: seconds between ID changes (checked against the key file's).") var rotateEvery: Double?
     @Option(parsing: .unconditional, help: "Rotating beacon: its clock at the start, in Unix time (s; default: now), e.g. for a recording played later.") var clock: Double?
     @OptionGroup var target: TransmitTarget
+    @Flag(help: "Hand the beacon to the running daemon (sotto daemon) and return its operation id at once.") var daemon = false
+    @Flag(help: "With --daemon: keep the beacon across restarts of the daemon.") var persistent = false
 
     func validate() throws {
         if let id {
@@ -200,9 +216,20 @@ struct Beacon: ParsableCommand {
             throw ValidationError("a rotating beacon needs its key: --key-file (from `sotto admin beacon register --rotating`)")
         }
         if let clock, !(clock.isFinite && clock >= 0 && clock < 1e11) { throw ValidationError("--clock must be a Unix time in seconds") }
+        if persistent && !daemon { throw ValidationError("--persistent keeps an operation of the daemon: give --daemon") }
+        if daemon && (keyFile != nil || rotateEvery != nil || target.out != nil) {
+            throw ValidationError("--daemon runs a fixed beacon on the daemon's device: not with --key-file, --rotate-every or --out")
+        }
+    }
+
+    func startInDaemon(_ bytes: [UInt8]) throws {
+        try ConsentCheck.require(mayAsk: false)
+        try DaemonHandoff.start(OperationSpec(kind: .beacon, content: OperationSpec.hex(bytes), ttl: Int(duration.rounded(.up)), persistent: persistent),
+                                json: false)
     }
 
     func run() throws {
+        if target.out == nil && !daemon { try ConsentCheck.require(mayAsk: false) }
         if let keyFile {
             let provisioning: BeaconProvisioning
             do { provisioning = try BeaconKeyFile.read(keyFile) } catch { throw CommandError(error.description) }
@@ -218,6 +245,7 @@ struct Beacon: ParsableCommand {
                             what: "rotating beacon \(bytes.hex)")
         } else if let id {
             let bytes = try TokenInput.bytes(hex: id, text: nil)
+            if daemon { try startInDaemon(bytes); return }
             try target.send(frame: Payload.beacon(bytes).frameBytes, duration: duration, what: "beacon \(bytes.hex)")
         }
     }
@@ -248,9 +276,18 @@ struct Subscribe: AsyncParsableCommand {
     @OptionGroup(title: "Raw input") var raw: RawInputOptions
     @OptionGroup var server: ServerOptions
     @OptionGroup var devices: RadioDevices
+    @OptionGroup(title: "Background") var daemon: DaemonOptions
 
     func validate() throws {
         try format.refuseHex("subscribe")
+        try daemon.check(server: server.given, out: input != nil || device != "default")
+        if daemon.daemon {
+            try NumericOption.ttl.check(ttl)
+            try NumericOption("--lost-timeout", 1...600, unit: "s").check(lostTimeout)
+            guard DiscoveryModeArgument.parse(mode) != nil else { throw ValidationError("--mode must be broadcast, scan or both") }
+            if (namespace == nil) != (type == nil) { throw ValidationError("--namespace and --type go together") }
+            return
+        }
         try NumericOption.ttl.check(ttl)
         try NumericOption("--lost-timeout", 1...600, unit: "s").check(lostTimeout)
         guard DiscoveryModeArgument.parse(mode) != nil else { throw ValidationError("--mode must be broadcast, scan or both") }
@@ -268,6 +305,13 @@ struct Subscribe: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if daemon.daemon {
+            try ConsentCheck.require(mayAsk: true)
+            try DaemonHandoff.start(OperationSpec(kind: .subscribe, namespace: namespace, type: type, mode: mode, ttl: ttl, lostTimeout: lostTimeout,
+                                           beacons: beacons, persistent: daemon.persistent, group: daemon.group), json: format.format == .json)
+            return
+        }
+        if input == nil { try ConsentCheck.require(mayAsk: true) }
         let discovery = DiscoveryModeArgument.parse(mode)!
         let strategy: Strategy
         do { strategy = try Strategy(discoveryMode: discovery, ttl: ttl.map { .seconds($0) } ?? .infinite) } catch { throw CommandError(error.description) }

@@ -33,6 +33,7 @@ struct Listen: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try ConsentCheck.require(mayAsk: false)
         let profiles = receiver.profile.profiles
         let minimum = profiles.map(\.minimumSampleRate).min() ?? 8_000
         try Self.checkOutput(record)

@@ -73,8 +73,10 @@ enum Interruption {
 /// Exchange sessions through a matcher service, for `publish` and `subscribe` with `--server`.
 enum RemoteExchange {
     /// Connects a manager to the service; connection changes go to stderr.
-    static func manager(link: RemoteMatcher, lostTimeout: Double = 10) async throws -> MessageManager {
+    static func manager(link: RemoteMatcher, lostTimeout: Double = 10,
+                        onNotice: @escaping @Sendable (MatcherNotice) -> Void = { _ in }) async throws -> MessageManager {
         let manager = MessageManager(link: link, appID: "sotto-cli", lostTimeout: lostTimeout) { notice in
+            onNotice(notice)
             switch notice {
             case .disconnected(let reason): printError("matcher: disconnected (\(reason)); reconnecting")
             case .connected(let resumed): printError("matcher: connected\(resumed ? " (session resumed)" : "")")

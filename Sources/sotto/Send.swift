@@ -90,6 +90,7 @@ struct Send: ParsableCommand {
         try check(bytes)
         let modulator = try makeModulator()
         guard let out else {
+            try ConsentCheck.require(mayAsk: false)
             try play(bytes)
             return
         }

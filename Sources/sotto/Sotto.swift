@@ -17,7 +17,7 @@ struct Sotto: AsyncParsableCommand {
             \(ExitStatus.table)
             """,
         version: SottoVersion.current,
-        subcommands: [Send.self, Decode.self, Listen.self, Devices.self, Publish.self, Subscribe.self, Beacon.self, Serve.self, Admin.self, Load.self, Profiles.self, Simulate.self, Bench.self, Tune.self, MakeFixtures.self])
+        subcommands: [Send.self, Decode.self, Listen.self, Devices.self, Publish.self, Subscribe.self, Beacon.self, Serve.self, Admin.self, DaemonCommand.self, Ops.self, ConsentCommand.self, Load.self, Profiles.self, Simulate.self, Bench.self, Tune.self, MakeFixtures.self])
 
     /// Parses, runs, and reports a failure with the exit status of ``ExitStatus``: a usage error (also one
     /// found while running) with the usage of the subcommand that was run, not the top level's.

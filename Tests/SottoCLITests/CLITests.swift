@@ -7,6 +7,7 @@ import Testing
 /// Runs the built `sotto` executable (next to the test bundle) and captures its output.
 struct Sotto {
     static let executable: URL = {
+        grantConsentForTests()
         var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         // swift-testing may run from inside the .xctest bundle directory.
         while !FileManager.default.isExecutableFile(atPath: directory.appendingPathComponent("sotto").path),
@@ -15,6 +16,16 @@ struct Sotto {
         }
         return directory.appendingPathComponent("sotto")
     }()
+
+    /// Every `sotto` the tests run plays and listens with consent granted in a private configuration
+    /// directory (XDG_CONFIG_HOME, set once for this process and inherited by each child): the user's own
+    /// consent is never read or changed. The consent tests give each command an XDG_CONFIG_HOME of their own.
+    private static func grantConsentForTests() {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sotto-tests-config-\(getpid())")
+        try? FileManager.default.createDirectory(at: directory.appendingPathComponent("sotto"), withIntermediateDirectories: true)
+        try? Data("granted\n".utf8).write(to: directory.appendingPathComponent("sotto/consent"))
+        setenv("XDG_CONFIG_HOME", directory.path, 1)
+    }
 
     struct Result {
         var status: Int32

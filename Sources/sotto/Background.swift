@@ -1,0 +1,215 @@
+import ArgumentParser
+import Foundation
+import SottoAudio
+import SottoDaemon
+import SottoExchange
+import SottoSupport
+import SottoTools
+
+/// `--daemon`, `--persistent`, `--group KEY` of publish and subscribe.
+struct DaemonOptions: ParsableArguments {
+    @Flag(help: "Hand the operation to the running daemon (sotto daemon) and return its id at once.") var daemon = false
+    @Flag(help: "With --daemon: keep the operation across restarts of the daemon (for its remaining TTL).") var persistent = false
+    @Option(help: "With --daemon: the notification group key (default: one group per operation).") var group: String?
+
+    /// Refuses the options that do not go with --daemon, and --persistent/--group without it.
+    func check(server: Bool, out: Bool) throws {
+        if !daemon {
+            if persistent || group != nil { throw ValidationError("--persistent and --group are options of the daemon's operations: give --daemon") }
+            return
+        }
+        if server { throw ValidationError("--daemon uses the daemon's matcher: give --server to 'sotto daemon', not here") }
+        if out { throw ValidationError("--daemon uses the daemon's devices: not with --device, --out or --input") }
+        if let group, group.isEmpty || group.utf8.count > 200 { throw ValidationError("--group must be 1-200 bytes") }
+    }
+}
+
+/// Handing operations to the daemon and printing its answer.
+enum DaemonHandoff {
+    static func client() throws -> ControlClient {
+        do { return try ControlClient(path: DaemonPaths().socket) } catch { throw CommandError(error.description) }
+    }
+
+    /// Starts `spec` in the daemon; prints its id (text) or its record (JSON) on standard output.
+    static func start(_ spec: OperationSpec, json: Bool) throws {
+        let reply: ControlReply
+        do { reply = try client().call(.start(spec)) } catch { throw CommandError("daemon: \(error)") }
+        guard let record = reply.operation else { throw CommandError("daemon: unexpected reply \(reply.reply)") }
+        if json { Output.record(record); return }
+        Output.line(record.id)
+        printError("the daemon runs \(record.kind) \(record.id) (\(record.summary))\(record.persistent ? ", persistent" : "")")
+    }
+}
+
+/// Consent, enforced before anything is played or heard.
+enum ConsentCheck {
+    /// Goes on with consent; asks once on a terminal when `mayAsk` and never asked; else fails with the hint.
+    static func require(mayAsk: Bool) throws {
+        let consent = Consent()
+        switch ConsentGate.decide(consent.state, interactive: mayAsk && isatty(0) != 0 && isatty(2) != 0) {
+        case .proceed: return
+        case .refuse(let message): throw CommandError(message)
+        case .ask:
+            FileHandle.standardError.write(Data(ConsentGate.question.utf8))
+            let yes = ConsentGate.isYes(readLine())
+            do { try consent.set(granted: yes) } catch { throw CommandError("cannot store the answer in \(consent.file.path): \(error.localizedDescription)") }
+            guard yes else { throw CommandError("consent refused: nothing was broadcast or scanned. \(ConsentGate.hint)") }
+        }
+    }
+}
+
+/// `sotto consent status|grant|revoke`.
+struct ConsentCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "consent",
+        abstract: "Show, grant or revoke the user's consent to play and listen for nearby tokens.",
+        discussion: """
+        Without consent, no command plays or listens on a device (send, listen, publish, subscribe, beacon, the \
+        daemon). The answer is stored in $XDG_CONFIG_HOME/sotto/consent (else ~/.config/sotto/consent). Revoking \
+        stops every operation of a running daemon at once; its clients see a permission notice.
+        """)
+
+    enum Action: String, ExpressibleByArgument, CaseIterable { case status, grant, revoke }
+    @Argument(help: "status, grant or revoke.") var action: Action = .status
+
+    func run() throws {
+        let consent = Consent()
+        switch action {
+        case .status:
+            Output.line(consent.state.rawValue)
+        case .grant, .revoke:
+            let granted = action == .grant
+            do { try consent.set(granted: granted) } catch { throw CommandError("cannot store consent in \(consent.file.path): \(error.localizedDescription)") }
+            // A running daemon acts on it at once (it also notices the file within a second on its own).
+            let told = (try? ControlClient(path: DaemonPaths().socket).call(.consentChanged, timeout: 5)) != nil
+            printError("consent \(granted ? "granted" : "revoked")\(told ? "; the daemon was told" : "")")
+        }
+    }
+}
+
+/// `sotto daemon`: the per-user background service.
+struct DaemonCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "daemon",
+        abstract: "Run the per-user daemon that keeps publications and subscriptions in the background.",
+        discussion: """
+        One per user. It owns the sound card (one capture and one playback path shared by every operation) and \
+        the matcher (audio bytes, or --server), and runs what 'publish|subscribe|beacon --daemon' hand it; \
+        'sotto ops' lists, cancels and watches them. Control: $XDG_RUNTIME_DIR/sotto/control.sock (mode 0600, \
+        same user only). Persistent operations: $XDG_STATE_HOME/sotto/operations.json, restored at start with \
+        their remaining TTL. Device faults are reported and operations resume when the device is back. Stops \
+        cleanly on SIGINT or SIGTERM. Under systemd: systemctl --user enable --now sotto.
+        """)
+
+    @Option(help: "ALSA PCM to listen and play on.") var device: String = "default"
+    @OptionGroup var devices: RadioDevices
+    @Option(parsing: .unconditional, help: "Seconds from one broadcast frame to the next.") var interval: Double = 1.5
+    @Option(parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter).") var jitter: Double = 1.0
+    @Option(parsing: .unconditional, help: "Seconds between attempts to reopen a failed device or reach the matcher.") var retryInterval: Double = 1
+    @Option(parsing: .unconditional, help: "Duty-cycled scanning: listen this many seconds of every --scan-every (default: listen all the time).") var scanListen: Double?
+    @Option(parsing: .unconditional, help: "Duty-cycled scanning: the period (s) of --scan-listen.") var scanEvery: Double?
+    @OptionGroup var server: ServerOptions
+
+    func validate() throws {
+        try NumericOption("--interval", 0.1...3600, unit: "s").check(interval)
+        try NumericOption("--scan-listen", 1...3600, unit: "s").check(scanListen)
+        try NumericOption("--scan-every", 2...3600, unit: "s").check(scanEvery)
+        if (scanListen == nil) != (scanEvery == nil) { throw ValidationError("--scan-listen and --scan-every go together") }
+        if let scanListen, let scanEvery, scanListen >= scanEvery { throw ValidationError("--scan-listen must be shorter than --scan-every") }
+        try NumericOption("--jitter", 0...interval, unit: "s (at most --interval)").check(jitter)
+        try NumericOption("--retry-interval", 0.05...60, unit: "s").check(retryInterval)
+    }
+
+    func run() async throws {
+        let matcher: DaemonConfiguration.Matcher
+        if server.given {
+            _ = try server.link(broadcasts: true)  // checks the address and key now, as a usage error
+            let server = self.server
+            matcher = .service(description: server.server.joined(separator: ", ")) { lostTimeout, onNotice in
+                try await RemoteExchange.manager(link: server.link(broadcasts: true), lostTimeout: lostTimeout, onNotice: onNotice)
+            }
+        } else {
+            matcher = .embedded
+        }
+        let configuration = DaemonConfiguration(capture: PCMConfiguration(device: devices.captureDevice ?? device),
+                                                playback: PCMConfiguration(device: devices.playbackDevice ?? device),
+                                                interval: interval, jitter: jitter, matcher: matcher, retryInterval: retryInterval)
+        var configured = configuration
+        if let scanListen, let scanEvery { configured.scanning = .dutyCycled(listen: scanListen, period: scanEvery) }
+        let daemon = Daemon(configuration: configured) { printError($0) }
+        if configuration.consent.state != .granted { printError("warning: consent is not granted: nothing runs until it is. \(ConsentGate.hint)") }
+        do {
+            try await daemon.run(until: Interruption.stop) { printError("sotto daemon listening on \($0)") }
+        } catch { throw CommandError(error.description) }
+        printError("sotto daemon stopped")
+    }
+}
+
+/// `sotto ops list|cancel ID|watch [ID]`.
+struct Ops: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ops", abstract: "List, cancel and watch the daemon's operations.",
+        subcommands: [OpsList.self, OpsCancel.self, OpsWatch.self], defaultSubcommand: OpsList.self)
+}
+
+struct OpsList: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the daemon's operations.")
+    @OptionGroup var format: FormatOption
+    func validate() throws { try format.refuseHex("ops list") }
+
+    func run() throws {
+        let reply: ControlReply
+        do { reply = try DaemonHandoff.client().call(.list) } catch { throw CommandError("daemon: \(error)") }
+        for record in reply.operations ?? [] {
+            if format.format == .json { Output.record(record); continue }
+            let left = record.remaining.map { "\(Int($0.rounded())) s left" } ?? "no end"
+            Output.line("\(record.id)  \(record.kind)  \(record.status)  \(left)\(record.persistent ? "  persistent" : "")  group \(record.group)  \(record.summary)")
+        }
+    }
+}
+
+struct OpsCancel: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "cancel", abstract: "End one of the daemon's operations.")
+    @Argument(help: "The operation's id (from ops list).") var id: String
+    func validate() throws { if !OperationID.isValid(id) { throw ValidationError("'\(id)' is not an operation id (12 hex digits)") } }
+
+    func run() throws {
+        do { _ = try DaemonHandoff.client().call(.cancel(id)) } catch { throw CommandError("daemon: \(error)") }
+        printError("cancelled \(id)")
+    }
+}
+
+struct OpsWatch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch", abstract: "Print the daemon's events (of one operation, or all) as they happen, until Ctrl-C.")
+    @Argument(help: "Only this operation's events (and the daemon's own notices).") var id: String?
+    @OptionGroup var format: FormatOption
+    func validate() throws {
+        try format.refuseHex("ops watch")
+        if let id, !OperationID.isValid(id) { throw ValidationError("'\(id)' is not an operation id (12 hex digits)") }
+    }
+
+    func run() throws {
+        let client = try DaemonHandoff.client()
+        do { _ = try client.call(.watch(id)) } catch { throw CommandError("daemon: \(error)") }
+        let stop = Interruption.stop
+        while !stop.isSet {
+            let reply: ControlReply
+            do { reply = try client.receive(timeout: 0.5) } catch {
+                if error.description.hasPrefix("the daemon did not answer") { continue }
+                if stop.isSet { break }
+                throw CommandError("daemon: \(error)")
+            }
+            if let event = reply.event {
+                if format.format == .json { Output.record(event); continue }
+                var line = "\(event.operation ?? "-")  \(event.event)"
+                if let namespace = event.namespace, let type = event.type { line += "  \(namespace)/\(type)" }
+                if let text = event.text { line += "  \"\(text)\"" } else if let content = event.content { line += "  \(content)" }
+                Output.line(line)
+            } else if let notice = reply.notice {
+                if format.format == .json { Output.record(notice); continue }
+                Output.line("\(notice.operation ?? "-")  \(notice.notice) \(notice.status)\(notice.detail.map { ": \($0)" } ?? "")")
+            }
+        }
+    }
+}
