@@ -137,7 +137,7 @@ let package = Package(
                 swiftSettings: strict),
         // The matcher as a network service: gRPC sessions, projects and keys, limits, metrics; stores.
         .target(name: "SottoExchangeService",
-                dependencies: ["SottoExchange", "SottoExchangeWire",
+                dependencies: ["SottoExchange", "SottoExchangeWire", "SottoSupport",
                                .product(name: "GRPCCore", package: "grpc-swift-2"),
                                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                                .product(name: "NIOCore", package: "swift-nio"),
@@ -203,7 +203,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio"], swiftSettings: strict),
         .testTarget(name: "SottoExchangeTests",
-                    dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoModem", "SottoAudio", "SottoLive",
+                    dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoModem", "SottoAudio", "SottoLive", "SottoSupport",
                                    .product(name: "HeapModule", package: "swift-collections")],
                     swiftSettings: strict),
         // Test harnesses shared by test targets (a real PostgreSQL server in a temporary directory).

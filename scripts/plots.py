@@ -138,5 +138,39 @@ def snr_by_distance(output: str, trials: str = "12") -> None:
     figure.savefig(output, dpi=90)
 
 
+def crowd(records: str, output: str) -> None:
+    """Share of ordered pairs heard within 10 s and the median first hearing against the number of devices, per
+    sender's rules, from the JSON Lines of `sotto bench sweep crowd --format json`."""
+    import json
+
+    rows = [json.loads(line) for line in open(records) if line.strip()]
+    rows = [r["cells"] for r in rows if r.get("record") == "sweepRow" and r.get("sweep") == "crowd"]
+    if not rows:
+        raise SystemExit(f"{records}: no rows of the crowd sweep")
+    figure, (heard, latency) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    labels = {"fixed": "before: every 1 s + 0-0.25 s, whatever is heard", "crowd": "sender's rules (listen before talk)"}
+    for rules in sorted({r["rules"] for r in rows}):
+        points = sorted((int(r["devices"]), r) for r in rows if r["rules"] == rules)
+        devices = [n for n, _ in points]
+        share = [float(r["pairs heard"].rstrip("%")) for _, r in points]
+        median = [float(r["median first hearing (s)"]) if r["median first hearing (s)"] != "-" else math.nan for _, r in points]
+        heard.plot(devices, share, marker="o", label=labels.get(rules, rules))
+        latency.plot(devices, median, marker="o", label=labels.get(rules, rules))
+    for axis in (heard, latency):
+        axis.set_xscale("log")
+        axis.set_xticks(sorted({int(r["devices"]) for r in rows}))
+        axis.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        axis.set_xlabel("devices in the room")
+        axis.grid(alpha=0.3)
+    heard.set_ylim(0, 102)
+    heard.set_ylabel("ordered pairs heard within 10 s (%)")
+    latency.set_ylabel("median first hearing of the pairs heard (s)")
+    heard.legend(fontsize=8, loc="lower left")
+    figure.suptitle("A room full of devices (7 x 5 x 2.6 m, RT60 0.5 s), every device broadcasting its token and listening",
+                    fontsize=9)
+    figure.savefig(output, dpi=90)
+
+
 if __name__ == "__main__":
-    {"spectrograms": spectrograms, "success": success_curves, "snr-distance": snr_by_distance}[sys.argv[1]](*sys.argv[2:])
+    {"spectrograms": spectrograms, "success": success_curves, "snr-distance": snr_by_distance,
+     "crowd": crowd}[sys.argv[1]](*sys.argv[2:])

@@ -1,5 +1,6 @@
 import Foundation
 import SottoExchange
+import SottoSupport
 
 /// What an operation handed to the daemon does: a publication, a subscription or a beacon, with the
 /// options of the matching `sotto` command. Persisted as is (JSON) for persistent operations.
@@ -86,35 +87,11 @@ public struct OperationSpec: Codable, Sendable, Equatable {
         }
     }
 
-    static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
-        return bytes
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
-        }
-    }
+    static func bytes(hex: String) -> [UInt8]? { Hex.decode(hex) }
 
     /// Lowercase hex of `bytes`.
     /// - Parameter bytes: any bytes.
-    public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef")
-        return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
-    }
+    public static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 }
 
 /// Operation ids: 12 lowercase hex digits from the system's CSPRNG (not guessable by another client).

@@ -1,4 +1,5 @@
 import Crypto
+import SottoSupport
 
 // Rotating (EID-like) beacons. A beacon and the matcher share a secret identity key; the ID the beacon
 // broadcasts during time slot s = floor(unixTime / period) is the truncated HMAC-SHA256 of the slot under
@@ -207,30 +208,9 @@ public struct BeaconProvisioning: Sendable, Hashable {
         }
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef")
-        return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
-    }
+    static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 
-    static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard !digits.isEmpty, digits.count.isMultiple(of: 2) else { return nil }
-        var bytes: [UInt8] = []
-        for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return bytes
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
-        }
-    }
+    static func bytes(hex: String) -> [UInt8]? { hex.isEmpty ? nil : Hex.decode(hex) }
 }
 
 /// The IDs rotating beacons broadcast in the slots a matcher accepts now (its Unix time ± the clock-skew

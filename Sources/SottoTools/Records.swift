@@ -2,6 +2,7 @@ import Foundation
 import SottoAudio
 import SottoExchange
 import SottoModem
+import SottoSupport
 
 /// The JSON Lines that every `sotto` command prints with `--format json`: one object per line, each with
 /// the schema version (``schemaVersion``) and its record type (``JSONRecord/recordType``), encoded by
@@ -53,10 +54,7 @@ public protocol JSONRecord: Codable, Sendable {
 }
 
 /// Lowercase hex without prefix.
-func hexString(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef")
-    return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
-}
+func hexString(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 
 /// A decoded frame (`decode`, `listen`).
 public struct FrameRecord: JSONRecord {

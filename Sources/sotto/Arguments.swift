@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import SottoAudio
 import SottoModem
+import SottoSupport
 
 /// Parses a token given as hex (optional `0x`, optional `:`/`-`/space separators) or as text.
 enum TokenInput {
@@ -125,11 +126,7 @@ struct ProfileSelection: ExpressibleByArgument {
 extension [UInt8] {
     /// Lowercase hex without prefix.
     var hex: String {
-        let digits: [Character] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b", "c", "d", "e", "f"]
-        var s = ""
-        s.reserveCapacity(2 * count)
-        for b in self { s.append(digits[Int(b >> 4)]); s.append(digits[Int(b & 15)]) }
-        return s
+        Hex.encode(self)
     }
 }
 

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import SottoExchange
+import SottoSupport
 
 /// A project: the unit of isolation (Nearby's console project). Sessions of one project never see another
 /// project's messages, tokens or sightings; public beacon attachments are the one exception.
@@ -186,11 +187,5 @@ public enum APIKeys {
         return AuthenticatedKey(keyID: record.id, project: project, ratePerSecond: record.ratePerSecond, burst: record.burst)
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes { out.append(digits[Int(byte >> 4)]); out.append(digits[Int(byte & 15)]) }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 }
