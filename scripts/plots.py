@@ -150,20 +150,25 @@ def crowd(records: str, output: str) -> None:
     figure, (heard, latency) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
     labels = {"fixed": "before: every 1 s + 0-0.25 s, whatever is heard", "crowd": "sender's rules (listen before talk)"}
     for rules in sorted({r["rules"] for r in rows}):
-        points = sorted((int(r["devices"]), r) for r in rows if r["rules"] == rules)
+        # One device has no pairs to hear.
+        points = sorted(((int(r["devices"]), r) for r in rows if r["rules"] == rules and int(r["devices"]) >= 2),
+                        key=lambda point: point[0])
         devices = [n for n, _ in points]
         share = [float(r["pairs heard"].rstrip("%")) for _, r in points]
         median = [float(r["median first hearing (s)"]) if r["median first hearing (s)"] != "-" else math.nan for _, r in points]
-        heard.plot(devices, share, marker="o", label=labels.get(rules, rules))
+        found = [float(r["pairs found"].rstrip("%")) for _, r in points]
+        line, = heard.plot(devices, share, marker="o", label=labels.get(rules, rules) + ": heard")
+        heard.plot(devices, found, marker="s", linestyle="--", color=line.get_color(), label=labels.get(rules, rules) + ": found")
         latency.plot(devices, median, marker="o", label=labels.get(rules, rules))
     for axis in (heard, latency):
         axis.set_xscale("log")
-        axis.set_xticks(sorted({int(r["devices"]) for r in rows}))
+        axis.set_xticks(sorted({int(r["devices"]) for r in rows if int(r["devices"]) >= 2}))
         axis.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        axis.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         axis.set_xlabel("devices in the room")
         axis.grid(alpha=0.3)
     heard.set_ylim(0, 102)
-    heard.set_ylabel("ordered pairs heard within 10 s (%)")
+    heard.set_ylabel("ordered pairs heard / found within 10 s (%)")
     latency.set_ylabel("median first hearing of the pairs heard (s)")
     heard.legend(fontsize=8, loc="lower left")
     figure.suptitle("A room full of devices (7 x 5 x 2.6 m, RT60 0.5 s), every device broadcasting its token and listening",

@@ -26,7 +26,7 @@ public enum AudioDeviceError: Error, Sendable, Equatable {
 /// Connects a `MessageManager` to the sound card: listens on a capture device and feeds every decoded
 /// frame to the manager, plays what the manager wants broadcast (its token and audio-bytes publications)
 /// on a playback device on the sender's rules (listen before talk, an interval that grows with the devices
-/// heard: ``TransmitScheduler``) or with plain jittered repetition, checks that it hears its own token, and
+/// heard: `TransmitScheduler`) or with plain jittered repetition, checks that it hears its own token, and
 /// reports device problems. Time is the monotonic clock from `start`.
 public final class AudioRadio: @unchecked Sendable {
     public let manager: MessageManager
@@ -59,7 +59,7 @@ public final class AudioRadio: @unchecked Sendable {
     ///   - playback: nil for a scan-only device.
     ///   - interval: repetition of each broadcast frame (s): every `interval` plus 0...`jitter`.
     ///   - jitter: the random part of the repetition (s), so that two devices do not keep colliding.
-    ///   - rules: the sender's rules (``TransmitScheduler/Rules/crowd`` by default, with `interval` and `jitter`
+    ///   - rules: the sender's rules (`TransmitScheduler/Rules/crowd` by default, with `interval` and `jitter`
     ///     as its shortest interval and jitter); nil for plain repetition every `interval` + 0...`jitter` s
     ///     whatever is heard.
     ///   - clockOrigin: the instant the manager's time counts from (its `now` 0, as the caller used it when

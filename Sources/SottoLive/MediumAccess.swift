@@ -1,9 +1,9 @@
 import Foundation
 import SottoModem
 
-/// The sender's rules on a live sound card: a ``TransmitScheduler`` that a ``Broadcaster`` asks before every
+/// The sender's rules on a live sound card: a `TransmitScheduler` that a ``Broadcaster`` asks before every
 /// device period whether to start its frame, fed from the capture side with whether the band is busy (a
-/// ``BandActivityMonitor`` on the captured blocks) and with the frames heard from other devices.
+/// `BandActivityMonitor` on the captured blocks) and with the frames heard from other devices.
 ///
 /// Capture and playback run on threads of their own; this class is the one place they meet, behind a lock.
 /// Time is the monotonic clock since its creation.

@@ -2,7 +2,7 @@ import SottoCodes
 
 /// When one device broadcasts its frames in a band it shares with others: the sender's rules.
 ///
-/// Without rules (``Rules/fixed``) a device sends every `interval` plus 0...`jitter` seconds whatever it
+/// Without rules (``Rules/fixed(interval:jitter:)``) a device sends every `interval` plus 0...`jitter` seconds whatever it
 /// hears, which is what Sotto did before: with a handful of devices in a room, their bursts overlap and most
 /// are lost. With ``Rules/crowd`` it behaves like CSMA/CA:
 /// - **Listen before talk.** When a frame is due, the device draws a random backoff of 0..<window slots

@@ -5,9 +5,9 @@ import SottoExchange
 import SottoModem
 
 /// A room full of devices, end to end: every device broadcasts its matcher token on the sender's rules
-/// (``TransmitScheduler``), hears the sum of everyone's sound (its own included, loudest) through the room,
+/// (`TransmitScheduler`), hears the sum of everyone's sound (its own included, loudest) through the room,
 /// decodes it with the real streaming decoder, senses the band for listen-before-talk with its own
-/// ``BandActivityMonitor``, and reports what it heard to one embedded matcher where every device publishes
+/// `BandActivityMonitor`, and reports what it heard to one embedded matcher where every device publishes
 /// a message and subscribes to all of the app's messages.
 ///
 /// Time runs in device periods (1 024 samples at 48 kHz): each period every device decides whether to start
@@ -290,7 +290,7 @@ public enum CrowdSweep {
     public static let ruleNames = ["fixed", "crowd"]
 
     /// Rules by name: `fixed` (every 1 s + 0-0.25 s whatever is heard, Sotto's rule before listen-before-talk),
-    /// `crowd` (``TransmitScheduler/Rules/crowd``).
+    /// `crowd` (`TransmitScheduler/Rules/crowd`).
     public static func rules(named name: String) -> TransmitScheduler.Rules? {
         switch name {
         case "fixed": return .fixed()

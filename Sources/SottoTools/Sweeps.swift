@@ -374,9 +374,11 @@ public struct SweepRunner {
                     })
                     let summary = CrowdSweep.Summary(results)
                     func q(_ p: Double) -> String { summary.hearingQuantile(p).map { fixed($0, 2) } ?? "-" }
-                    output.row([name, profile.name, "\(devices)", "\(fixed(100 * summary.heardShare, 1))%",
-                                "\(summary.roomsAllHeard) of \(results.count)", q(0.5), q(0.95),
-                                "\(fixed(100 * summary.foundShare, 1))%", "\(summary.falseTokens)",
+                    // One device has no pairs: its shares are not zero but undefined.
+                    func share(_ x: Double) -> String { devices < 2 ? "-" : "\(fixed(100 * x, 1))%" }
+                    output.row([name, profile.name, "\(devices)", share(summary.heardShare),
+                                devices < 2 ? "-" : "\(summary.roomsAllHeard) of \(results.count)", q(0.5), q(0.95),
+                                share(summary.foundShare), "\(summary.falseTokens)",
                                 "\(fixed(100 * summary.busyShare, 0))%"])
                 }
             }
