@@ -121,7 +121,8 @@ public struct TransmitScheduler: Sendable {
     /// - Parameters:
     ///   - rules: the sender's rules.
     ///   - airtime: one frame's airtime (s).
-    ///   - start: the time of the first step (s); the first frame is due then.
+    ///   - start: when the device starts listening (s); its first frame is due ``Rules/listenFirst`` later, plus up
+    ///     to ``Rules/firstFrameSpread`` at random.
     ///   - seed: seed of the jitter and backoff draws (each device its own).
     public init(rules: Rules, airtime: Double, start: Double, seed: UInt64) {
         self.rules = rules
