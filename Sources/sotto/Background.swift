@@ -100,7 +100,9 @@ struct DaemonCommand: AsyncParsableCommand {
         'sotto ops' lists, cancels and watches them. Control: $XDG_RUNTIME_DIR/sotto/control.sock (mode 0600, \
         same user only). Persistent operations: $XDG_STATE_HOME/sotto/operations.json, restored at start with \
         their remaining TTL. Device faults are reported and operations resume when the device is back. Stops \
-        cleanly on SIGINT or SIGTERM. Under systemd: systemctl --user enable --now sotto.
+        cleanly on SIGINT or SIGTERM. Under systemd: systemctl --user enable --now sotto. What subscriptions find \
+        is shown as grouped desktop notifications (--notify, --lost) when a session bus and a notification server \
+        answer, else a warning says so; --exec runs a program per event instead or as well.
         """)
 
     @Option(help: "ALSA PCM to listen and play on.") var device: String = "default"

@@ -106,4 +106,18 @@ import Testing
         #expect(lines() == ["found|door \"quoted\" $HOME|\(id)|hi|hi", "lost|door \"quoted\" $HOME|\(id)|hi|hi"], "\(lines()) \(daemon.standardError)")
         #expect(await daemon.terminate() == 0, "\(daemon.standardError)")
     }
+
+    /// A failing --exec program is a warning per event; the daemon keeps running and hearing.
+    @Test func aFailingExecIsAWarningAndTheDaemonKeepsRunning() async throws {
+        let rig = try DaemonRig()
+        defer { rig.remove() }
+        try DaemonTests.audioBytes("hi").write(to: rig.audio.faultyInput)
+        let daemon = try await rig.startDaemon(["--notify", "none", "--exec", "false"])
+        defer { daemon.process.terminate() }
+        #expect(try rig.run(["subscribe", "--daemon", "--lost-timeout", "2"]).status == 0)
+        #expect(await daemon.saidOnStandardError("--exec false exited with status 1 for a found event", timeout: 20), "\(daemon.standardError)")
+        #expect(daemon.process.isRunning)
+        #expect(try rig.operations().count == 1)
+        #expect(await daemon.terminate() == 0, "\(daemon.standardError)")
+    }
 }
