@@ -180,13 +180,16 @@ let package = Package(
                                .product(name: "Crypto", package: "swift-crypto"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
+        // The daemon's notifications: its subscription events as SottoNotify events (desktop, --exec). Apart
+        // from SottoDaemon, so that a program embedding the daemon or the modem links no D-Bus.
+        .target(name: "SottoDaemonNotify", dependencies: ["SottoDaemon", "SottoNotify", "SottoExchange"], swiftSettings: strict),
         .executableTarget(name: "sotto",
                 dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoSupport",
                                "SottoExchangeRadio", "SottoExchangeService", "SottoExchangeClient", "SottoExchangeWire",
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                               .product(name: "Logging", package: "swift-log"), "SottoTools", "SottoDaemon"],
+                               .product(name: "Logging", package: "swift-log"), "SottoTools", "SottoDaemon", "SottoNotify", "SottoDaemonNotify"],
                 swiftSettings: strict),
 
         .testTarget(name: "SottoDSPTests",
@@ -226,6 +229,7 @@ let package = Package(
         .testTarget(name: "SottoCLITests",
                     dependencies: ["sotto", "SottoTools", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
                                    "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport", "SottoDaemon",
+                                   "SottoNotify", "SottoDaemonNotify",
                                    .product(name: "NIOCore", package: "swift-nio"),
                                    .product(name: "NIOPosix", package: "swift-nio")],
                     swiftSettings: strict),

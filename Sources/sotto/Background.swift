@@ -2,7 +2,9 @@ import ArgumentParser
 import Foundation
 import SottoAudio
 import SottoDaemon
+import SottoDaemonNotify
 import SottoExchange
+import SottoNotify
 import SottoSupport
 import SottoTools
 
@@ -98,7 +100,9 @@ struct DaemonCommand: AsyncParsableCommand {
         'sotto ops' lists, cancels and watches them. Control: $XDG_RUNTIME_DIR/sotto/control.sock (mode 0600, \
         same user only). Persistent operations: $XDG_STATE_HOME/sotto/operations.json, restored at start with \
         their remaining TTL. Device faults are reported and operations resume when the device is back. Stops \
-        cleanly on SIGINT or SIGTERM. Under systemd: systemctl --user enable --now sotto.
+        cleanly on SIGINT or SIGTERM. Under systemd: systemctl --user enable --now sotto. What subscriptions find \
+        is shown as grouped desktop notifications (--notify, --lost) when a session bus and a notification server \
+        answer, else a warning says so; --exec runs a program per event instead or as well.
         """)
 
     @Option(help: "ALSA PCM to listen and play on.") var device: String = "default"
@@ -109,8 +113,24 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Duty-cycled scanning: listen this many seconds of every --scan-every (default: listen all the time).") var scanListen: Double?
     @Option(parsing: .unconditional, help: "Duty-cycled scanning: the period (s) of --scan-listen.") var scanEvery: Double?
     @OptionGroup var server: ServerOptions
+    enum NotifyMode: String, ExpressibleByArgument, CaseIterable { case desktop, none }
+    enum LostMode: String, ExpressibleByArgument, CaseIterable { case withdraw, mark }
+    @Option(help: "Desktop notifications of found, lost and expired messages (on the session bus), or none.") var notify: NotifyMode = .desktop
+    @Option(help: "What a lost message does to its notification: withdraw it, or mark it lost.") var lost: LostMode = .mark
+    @Option(help: "Run this program for each found, lost or expired event: SOTTO_* environment variables, the content on standard input (no shell).")
+    var exec: String?
+    @Option(parsing: .unconditionalSingleValue, help: "An argument of the --exec program (repeat for several).") var execArg: [String] = []
 
     func validate() throws {
+        if exec?.isEmpty == true { throw ValidationError("--exec needs a program") }
+        if exec == nil && !execArg.isEmpty { throw ValidationError("--exec-arg goes with --exec") }
+        if let exec, !exec.isEmpty {
+            let candidates = exec.contains("/") ? [exec]
+                : (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/\(exec)" }
+            if !candidates.contains(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
+                throw ValidationError("--exec \(exec): no such executable program\(exec.contains("/") ? "" : " in PATH")")
+            }
+        }
         try NumericOption("--interval", 0.1...3600, unit: "s").check(interval)
         try NumericOption("--scan-listen", 1...3600, unit: "s").check(scanListen)
         try NumericOption("--scan-every", 2...3600, unit: "s").check(scanEvery)
@@ -138,10 +158,42 @@ struct DaemonCommand: AsyncParsableCommand {
         if let scanListen, let scanEvery { configured.scanning = .dutyCycled(listen: scanListen, period: scanEvery) }
         let daemon = Daemon(configuration: configured) { printError($0) }
         if configuration.consent.state != .granted { printError("warning: consent is not granted: nothing runs until it is. \(ConsentGate.hint)") }
+        let notifications = try notificationSink()
+        if let notifications { await daemon.add(sink: notifications) }
         do {
             try await daemon.run(until: Interruption.stop) { printError("sotto daemon listening on \($0)") }
-        } catch { throw CommandError(error.description) }
+        } catch {
+            await notifications?.finish()
+            throw CommandError(error.description)
+        }
+        await notifications?.finish()
         printError("sotto daemon stopped")
+    }
+}
+
+extension DaemonCommand {
+    /// The desktop notifier (when asked for and a notification server answers; else a warning) and the
+    /// --exec command, as one sink; nil when neither is on.
+    func notificationSink() throws -> DaemonNotifications? {
+        var desktop: DesktopNotifier?
+        var media: MediaFetcher?
+        if notify == .desktop {
+            let policy = NotificationPolicy(lost: lost == .withdraw ? .withdraw : .mark)
+            let fetcher = MediaFetcher(cacheDirectory: MediaFetcher.defaultCacheDirectory())
+            do {
+                desktop = try DesktopNotifier(configuration: DesktopNotifier.Configuration(policy: policy), media: fetcher)
+                media = fetcher
+            } catch {
+                printError("warning: \(error); the daemon runs without desktop notifications")
+                Task { await fetcher.shutdown() }
+            }
+        }
+        var sink: ExecSink?
+        if let exec {
+            do { sink = try ExecSink(command: [exec] + execArg) } catch { throw CommandError("\(error)") }
+        }
+        guard desktop != nil || sink != nil else { return nil }
+        return DaemonNotifications(desktop: desktop, media: media, exec: sink) { printError($0) }
     }
 }
 

@@ -12,12 +12,17 @@ import Testing
 struct DaemonRig {
     let directory: URL
     let audio: FilePluginRig
+    /// More environment for the daemon and commands: by default no session bus (the machine's own is never
+    /// used: desktop notifications are on by default).
+    var extraEnvironment = ["DBUS_SESSION_BUS_ADDRESS": ""]
     var config: URL { directory.appendingPathComponent("config") }
     var runtime: URL { directory.appendingPathComponent("run") }
     var state: URL { directory.appendingPathComponent("state") }
     var paths: DaemonPaths { DaemonPaths(environment: environment) }
     var environment: [String: String] {
-        audio.environment.merging(["XDG_CONFIG_HOME": config.path, "XDG_RUNTIME_DIR": runtime.path, "XDG_STATE_HOME": state.path]) { $1 }
+        audio.environment.merging(["XDG_CONFIG_HOME": config.path, "XDG_RUNTIME_DIR": runtime.path, "XDG_STATE_HOME": state.path,
+                                    "XDG_CACHE_HOME": directory.appendingPathComponent("cache").path]) { $1 }
+            .merging(extraEnvironment) { $1 }
     }
 
     /// - Parameter consent: the stored answer to start with (nil: never asked).

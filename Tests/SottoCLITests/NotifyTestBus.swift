@@ -1,0 +1,1 @@
+../SottoNotifyTests/Support/TestBus.swift
