@@ -220,7 +220,12 @@ extension BackgroundSotto {
 
     /// Socket activation (sd_listen_fds): systemd-socket-activate listens, and starts the daemon with the
     /// socket as fd 3 when the first client connects; the daemon serves it and leaves its file alone.
-    @Test func socketActivationServesThePassedSocket() async throws {
+    // Disabled: systemd-socket-activate closes the descriptor swift-corelibs-foundation's Process watches to learn
+    // that a child ended; Foundation then waits for it in a blocking wait4 on its one monitoring thread, and every
+    // other test's Process.waitUntilExit spins for ever (seen in a full run: the whole suite hung at 96 % CPU). To
+    // come back it needs the activator started with posix_spawn and reaped by the test itself.
+    @Test(.disabled("systemd-socket-activate under Foundation's Process deadlocks the test runner's child reaping"))
+    func socketActivationServesThePassedSocket() async throws {
         let activate = "/usr/bin/systemd-socket-activate"
         guard FileManager.default.isExecutableFile(atPath: activate) else { print("skipped: no \(activate)"); return }
         let rig = try DaemonRig()
