@@ -279,7 +279,7 @@ func temporaryDirectory() throws -> URL {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let wav = dir.appendingPathComponent("pub.wav").path
-        let publish = try Sotto.run(["publish", "--text", "hello", "--ttl", "12", "--interval", "2", "--jitter", "0.5", "--out", wav])
+        let publish = try Sotto.run(["publish", "--text", "hello", "--ttl", "12", "--interval", "2", "--jitter", "0.5", "--seed", "1", "--out", wav])
         #expect(publish.status == 0, "\(publish.stderr)")
         #expect(publish.stderr.contains("wrote 6 frames"))
         let subscribe = try Sotto.run(["subscribe", "--input", wav, "--lost-timeout", "3", "--format", "json"])

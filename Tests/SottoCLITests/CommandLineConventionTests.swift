@@ -136,7 +136,7 @@ import Testing
         #expect(try Sotto.run(["decode", "-"], input: text).stdout.contains("\"from stdin\""))
         let hex = try Sotto.run(["send", "-", "--out", "-"], input: Data(" 0xbeef\n".utf8)).stdoutData
         #expect(try Sotto.run(["decode", "--format", "hex", "-"], input: hex).stdout == "beef\n")
-        let published = try Sotto.run(["publish", "--text", "hi", "--ttl", "4", "--out", "-"]).stdoutData
+        let published = try Sotto.run(["publish", "--text", "hi", "--ttl", "4", "--seed", "1", "--out", "-"]).stdoutData
         let subscribe = try Sotto.run(["subscribe", "--input", "-", "--lost-timeout", "2"], input: published)
         #expect(subscribe.status == 0 && lines(subscribe.stdout).count == 2 && subscribe.stdout.contains("found"), "\(subscribe.stderr)")
     }
