@@ -147,19 +147,25 @@ def crowd(records: str, output: str) -> None:
     rows = [r["cells"] for r in rows if r.get("record") == "sweepRow" and r.get("sweep") == "crowd"]
     if not rows:
         raise SystemExit(f"{records}: no rows of the crowd sweep")
-    figure, (heard, latency) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
-    labels = {"fixed": "before: every 1 s + 0-0.25 s, whatever is heard", "crowd": "sender's rules (listen before talk)"}
-    for rules in sorted({r["rules"] for r in rows}):
+    figure, (heard, latency) = plt.subplots(1, 2, figsize=(11, 5), constrained_layout=True)
+    labels = {"fixed": "before: every 1 s + 0-0.25 s, whatever is heard", "crowd": "sender's rules (listen before talk)",
+              "coordinated": "the matcher's turns"}
+    # Rows of older records have no token length: theirs was 8 bytes.
+    def variant(r):
+        return (r["rules"], r.get("bytes", "8"))
+    order = {"fixed": 0, "crowd": 1, "coordinated": 2}
+    for rules, length in sorted({variant(r) for r in rows}, key=lambda v: (order.get(v[0], 9), -int(v[1]))):
+        name = labels.get(rules, rules) + ("" if length == "8" else f", {length}-byte tokens")
         # One device has no pairs to hear.
-        points = sorted(((int(r["devices"]), r) for r in rows if r["rules"] == rules and int(r["devices"]) >= 2),
+        points = sorted(((int(r["devices"]), r) for r in rows if variant(r) == (rules, length) and int(r["devices"]) >= 2),
                         key=lambda point: point[0])
         devices = [n for n, _ in points]
         share = [float(r["pairs heard"].rstrip("%")) for _, r in points]
         median = [float(r["median first hearing (s)"]) if r["median first hearing (s)"] != "-" else math.nan for _, r in points]
         found = [float(r["pairs found"].rstrip("%")) for _, r in points]
-        line, = heard.plot(devices, share, marker="o", label=labels.get(rules, rules) + ": heard")
-        heard.plot(devices, found, marker="s", linestyle="--", color=line.get_color(), label=labels.get(rules, rules) + ": found")
-        latency.plot(devices, median, marker="o", label=labels.get(rules, rules))
+        line, = heard.plot(devices, share, marker="o", label=name + ": heard")
+        heard.plot(devices, found, marker="s", linestyle="--", color=line.get_color(), label=name + ": found")
+        latency.plot(devices, median, marker="o", label=name)
     for axis in (heard, latency):
         axis.set_xscale("log")
         axis.set_xticks(sorted({int(r["devices"]) for r in rows if int(r["devices"]) >= 2}))
@@ -170,7 +176,7 @@ def crowd(records: str, output: str) -> None:
     heard.set_ylim(0, 102)
     heard.set_ylabel("ordered pairs heard / found within 10 s (%)")
     latency.set_ylabel("median first hearing of the pairs heard (s)")
-    heard.legend(fontsize=8, loc="lower left")
+    heard.legend(fontsize=7, loc="lower left")
     figure.suptitle("A room full of devices (7 x 5 x 2.6 m, RT60 0.5 s), every device broadcasting its token and listening",
                     fontsize=9)
     figure.savefig(output, dpi=90)

@@ -64,8 +64,10 @@ public struct BroadcastCoordinator: Sendable {
     public let rules: Rules
     /// `heard[speaker][listener]`: when `listener` last heard `speaker` (service time, s).
     private var heard: [SessionID: [SessionID: Double]] = [:]
-    /// When each member's last planned round ends, open gap included (service time, s).
-    private var roundEnds: [SessionID: Double] = [:]
+    /// When the last slot planned for each member's room ends (service time, s); the open gap follows it.
+    private var slotsEnd: [SessionID: Double] = [:]
+    /// The start of each member's last planned slot (service time, s).
+    private var lastSlot: [SessionID: Double] = [:]
     /// Until when each member's room was planned to stay quiet (service time, s): a newcomer ends it early.
     private var quietUntil: [SessionID: Double] = [:]
 
@@ -85,7 +87,8 @@ public struct BroadcastCoordinator: Sendable {
             heard[speaker]?[session] = nil
             if heard[speaker]?.isEmpty == true { heard[speaker] = nil }
         }
-        roundEnds[session] = nil
+        slotsEnd[session] = nil
+        lastSlot[session] = nil
         quietUntil[session] = nil
     }
 
@@ -111,8 +114,9 @@ public struct BroadcastCoordinator: Sendable {
         return rooms.values.map { $0.sorted { $0.value < $1.value } }.filter { $0.count >= 2 }.sorted { $0[0].value < $1[0].value }
     }
 
-    /// Plans the rounds due at `now` (service time, s): for every room whose planned rounds end within
-    /// ``Rules/lead``, the next round. Returns the schedules to send, one per member of a newly planned room.
+    /// Plans the rounds due at `now` (service time, s): for every room whose planned round ends within
+    /// ``Rules/lead``, the next round; for a room a newcomer joined, slots appended to the round under way.
+    /// Returns the schedules to send, one per member of every room planned.
     public mutating func tick(now: Double) -> [Schedule] {
         // Hearings older than the memory no longer join anyone.
         for speaker in Array(heard.keys) {
@@ -121,13 +125,18 @@ public struct BroadcastCoordinator: Sendable {
         }
         var schedules: [Schedule] = []
         for room in rooms(at: now) {
-            let busy = room.compactMap { roundEnds[$0] }.max() ?? now
+            let planned = room.compactMap { slotsEnd[$0] }.max()
+            let roundEnd = planned.map { $0 + rules.openGap } ?? now
             let quiet = room.compactMap { quietUntil[$0] }.max() ?? now
-            let newcomer = room.contains { roundEnds[$0] == nil && quietUntil[$0] == nil }
-            guard busy - now <= rules.lead, quiet - now <= rules.lead || newcomer else { continue }
-            let start = max(busy, now + rules.lead)
-            // Who still needs to be heard, and by how many members.
+            let newcomer = room.contains { slotsEnd[$0] == nil && quietUntil[$0] == nil }
+            let due = roundEnd - now <= rules.lead && quiet - now <= rules.lead
+            guard due || newcomer else { continue }
+            // A newcomer's slots follow the last one planned, before the open gap: it need not wait a round.
+            let start = due ? max(roundEnd, now + rules.lead) : max(planned ?? now, now + rules.lead)
+            // Who still needs to be heard, and by how many members; a member whose slot is still to come is
+            // heard then.
             let needs: [(session: SessionID, unheard: Int, stale: Int, oldest: Double)] = room.compactMap { speaker in
+                if let slot = lastSlot[speaker], slot > now { return nil }
                 let listeners = heard[speaker] ?? [:]
                 var unheard = 0, stale = 0
                 var oldest = Double.infinity
@@ -139,10 +148,11 @@ public struct BroadcastCoordinator: Sendable {
                 return unheard + stale > 0 ? (speaker, unheard, stale, oldest) : nil
             }
             if needs.isEmpty {
-                // Everyone heard everyone lately: the room stays quiet until the first hearing grows stale.
+                // Everyone heard everyone lately (or will in the slots planned): the room stays quiet until the
+                // first hearing grows stale.
                 var next = Double.infinity
                 for speaker in room { for listener in room where listener != speaker { next = min(next, (heard[speaker]?[listener] ?? now) + rules.refresh) } }
-                let quietEnd = max(next, start)
+                let quietEnd = max(next, start, roundEnd)
                 for member in room {
                     quietUntil[member] = quietEnd
                     schedules.append(Schedule(session: member, slots: [], until: quietEnd + rules.hold))
@@ -156,12 +166,16 @@ public struct BroadcastCoordinator: Sendable {
                 return $0.session.value < $1.session.value
             }
             var slots: [SessionID: [Double]] = [:]
-            for (i, need) in order.enumerated() { slots[need.session] = [start + Double(i) * rules.slot] }
-            let end = start + Double(order.count) * rules.slot + rules.openGap
+            for (i, need) in order.enumerated() {
+                let slot = start + Double(i) * rules.slot
+                slots[need.session] = [slot]
+                lastSlot[need.session] = slot
+            }
+            let end = start + Double(order.count) * rules.slot
             for member in room {
-                roundEnds[member] = end
+                slotsEnd[member] = end
                 quietUntil[member] = nil
-                schedules.append(Schedule(session: member, slots: slots[member] ?? [], until: end + rules.hold))
+                schedules.append(Schedule(session: member, slots: slots[member] ?? [], until: end + rules.openGap + rules.hold))
             }
         }
         return schedules

@@ -61,6 +61,23 @@ import Testing
         #expect(order == [s(4), s(2), s(3)] || order == [s(4), s(3), s(2)])
     }
 
+    @Test func aNewcomerDuringARoundIsAppendedToItAndMembersStillToComeAreNotRepeated() {
+        var coordinator = BroadcastCoordinator(rules: rules)
+        for i in 2...5 { coordinator.heard(speaker: s(1), by: s(i), at: 1) }
+        let round = coordinator.tick(now: 1)  // s2...s5 unheard: slots at 1.3, 1.9, 2.5, 3.1
+        let planned = round.flatMap(\.slots).sorted()
+        #expect(planned.count == 4 && abs(planned[0] - 1.3) < 1e-9)
+        // s2's frame (1.3) was heard by everyone. At 1.85 a newcomer s6 heard s2: its slot follows the last
+        // planned (3.7), and of the members only s1 is repeated for it: s3...s5 have their slots still to come.
+        for i in [1, 3, 4, 5] { coordinator.heard(speaker: s(2), by: s(i), at: 1.8) }
+        coordinator.heard(speaker: s(2), by: s(6), at: 1.85)
+        let appended = coordinator.tick(now: 1.85)
+        let slots = appended.filter { !$0.slots.isEmpty }.sorted { $0.slots[0] < $1.slots[0] }
+        #expect(slots.map(\.session) == [s(6), s(1)])
+        #expect(slots.first.map { abs($0.slots[0] - 3.7) < 1e-9 } == true)
+        #expect(Set(appended.map(\.session)) == Set((1...6).map(s)))
+    }
+
     /// A minute of random hearings among twelve sessions kept in one room: its slots never overlap, within a
     /// round or across rounds.
     @Test func slotsOfOneRoomNeverOverlap() {
