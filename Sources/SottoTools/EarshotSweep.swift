@@ -25,11 +25,11 @@ public enum EarshotSweep {
     public static let measuredDistances: [Double] = [1, 3]
 
     /// One frame's outcome.
-    public struct Trial: Sendable {
-        public var decoded: Bool
+    struct Trial: Sendable {
+        var decoded: Bool
         /// Reported in-band SNR (dB) and level (dBFS); nil when not decoded.
-        public var snr: Double?
-        public var level: Double?
+        var snr: Double?
+        var level: Double?
     }
 
     /// One frame of `profile` (8-byte token) through `response` (already scaled), with white noise at

@@ -45,4 +45,16 @@ import Testing
         #expect(estimate.meters(snr: .nan).isNaN)
         #expect(estimate.meters(snr: 200) == 0.1 && estimate.meters(snr: -50) == AudioDistance.farthest)
     }
+
+    /// `--earshot` is the matcher's rule: refused as a usage error without a matcher to publish through, and
+    /// with the daemon, which does not carry it.
+    @Test func earshotFlagsAreUsageErrorsWhereTheyCannotApply() throws {
+        for arguments in [["publish", "--earshot", "--text", "hi", "--out", "/tmp/never-written.wav"],
+                          ["publish", "--earshot", "--daemon", "--text", "hi"],
+                          ["subscribe", "--earshot", "--daemon"]] {
+            let result = try Sotto.run(arguments)
+            #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
+            #expect(result.stderr.contains("--earshot"), "\(arguments): \(result.stderr)")
+        }
+    }
 }
