@@ -3,8 +3,8 @@ import SottoExchange
 
 extension SweepRunner {
     /// The skew sweep: a rotating beacon and the matcher with clocks `skew` s apart (0 to twice
-    /// ``BeaconRotation/clockSkewWindow``, half of the trials each way), at a random Unix time of a day; the
-    /// share of heard IDs that resolve to the beacon, through ``MatcherCore``, per rotation period.
+    /// `BeaconRotation.clockSkewWindow`, half of the trials each way), at a random Unix time of a day; the
+    /// share of heard IDs that resolve to the beacon, through `MatcherCore`, per rotation period.
     mutating func sweepSkew() throws {
         let window = BeaconRotation.clockSkewWindow
         let skews: [Double] = [0, 15, 30, 45, 55, 60, 65, 70, 75, 90, 105, 120]

@@ -5,14 +5,14 @@ import SottoExchange
 import SottoModem
 
 /// The earshot sweep: the receiver's in-band SNR of one frame against the true distance, in synthetic rooms
-/// and behind the measured room responses, and the distance estimated from it (``AudioDistance``).
+/// and behind the measured room responses, and the distance estimated from it (`AudioDistance`).
 ///
 /// Level model: the nominal speaker (the modulator's default level) and a quiet room whose white noise puts
 /// the direct sound at 1 m ``EarshotSweep/fullBandSNRAt1m`` dB above it (full band; about 31 dB in band).
-/// The direct sound falls as 1 / distance and the room adds its diffuse sound (``Room``), as in ``CrowdRoom``.
+/// The direct sound falls as 1 / distance and the room adds its diffuse sound (`Room`), as in `CrowdRoom`.
 /// The frame follows 0.5 s of the same noise, so the receiver measures the noise before it.
 public enum EarshotSweep {
-    /// Full-band SNR (dB) of the direct sound at 1 m: ``AudioDistance/referenceSNRAt1m`` less the default
+    /// Full-band SNR (dB) of the direct sound at 1 m: `AudioDistance.referenceSNRAt1m` less the default
     /// profile's band gain at 48 kHz (11.2 dB).
     public static let fullBandSNRAt1m = 20.0
     /// Distances of the synthetic rooms (m).

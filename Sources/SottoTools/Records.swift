@@ -114,7 +114,7 @@ public struct EventRecord: JSONRecord {
     public var snr: Double?
     public var level: Double?
     /// Estimated distance (m) of the message's loudest source, for signal events: from the SNR, for the
-    /// nominal speaker in a quiet room (``AudioDistance``; accuracy low, capped at 10 m).
+    /// nominal speaker in a quiet room (`AudioDistance`; accuracy low, capped at 10 m).
     public var distance: Double?
     /// The daemon's operation it belongs to (`sotto ops watch`).
     public var operation: String?

@@ -72,6 +72,8 @@ public nonisolated enum Sotto_Exchange_V1_DiscoveryMode: SwiftProtobuf.Enum, Swi
 
 }
 
+/// Nearby's DistanceType. Earshot: a publication reaches, and a subscription finds, only what is heard
+/// loudly enough to be close: an in-band SNR at or above the service's earshot threshold (dB).
 public nonisolated enum Sotto_Exchange_V1_DistanceType: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
   case `default` // = 0
