@@ -54,6 +54,9 @@ public struct TransmitScheduler: Sendable {
         /// A uniformly random extra wait before the first frame, 0...firstFrameSpread (s), so that devices
         /// started together do not all contend at once.
         public var firstFrameSpread: Double
+        /// The first frame's extra wait when nothing was heard and the band stayed idle while listening first
+        /// (s): a device alone, or the first of a room, speaks soon; nil waits up to `firstFrameSpread` anyway.
+        public var quietStartSpread: Double?
         /// When a device is heard for the first time (or again after ``neighbourMemory``), the next frame is
         /// brought forward (once per own frame) to a random time within one airtime per device heard, so that
         /// the newcomer hears this device soon and the devices answering it do not all contend at once.
@@ -63,7 +66,8 @@ public struct TransmitScheduler: Sendable {
                     idleBeforeTalk: Double = 0.04, slotsPerDevice: Double = 3, minimumWindow: Int = 16,
                     quietWindow: Int = 4, quietBand: Double = 0.45,
                     airtimeShare: Double?, maximumInterval: Double = 6, neighbourMemory: Double = 10,
-                    listenFirst: Double = 0, firstFrameSpread: Double = 0, answerNewcomers: Bool = false) {
+                    listenFirst: Double = 0, firstFrameSpread: Double = 0, quietStartSpread: Double? = nil,
+                    answerNewcomers: Bool = false) {
             self.interval = interval
             self.jitter = jitter
             self.listenBeforeTalk = listenBeforeTalk
@@ -78,6 +82,7 @@ public struct TransmitScheduler: Sendable {
             self.neighbourMemory = neighbourMemory
             self.listenFirst = listenFirst
             self.firstFrameSpread = firstFrameSpread
+            self.quietStartSpread = quietStartSpread
             self.answerNewcomers = answerNewcomers
         }
 
@@ -88,7 +93,8 @@ public struct TransmitScheduler: Sendable {
 
         /// Listen before talk, a backoff window and an interval that grow with the devices heard.
         public static let crowd = Rules(interval: 1, jitter: 0.25, listenBeforeTalk: true, slot: 0.08, airtimeShare: 0.6,
-                                        listenFirst: 0.5, firstFrameSpread: 1.5, answerNewcomers: true)
+                                        listenFirst: 0.5, firstFrameSpread: 1.5, quietStartSpread: 0.25,
+                                        answerNewcomers: true)
     }
 
     /// What to do now.
@@ -101,12 +107,17 @@ public struct TransmitScheduler: Sendable {
 
     /// Where the device is between two frames.
     enum State: Sendable, Equatable {
+        /// Listening before the first frame, until `until`.
+        case starting(until: Double)
         /// Waiting for the next frame to be due.
         case waiting(until: Double)
         /// Due: counting down `slotsLeft` idle slots, the next one ending at `slotEnds`.
         case contending(slotsLeft: Int, slotEnds: Double)
         /// Sending a frame that started at `started` and ends at `until`.
         case transmitting(started: Double, until: Double)
+        /// Following a schedule someone else made (the matcher's turns): sending at each of `slots`, and
+        /// nothing else, until `until`.
+        case following(slots: [Double], until: Double)
     }
 
     public let rules: Rules
@@ -117,19 +128,22 @@ public struct TransmitScheduler: Sendable {
     private var generator: SplitMix64
     /// Whether a newcomer already brought the next frame forward since the last one.
     private var answeredSinceLastFrame = false
+    /// A schedule received while a frame of the device's own was on the air: followed once it ends.
+    private var pendingSchedule: (slots: [Double], until: Double)?
+    /// How late a scheduled slot may still be used (s): a slot missed by more is skipped.
+    public static let slotLateness = 0.05
 
     /// - Parameters:
     ///   - rules: the sender's rules.
     ///   - airtime: one frame's airtime (s).
-    ///   - start: when the device starts listening (s); its first frame is due ``Rules/listenFirst`` later, plus up
-    ///     to ``Rules/firstFrameSpread`` at random.
+    ///   - start: when the device starts listening (s); its first frame is due ``Rules/listenFirst`` later, plus a random
+    ///     wait of up to ``Rules/quietStartSpread`` when it heard nothing by then, else up to ``Rules/firstFrameSpread``.
     ///   - seed: seed of the jitter and backoff draws (each device its own).
     public init(rules: Rules, airtime: Double, start: Double, seed: UInt64) {
         self.rules = rules
         self.airtime = airtime
         generator = SplitMix64(seed: seed)
-        state = .waiting(until: start)
-        state = .waiting(until: start + rules.listenFirst + uniform() * rules.firstFrameSpread)
+        state = .starting(until: start + rules.listenFirst)
     }
 
     /// Devices heard within ``Rules/neighbourMemory`` of `now`, not counting this one.
@@ -154,7 +168,7 @@ public struct TransmitScheduler: Sendable {
     public mutating func heard(_ sender: [UInt8], at now: Double) {
         let isNew = lastHeard[sender].map { now - $0 > rules.neighbourMemory } ?? true
         lastHeard[sender] = now
-        if isNew && rules.answerNewcomers && !answeredSinceLastFrame, case .waiting(let until) = state, until > now {
+        if isNew && rules.answerNewcomers && !answeredSinceLastFrame && pendingSchedule == nil, case .waiting(let until) = state, until > now {
             answeredSinceLastFrame = true
             let spread = Double(max(1, neighbours(at: now))) * airtime
             state = .waiting(until: min(until, now + uniform() * spread))
@@ -162,10 +176,38 @@ public struct TransmitScheduler: Sendable {
         if lastHeard.count > 4 * 1024 { lastHeard = lastHeard.filter { now - $0.value <= rules.neighbourMemory } }
     }
 
+    /// Follow a schedule made by someone else (the matcher's turns, already in this device's time, s): send
+    /// at each of `slots` and nothing else until `until`; then the device's own rules again. A later schedule
+    /// adds its slots and moves `until`. A frame on the air is finished first.
+    public mutating func follow(slots: [Double], until: Double, now: Double) {
+        switch state {
+        case .transmitting:
+            let earlier = pendingSchedule?.slots ?? []
+            pendingSchedule = (Array(Set(earlier + slots)).sorted(), max(until, pendingSchedule?.until ?? until))
+        case .following(let earlier, let before):
+            state = .following(slots: Array(Set(earlier + slots)).filter { $0 >= now - Self.slotLateness }.sorted(), until: max(until, before))
+        case .starting, .waiting, .contending:
+            state = .following(slots: slots.filter { $0 >= now - Self.slotLateness }.sorted(), until: until)
+        }
+    }
+
+    /// Whether the device follows someone else's schedule now.
+    public var isFollowing: Bool {
+        if case .following = state { return true }
+        return pendingSchedule != nil
+    }
+
     /// One step at `now` (s). `bandIdleFor` is how long the band has been idle up to now (s; 0 when busy),
     /// as the device's own receiver measures it outside its own transmissions.
     public mutating func step(now: Double, bandIdleFor: Double) -> Action {
         switch state {
+        case .starting(let until):
+            guard now >= until else { return .wait }
+            // Idle all along (give or take the sensing's own lag) and nobody heard.
+            let quiet = neighbours(at: now) == 0 && bandIdleFor >= rules.listenFirst - rules.idleBeforeTalk
+            let spread = quiet ? (rules.quietStartSpread ?? rules.firstFrameSpread) : rules.firstFrameSpread
+            state = .waiting(until: now + uniform() * spread)
+            return step(now: now, bandIdleFor: bandIdleFor)
         case .waiting(let until):
             guard now >= until else { return .wait }
             guard rules.listenBeforeTalk else { return begin(now) }
@@ -184,7 +226,27 @@ public struct TransmitScheduler: Sendable {
             return slotsLeft - 1 == 0 ? begin(now) : .wait
         case .transmitting(let started, let until):
             guard now >= until else { return .wait }
-            state = .waiting(until: started + interval(at: now) + uniform() * rules.jitter)
+            if let schedule = pendingSchedule {
+                pendingSchedule = nil
+                state = .following(slots: schedule.slots, until: schedule.until)
+            } else {
+                state = .waiting(until: started + interval(at: now) + uniform() * rules.jitter)
+            }
+            return step(now: now, bandIdleFor: bandIdleFor)
+        case .following(var slots, let until):
+            slots.removeAll { $0 < now - Self.slotLateness }
+            if let next = slots.first, now >= next {
+                state = .following(slots: Array(slots.dropFirst()), until: until)
+                answeredSinceLastFrame = false
+                return .transmit
+            }
+            guard slots.isEmpty, now >= until else {
+                state = .following(slots: slots, until: until)
+                return .wait
+            }
+            // The schedule ran out (the service went quiet): the device's own rules again, starting with a
+            // random share of an interval so that a whole room does not contend at once.
+            state = .waiting(until: now + uniform() * interval(at: now))
             return step(now: now, bandIdleFor: bandIdleFor)
         }
     }

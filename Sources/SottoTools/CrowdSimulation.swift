@@ -47,6 +47,16 @@ public struct CrowdSimulation: Sendable {
         public var tokenLength: Int = 8
         /// Sample rate (Hz).
         public var sampleRate: Double = 48_000
+        /// Whether the matcher gives the devices that hear each other turns (`BroadcastCoordinator`); the
+        /// devices follow them and fall back to `rules` outside them.
+        public var coordinated: Bool = false
+        /// The guard of a coordinated slot after the frame's airtime (s).
+        public var slotGuard: Double = 0.08
+        /// How far each device's idea of the service's clock is off, at most (s): each device draws its
+        /// error uniformly within plus or minus this.
+        public var clockError: Double = 0.005
+        /// How often the matcher plans (s).
+        public var coordinatorTick: Double = 0.1
         /// Seed of the room, the devices' draws and the noise.
         public var seed: UInt64
 
@@ -158,6 +168,8 @@ public struct CrowdSimulation: Sendable {
         var schedulers = (0..<n).map {
             TransmitScheduler(rules: c.rules, airtime: airtime, start: starts[$0], seed: c.seed &+ UInt64($0) &* 7919)
         }
+        var coordinator = c.coordinated ? BroadcastCoordinator(rules: .init(slot: airtime + c.slotGuard)) : nil
+        let clockErrors = (0..<n).map { _ in (2 * random.uniform() - 1) * c.clockError }
 
         // Noise at each listener: its mean received power from the others (direct path), `snrDB` above.
         let burstPower = Double(modulator.amplitude * modulator.amplitude) / 2
@@ -193,6 +205,7 @@ public struct CrowdSimulation: Sendable {
         var noise = SeededRandom(seed: c.seed ^ 0xA0_15E)
         var block = [Float](repeating: 0, count: period)
         var nextTick = 0.0
+        var nextPlan = 0.0
         var published = Array(repeating: false, count: n)
 
         func handle(_ events: [MatcherEvent], at now: Double) {
@@ -256,6 +269,7 @@ public struct CrowdSimulation: Sendable {
                     result.framesHeard += 1
                     result.hearings.append(.init(listener: to, speaker: speaker, time: heardAt))
                     schedulers[to].heard(frame.token, at: heardAt)
+                    coordinator?.heard(speaker: SessionID("\(speaker)"), by: SessionID("\(to)"), at: heardAt)
                     if firstHeard[to][speaker] == nil {
                         firstHeard[to][speaker] = heardAt - max(starts[to], starts[speaker])
                     }
@@ -267,6 +281,18 @@ public struct CrowdSimulation: Sendable {
             if now >= nextTick {
                 handle(core.handle(.tick, now: now), at: now)
                 nextTick = now + 0.2
+            }
+            if now >= nextPlan, var planner = coordinator {
+                // Each device plays a frame one period after deciding, so it decides one period before its slot;
+                // its clock is off the service's by its own error.
+                let ahead = Double(period) / rate
+                for schedule in planner.tick(now: now) {
+                    guard let d = Int(schedule.session.value) else { continue }
+                    schedulers[d].follow(slots: schedule.slots.map { $0 + clockErrors[d] - ahead },
+                                         until: schedule.until + clockErrors[d], now: now)
+                }
+                coordinator = planner
+                nextPlan = now + c.coordinatorTick
             }
         }
         result.firstHeard = firstHeard
@@ -287,16 +313,26 @@ public struct CrowdSimulation: Sendable {
 /// Runs and summarises crowd simulations: the `crowd` sweep and its benchmarks.
 public enum CrowdSweep {
     /// The named sender rules a sweep can compare.
-    public static let ruleNames = ["fixed", "crowd"]
+    public static let ruleNames = ["fixed", "crowd", "coordinated"]
 
     /// Rules by name: `fixed` (every 1 s + 0-0.25 s whatever is heard, Sotto's rule before listen-before-talk),
-    /// `crowd` (`TransmitScheduler/Rules/crowd`).
+    /// `crowd` (`TransmitScheduler/Rules/crowd`), `coordinated` (the crowd rules until the matcher's turns
+    /// reach the device, then the turns).
     public static func rules(named name: String) -> TransmitScheduler.Rules? {
         switch name {
         case "fixed": return .fixed()
-        case "crowd": return .crowd
+        case "crowd", "coordinated": return .crowd
         default: return nil
         }
+    }
+
+    /// A configuration of `devices` devices on the rules named `name` (see ``ruleNames``), or nil for an
+    /// unknown name.
+    public static func configuration(devices: Int, rules name: String, seed: UInt64) -> CrowdSimulation.Configuration? {
+        guard let rules = rules(named: name) else { return nil }
+        var c = CrowdSimulation.Configuration(devices: devices, rules: rules, seed: seed)
+        c.coordinated = name == "coordinated"
+        return c
     }
 
     /// Runs every configuration, two at a time (one per core here), in order of the results.

@@ -46,6 +46,8 @@ public struct SweepRunner {
     public var crowdDevices = [2, 5, 10, 20]
     /// Sender rules of the crowd sweep, by name (see ``CrowdSweep/rules(named:)``).
     public var crowdRules = ["fixed", "crowd"]
+    /// Guard of a coordinated slot after the frame (s), for the crowd sweep's `coordinated` rules.
+    public var crowdSlotGuard = 0.08
 
     /// `trials` frames (or runs) per point, seeded; measured rooms and noise from `dataDirectory`, speech for
     /// the speech and false sweeps from `speechPath`; `directivity` is the source's Q in synthetic rooms.
@@ -100,7 +102,7 @@ public struct SweepRunner {
         case .false: try sweepFalse(profiles, seconds: seconds)
         case .latency: sweepLatency(profiles, lengths)
         case .exchange: sweepExchange()
-        case .crowd: try sweepCrowd(profiles)
+        case .crowd: try sweepCrowd(profiles, lengths)
         case .earshot: for profile in profiles { try sweepEarshot(profile) }
         case .skew: try sweepSkew()
         }
@@ -357,32 +359,35 @@ public struct SweepRunner {
 
     // MARK: Crowd
 
-    mutating func sweepCrowd(_ profiles: [Profile]) throws {
-        let rules = try crowdRules.map { name -> (String, TransmitScheduler.Rules) in
-            guard let r = CrowdSweep.rules(named: name) else { throw ToolError("unknown sender rules '\(name)': \(CrowdSweep.ruleNames.joined(separator: ", "))") }
-            return (name, r)
+    mutating func sweepCrowd(_ profiles: [Profile], _ lengths: [Int]) throws {
+        for name in crowdRules where CrowdSweep.rules(named: name) == nil {
+            throw ToolError("unknown sender rules '\(name)': \(CrowdSweep.ruleNames.joined(separator: ", "))")
         }
-        output.table("A room full of devices: 7 x 5 x 2.6 m, RT60 0.5 s, devices at random places, levels within 6 dB, clocks within 100 ppm, each listener's noise 10 dB under its mean received power, starts within 1 s; every device broadcasts its 8-byte token and decodes all profiles; \(trials) rooms a point. Heard: the listener decoded the speaker's token within 10 s of both starting; found: its subscription found the speaker's message.",
-                     ["rules", "profile", "devices", "pairs heard", "rooms all heard", "median first hearing (s)", "95th percentile (s)", "pairs found", "false tokens", "band busy"])
+        output.table("A room full of devices: 7 x 5 x 2.6 m, RT60 0.5 s, devices at random places, levels within 6 dB, clocks within 100 ppm, each listener's noise 10 dB under its mean received power, starts within 1 s; every device broadcasts its token (the matcher's token length: bytes) and decodes all profiles; coordinated slots are the frame plus \(fixed(crowdSlotGuard, 2)) s; \(trials) rooms a point. Heard: the listener decoded the speaker's token within 10 s of both starting; found: its subscription found the speaker's message.",
+                     ["rules", "profile", "bytes", "devices", "pairs heard", "rooms all heard", "median first hearing (s)", "95th percentile (s)", "pairs found", "false tokens", "band busy"])
         for profile in profiles {
-            for (name, rule) in rules {
+            for name in crowdRules {
+              for length in lengths {
                 for devices in crowdDevices {
                     output.status("\(name), \(profile.name), \(devices) devices")
                     let seeds = (0..<trials).map { _ in random.next() }
                     let results = try CrowdSweep.run(seeds.map { seed in
-                        var c = CrowdSimulation.Configuration(devices: devices, rules: rule, seed: seed)
+                        var c = CrowdSweep.configuration(devices: devices, rules: name, seed: seed)!
                         c.profile = profile.name
+                        c.tokenLength = length
+                        c.slotGuard = crowdSlotGuard
                         return c
                     })
                     let summary = CrowdSweep.Summary(results)
                     func q(_ p: Double) -> String { summary.hearingQuantile(p).map { fixed($0, 2) } ?? "-" }
                     // One device has no pairs: its shares are not zero but undefined.
                     func share(_ x: Double) -> String { devices < 2 ? "-" : "\(fixed(100 * x, 1))%" }
-                    output.row([name, profile.name, "\(devices)", share(summary.heardShare),
+                    output.row([name, profile.name, "\(length)", "\(devices)", share(summary.heardShare),
                                 devices < 2 ? "-" : "\(summary.roomsAllHeard) of \(results.count)", q(0.5), q(0.95),
                                 share(summary.foundShare), "\(summary.falseTokens)",
                                 "\(fixed(100 * summary.busyShare, 0))%"])
                 }
+              }
             }
         }
     }

@@ -93,11 +93,13 @@ struct BenchSweep: ParsableCommand {
     @Option(parsing: .unconditional, help: "Source directivity factor Q in the synthetic rooms of reverb (1 = omnidirectional).") var directivity: Double = 4
     @Option(help: "Devices in the room, for crowd (comma-separated counts, 1 to 100).") var devices: String = "2,5,10,20"
     @Option(help: "Sender rules, for crowd (comma-separated: \(CrowdSweep.ruleNames.joined(separator: ", "))).") var rules: String = "fixed,crowd"
+    @Option(parsing: .unconditional, help: "Guard after the frame in a coordinated slot, for crowd (s).") var slotGuard: Double = 0.08
     @OptionGroup var format: FormatOption
     @OptionGroup var progress: ProgressOptions
 
     func validate() throws {
         try format.refuseHex("bench")
+        try NumericOption("--slot-guard", 0...2, unit: "s").check(slotGuard)
         try NumericOption("--trials", 1...100_000).check(trials)
         try NumericOption("--seconds", above: 0, upTo: 7 * 86_400, unit: "s").check(seconds)
         try NumericOption.directivity.check(directivity)
@@ -150,6 +152,7 @@ struct BenchSweep: ParsableCommand {
         var runner = SweepRunner(trials: trials, seed: seed, dataDirectory: data, speechPath: speech, directivity: directivity, output: output)
         runner.crowdDevices = try deviceCounts()
         runner.crowdRules = rules.split(separator: ",").map(String.init)
+        runner.crowdSlotGuard = slotGuard
         do { try runner.run(kind, profiles: selectedProfiles(), lengths: sizes(), seconds: seconds) }
         catch let error as ToolError { throw CommandError(error.description) }
         ProgressLine.shared.clear()

@@ -35,6 +35,23 @@ import Testing
         }
     }
 
+    /// With the matcher's turns, once the room has formed no two frames overlap and everyone hears everyone.
+    @Test func theMatchersTurnsKeepFramesApart() throws {
+        var c = try #require(CrowdSweep.configuration(devices: 4, rules: "coordinated", seed: 3))
+        c.listenProfiles = ["default"]
+        let result = try CrowdSimulation(c).run()
+        #expect(result.everyoneHeard && result.pairsFound == 12 && result.falseTokens == 0)
+        let airtime = Profile.standard.airtime(payloadBytes: 9)
+        // The first frame heard forms the room; its turns start within a second or so.
+        let firstHeard = try #require(result.hearings.map(\.time).min())
+        let late = result.transmissions.filter { $0.start > firstHeard + 1.5 }.map(\.start).sorted()
+        #expect(late.count >= 4)
+        for (a, b) in zip(late, late.dropFirst()) { #expect(b - a >= airtime, "frames at \(a) s and \(b) s overlap") }
+        // Once everyone heard everyone the room is quiet until hearings grow stale (5 s): far fewer frames than
+        // the one a second each (some 40 here) that the sender's rules alone send in a quiet room.
+        #expect(result.framesSent <= 24, "\(result.framesSent) frames")
+    }
+
     @Test func theSameConfigurationGivesTheSameRoom() throws {
         let c = configuration(2, .crowd, seed: 11)
         let a = try CrowdSimulation(c).run(), b = try CrowdSimulation(c).run()

@@ -146,3 +146,45 @@ import Testing
         #expect(Double(crowd.overlapped) < 0.3 * Double(crowd.sent))
     }
 }
+
+/// Following the matcher's turns instead of the device's own rules.
+@Suite struct FollowedScheduleTests {
+    @Test func aFollowedScheduleSendsInItsSlotsOnlyThenTheOwnRulesAgain() {
+        var scheduler = TransmitScheduler(rules: .crowd, airtime: 0.5, start: 0, seed: 7)
+        scheduler.follow(slots: [1.0, 3.0, 0.2], until: 5, now: 0.4)  // 0.2 is already past: skipped
+        #expect(scheduler.isFollowing)
+        var sent: [Double] = []
+        var step = 40
+        while Double(step) * 0.01 < 5 {
+            let now = Double(step) * 0.01
+            // The band is idle the whole time: on its own rules the device would have sent several frames.
+            if scheduler.step(now: now, bandIdleFor: 10) == .transmit { sent.append(now) }
+            step += 1
+        }
+        #expect(sent.count == 2 && abs(sent[0] - 1) < 0.011 && abs(sent[1] - 3) < 0.011)
+        // After the schedule ends the device sends on its own rules again within an interval.
+        var own: Double?
+        while own == nil && Double(step) * 0.01 < 8 {
+            let now = Double(step) * 0.01
+            if scheduler.step(now: now, bandIdleFor: 10) == .transmit { own = now }
+            step += 1
+        }
+        #expect(!scheduler.isFollowing)
+        #expect(own.map { $0 >= 5 && $0 <= 5 + TransmitScheduler.Rules.crowd.interval + 0.4 } == true)
+    }
+
+    @Test func aScheduleArrivingDuringAFrameIsFollowedAfterIt() {
+        var scheduler = TransmitScheduler(rules: .crowd, airtime: 0.5, start: 0, seed: 8)
+        var now = 0.0
+        while scheduler.step(now: now, bandIdleFor: 10) != .transmit { now += 0.01 }
+        let frameEnds = now + 0.5
+        // A slot inside the frame cannot be kept; the one after it is.
+        scheduler.follow(slots: [now + 0.2, frameEnds + 1], until: frameEnds + 2, now: now + 0.1)
+        var sent: [Double] = []
+        while now < frameEnds + 3 {
+            now += 0.01
+            if scheduler.step(now: now, bandIdleFor: 10) == .transmit { sent.append(now) }
+        }
+        #expect(sent.first.map { abs($0 - (frameEnds + 1)) < 0.011 } == true)
+    }
+}

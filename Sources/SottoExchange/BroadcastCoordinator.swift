@@ -1,0 +1,169 @@
+/// The matcher's side of sharing one band: sessions that hear each other are in one room, and the service
+/// gives them turns to broadcast on its clock instead of letting them contend.
+///
+/// The service learns who hears whom from the sightings it resolves (a listener's session reported another
+/// session's token). Sessions joined by such hearings within ``Rules/memory`` form a room. For each room the
+/// coordinator plans rounds: a round gives one slot of ``Rules/slot`` seconds to every member that still
+/// needs to be heard (a member some other member has not heard within ``Rules/refresh``), newcomers and the
+/// members a newcomer has not heard first, and ends with ``Rules/openGap`` of free band in which devices the
+/// service does not yet place (a newcomer) can be heard through their own listen-before-talk. Members that
+/// every other member heard recently stay quiet: the room slows down once everyone has found everyone and
+/// speeds up when a newcomer appears.
+///
+/// Every member of a planned room receives a ``Schedule``: its slots (possibly none) and how long it should
+/// follow the service's schedule instead of its own sender's rules. A session that stops receiving
+/// schedules (a lost connection, a service restart) goes back to its own rules when the last one ends.
+///
+/// A value type with no clock: the host feeds it hearings and ticks with the service's time (s).
+public struct BroadcastCoordinator: Sendable {
+    /// How the coordinator plans.
+    public struct Rules: Sendable, Hashable, Codable {
+        /// One slot (s): a frame's airtime plus a guard for the clocks' disagreement, the sound's flight across
+        /// the room, device buffers and the room's reverberation.
+        public var slot: Double
+        /// The earliest a round starts after it is planned (s): time for the schedule to reach every device.
+        public var lead: Double
+        /// Free band at the end of every round (s), in which devices not yet coordinated can be heard.
+        public var openGap: Double
+        /// A member heard by every other member within this long needs no slot (s): below the exchange's lost
+        /// timeout, so that pairs stay found.
+        public var refresh: Double
+        /// How long a hearing joins two sessions in one room (s).
+        public var memory: Double
+        /// How long after its room's planned rounds end a member keeps following the service (s).
+        public var hold: Double
+
+        /// - Parameters:
+        ///   - slot: one frame's airtime plus a guard (s).
+        ///   - lead: the earliest a round starts after it is planned (s).
+        ///   - openGap: free band at the end of every round (s).
+        ///   - refresh: how long a hearing by every other member spares a member its slot (s).
+        ///   - memory: how long a hearing joins two sessions in one room (s).
+        ///   - hold: how long members keep following after the planned rounds end (s).
+        public init(slot: Double, lead: Double = 0.3, openGap: Double = 0.5, refresh: Double = 5,
+                    memory: Double = 10, hold: Double = 2) {
+            self.slot = slot
+            self.lead = lead
+            self.openGap = openGap
+            self.refresh = refresh
+            self.memory = memory
+            self.hold = hold
+        }
+    }
+
+    /// What one member of a room is told: when to broadcast, and until when to follow the service's schedule
+    /// rather than its own sender's rules (service time, s).
+    public struct Schedule: Sendable, Hashable {
+        public var session: SessionID
+        /// Starts of this member's slots, in order (service time, s); empty for a member that need not send.
+        public var slots: [Double]
+        /// Until when the member follows the service (service time, s).
+        public var until: Double
+    }
+
+    public let rules: Rules
+    /// `heard[speaker][listener]`: when `listener` last heard `speaker` (service time, s).
+    private var heard: [SessionID: [SessionID: Double]] = [:]
+    /// When each member's last planned round ends, open gap included (service time, s).
+    private var roundEnds: [SessionID: Double] = [:]
+    /// Until when each member's room was planned to stay quiet (service time, s): a newcomer ends it early.
+    private var quietUntil: [SessionID: Double] = [:]
+
+    /// - Parameter rules: how the coordinator plans.
+    public init(rules: Rules) { self.rules = rules }
+
+    /// `listener`'s session decoded `speaker`'s token at `now` (service time, s).
+    public mutating func heard(speaker: SessionID, by listener: SessionID, at now: Double) {
+        guard speaker != listener else { return }
+        heard[speaker, default: [:]][listener] = now
+    }
+
+    /// `session` ended: it takes no more slots and joins no room.
+    public mutating func remove(_ session: SessionID) {
+        heard[session] = nil
+        for speaker in Array(heard.keys) {
+            heard[speaker]?[session] = nil
+            if heard[speaker]?.isEmpty == true { heard[speaker] = nil }
+        }
+        roundEnds[session] = nil
+        quietUntil[session] = nil
+    }
+
+    /// The rooms as they stand at `now`: sets of sessions joined by hearings within ``Rules/memory``, two
+    /// members at least, each sorted by session.
+    public func rooms(at now: Double) -> [[SessionID]] {
+        var parent: [SessionID: SessionID] = [:]
+        func root(_ s: SessionID) -> SessionID {
+            var r = s
+            while let p = parent[r], p != r { r = p }
+            return r
+        }
+        for (speaker, listeners) in heard {
+            for (listener, time) in listeners where now - time <= rules.memory {
+                if parent[speaker] == nil { parent[speaker] = speaker }
+                if parent[listener] == nil { parent[listener] = listener }
+                let a = root(speaker), b = root(listener)
+                if a != b { if a.value < b.value { parent[b] = a } else { parent[a] = b } }
+            }
+        }
+        var rooms: [SessionID: [SessionID]] = [:]
+        for s in parent.keys { rooms[root(s), default: []].append(s) }
+        return rooms.values.map { $0.sorted { $0.value < $1.value } }.filter { $0.count >= 2 }.sorted { $0[0].value < $1[0].value }
+    }
+
+    /// Plans the rounds due at `now` (service time, s): for every room whose planned rounds end within
+    /// ``Rules/lead``, the next round. Returns the schedules to send, one per member of a newly planned room.
+    public mutating func tick(now: Double) -> [Schedule] {
+        // Hearings older than the memory no longer join anyone.
+        for speaker in Array(heard.keys) {
+            heard[speaker] = heard[speaker]?.filter { now - $0.value <= rules.memory }
+            if heard[speaker]?.isEmpty == true { heard[speaker] = nil }
+        }
+        var schedules: [Schedule] = []
+        for room in rooms(at: now) {
+            let busy = room.compactMap { roundEnds[$0] }.max() ?? now
+            let quiet = room.compactMap { quietUntil[$0] }.max() ?? now
+            let newcomer = room.contains { roundEnds[$0] == nil && quietUntil[$0] == nil }
+            guard busy - now <= rules.lead, quiet - now <= rules.lead || newcomer else { continue }
+            let start = max(busy, now + rules.lead)
+            // Who still needs to be heard, and by how many members.
+            let needs: [(session: SessionID, unheard: Int, stale: Int, oldest: Double)] = room.compactMap { speaker in
+                let listeners = heard[speaker] ?? [:]
+                var unheard = 0, stale = 0
+                var oldest = Double.infinity
+                for listener in room where listener != speaker {
+                    guard let time = listeners[listener] else { unheard += 1; oldest = -.infinity; continue }
+                    if start - time >= rules.refresh { stale += 1 }
+                    oldest = min(oldest, time)
+                }
+                return unheard + stale > 0 ? (speaker, unheard, stale, oldest) : nil
+            }
+            if needs.isEmpty {
+                // Everyone heard everyone lately: the room stays quiet until the first hearing grows stale.
+                var next = Double.infinity
+                for speaker in room { for listener in room where listener != speaker { next = min(next, (heard[speaker]?[listener] ?? now) + rules.refresh) } }
+                let quietEnd = max(next, start)
+                for member in room {
+                    quietUntil[member] = quietEnd
+                    schedules.append(Schedule(session: member, slots: [], until: quietEnd + rules.hold))
+                }
+                continue
+            }
+            // Newcomers' needs first (members most never heard), then the longest unheard.
+            let order = needs.sorted {
+                if $0.unheard != $1.unheard { return $0.unheard > $1.unheard }
+                if $0.oldest != $1.oldest { return $0.oldest < $1.oldest }
+                return $0.session.value < $1.session.value
+            }
+            var slots: [SessionID: [Double]] = [:]
+            for (i, need) in order.enumerated() { slots[need.session] = [start + Double(i) * rules.slot] }
+            let end = start + Double(order.count) * rules.slot + rules.openGap
+            for member in room {
+                roundEnds[member] = end
+                quietUntil[member] = nil
+                schedules.append(Schedule(session: member, slots: slots[member] ?? [], until: end + rules.hold))
+            }
+        }
+        return schedules
+    }
+}
