@@ -182,6 +182,43 @@ def crowd(records: str, output: str) -> None:
     figure.savefig(output, dpi=90)
 
 
+def earshot(records: str, output: str) -> None:
+    """In-band SNR (median, p10-p90) and the estimated distance against the true distance per room, with the earshot
+    threshold, from the JSON Lines of `sotto bench sweep earshot --format json` (Benchmarks/earshot/)."""
+    import json
+
+    rows = [json.loads(line) for line in open(records) if line.strip()]
+    rows = [r["cells"] for r in rows if r.get("record") == "sweepRow" and r.get("sweep") == "earshot"]
+    rows = [r for r in rows if not r["room"].startswith("measured")]
+    if not rows:
+        raise SystemExit(f"{records}: no synthetic rows of the earshot sweep")
+    threshold = 30.0  # MatcherCore.defaultEarshotSNR
+    figure, (snr, estimate) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
+    for room in dict.fromkeys(r["room"] for r in rows):
+        points = [r for r in rows if r["room"] == room]
+        d = [float(r["distance (m)"]) for r in points]
+        median = [float(r["SNR median (dB)"]) for r in points]
+        line, = snr.plot(d, median, marker="o", label=room)
+        snr.fill_between(d, [float(r["SNR p10 (dB)"]) for r in points], [float(r["SNR p90 (dB)"]) for r in points],
+                         color=line.get_color(), alpha=0.15)
+        estimate.plot(d, [float(r["room estimate median (m)"]) for r in points], marker="o", color=line.get_color(), label=room)
+    snr.axhline(threshold, color="black", linestyle="--", linewidth=1, label=f"earshot threshold {threshold:g} dB")
+    estimate.plot([0.5, 8], [0.5, 8], color="black", linestyle=":", linewidth=1, label="truth")
+    for axis in (snr, estimate):
+        axis.set_xscale("log")
+        axis.set_xticks([0.5, 1, 2, 3, 4, 6, 8])
+        axis.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        axis.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        axis.set_xlabel("true distance (m)")
+        axis.grid(alpha=0.3)
+    snr.set_ylabel("in-band SNR reported (dB)")
+    estimate.set_ylabel("distance estimated from the SNR (m, median)")
+    snr.legend(fontsize=8)
+    estimate.legend(fontsize=8)
+    figure.suptitle("Nominal speaker, quiet room (direct sound 31 dB over the noise in band at 1 m), 8-byte frames", fontsize=9)
+    figure.savefig(output, dpi=90)
+
+
 if __name__ == "__main__":
     {"spectrograms": spectrograms, "success": success_curves, "snr-distance": snr_by_distance,
-     "crowd": crowd}[sys.argv[1]](*sys.argv[2:])
+     "crowd": crowd, "earshot": earshot}[sys.argv[1]](*sys.argv[2:])

@@ -104,8 +104,8 @@ extension MatcherCore {
                   let subscription = session.subscriptions[key.operation] else { continue }
             // Read first (what each marked source offers now), then update the subscription in place.
             let offers = item.sources.map { source in
-                supportOffer(from: source, to: key.session, appID: session.appID,
-                             filter: subscription.filter, lostTimeout: subscription.lostTimeout, now: now)
+                supportOffer(from: source, to: key.session, appID: session.appID, filter: subscription.filter,
+                             lostTimeout: subscription.lostTimeout, earshot: subscription.strategy.distanceType == .earshot, now: now)
             }
             let changed = sessions[key.session]?.subscriptions[key.operation]?.apply(offers, touching: item.messages) ?? []
             events += sessions[key.session]?.subscriptions[key.operation]?.report(changed, session: key.session, operation: key.operation) ?? []
@@ -115,8 +115,10 @@ extension MatcherCore {
 
     /// What `source` supports for a subscription of `subscriber`: the edge's sighting (the louder alive
     /// direction, the subscriber's own on a tie) and the messages the filter accepts; nil when out of earshot.
+    /// Earshot (the subscription's distance type, or a publication's): only an edge whose smoothed SNR is at
+    /// least ``earshotSNR`` supports it.
     func supportOffer(from source: Source, to subscriber: SessionID, appID: String, filter: MessageFilter,
-                      lostTimeout: Double, now: Double) -> SupportOffer {
+                      lostTimeout: Double, earshot: Bool, now: Double) -> SupportOffer {
         var edge: Sighting?
         if let own = sightings[subscriber]?[source], now - own.last <= lostTimeout { edge = own }
         if case .session(let other) = source {
@@ -126,18 +128,20 @@ extension MatcherCore {
                 edge = theirs
             }
         }
-        guard let edge else { return SupportOffer(source: source, edge: nil, messages: []) }
-        let offered = messages(of: source, forApp: appID)
-        // The seeds' beacon default: a beacon subscription gets the project's own beacons with all their
-        // attachments, not only their IDs (other beacons: their IDs, and what else the filter asks for).
-        if case .beacon(let id) = source, filter.includes.contains(.beaconIDs), beacons[id]?.appID == appID {
+        guard let edge, !earshot || edge.snr >= earshotSNR else { return SupportOffer(source: source, edge: nil, messages: []) }
+        let offered = messages(of: source, forApp: appID, edgeSNR: edge.snr)
+        // The seeds' beacon default: a beacon subscription without a namespaced type gets the project's own
+        // beacons with all their attachments, not only their IDs; a namespaced type narrows it to the
+        // attachments of that type (other beacons: their IDs, and what else the filter asks for).
+        if case .beacon(let id) = source, filter.takesOwnBeaconsWhole, beacons[id]?.appID == appID {
             return SupportOffer(source: source, edge: edge, messages: offered)
         }
         return SupportOffer(source: source, edge: edge, messages: offered.filter(filter.accepts))
     }
 
-    /// Messages a source offers to an observer of app `appID`.
-    func messages(of source: Source, forApp appID: String) -> [Message] {
+    /// Messages a source offers to an observer of app `appID` over an edge of SNR `edgeSNR` (dB): a session's
+    /// earshot publications only when that is at least ``earshotSNR``.
+    func messages(of source: Source, forApp appID: String, edgeSNR: Double) -> [Message] {
         switch source {
         case .audio(let bytes):
             return (try? AudioBytes.message(bytes)).map { [$0] } ?? []
@@ -152,7 +156,8 @@ extension MatcherCore {
             return [raw] + beacon.attachments
         case .session(let id):
             guard let session = sessions[id], session.appID == appID else { return [] }
-            return session.publications.values.map(\.message)
+            let inEarshot = edgeSNR >= earshotSNR
+            return session.publications.values.compactMap { inEarshot || $0.strategy.distanceType != .earshot ? $0.message : nil }
         }
     }
 

@@ -86,6 +86,17 @@ public struct MatcherCore: Sendable {
     public let rotationGrace: Double
     /// How long retired tokens are never reissued (s).
     public static let retiredMemory = 86_400.0
+    /// The in-band SNR (dB) at or above which a sighting counts for earshot (``Strategy/DistanceType/earshot``)
+    /// by default, measured against distance (`sotto bench sweep earshot`, `Benchmarks/earshot/`, README
+    /// "Earshot and distance"): for the nominal speaker in a quiet room, every frame at 1 m is above it and
+    /// every frame at 8 m below it, in a free field and in synthetic rooms of 60 and 250 m^3 (RT60 0.3-0.5 s);
+    /// the boundary is about 1.2 m in a free field and 2-3 m in those rooms. A louder speaker or a quieter room
+    /// moves it out (dB for dB of SNR).
+    public static let defaultEarshotSNR = 30.0
+    /// The in-band SNR (dB) at or above which a sighting counts for earshot: an earshot subscription is
+    /// supported only by edges this loud, and an earshot publication is offered only over them. The edge's
+    /// SNR is the louder direction's, smoothed over its sightings.
+    public var earshotSNR = MatcherCore.defaultEarshotSNR
 
     var generator: any RandomNumberGenerator & Sendable
     /// The Unix time (s) of the last input that gave one.
@@ -150,7 +161,7 @@ public struct MatcherCore: Sendable {
             let expires = strategy.seconds.map { now + $0 }
             sessions[id]?.publications[op] = Publication(message: message, strategy: strategy, expires: expires)
             if let expires { scheduleMatching(.publicationExpiry(id, op, expires: expires), due: expires) }
-            if previous?.message != message { markPeers(of: id, in: &work) }
+            if previous?.message != message || previous?.strategy.distanceType != strategy.distanceType { markPeers(of: id, in: &work) }
         case .unpublish(let id, let op):
             if sessions[id]?.publications.removeValue(forKey: op) != nil { markPeers(of: id, in: &work) }
         case .subscribe(let id, let op, let filter, let strategy, let lostTimeout):

@@ -168,7 +168,8 @@ public struct MessageFilter: Sendable, Hashable {
         /// Audio bytes of exactly this length (1...10).
         case audioBytes(Int)
         /// Beacons heard: their raw IDs (reserved namespace), and every attachment of the project's own
-        /// beacons (a namespaced type adds other beacons' public attachments of that type).
+        /// beacons; with a namespaced type, only the attachments of that type (the project's own, and other
+        /// beacons' public ones).
         case beaconIDs
     }
     public let includes: Set<Include>
@@ -191,6 +192,12 @@ public struct MessageFilter: Sendable, Hashable {
 
     /// The default: every message of the app.
     public static let allMyTypes = try! MessageFilter([.allMyTypes])
+
+    /// Whether this is a beacon subscription without a namespaced type: the seeds' default, which receives
+    /// every attachment of the project's own beacons (a namespaced type narrows it to that type).
+    var takesOwnBeaconsWhole: Bool {
+        includes.contains(.beaconIDs) && !includes.contains { if case .namespacedType = $0 { true } else { false } }
+    }
 
     /// Whether `message` passes.
     public func accepts(_ message: Message) -> Bool {

@@ -40,6 +40,7 @@ extension Sotto_Exchange_V1_Strategy {
         case .seconds(let s): ttlSeconds = UInt32(clamping: s)
         case .infinite: infinite = true
         }
+        distanceType = strategy.distanceType == .earshot ? .earshot : .default
     }
 
     /// - Parameter subscription: only subscriptions may be infinite.
@@ -51,12 +52,18 @@ extension Sotto_Exchange_V1_Strategy {
         case .scan: discovery = .scan
         case .UNRECOGNIZED(let raw): throw .protocolViolation("unknown discovery mode \(raw)")
         }
+        let distance: Strategy.DistanceType
+        switch distanceType {
+        case .default: distance = .default
+        case .earshot: distance = .earshot
+        case .UNRECOGNIZED(let raw): throw .protocolViolation("unknown distance type \(raw)")
+        }
         if infinite {
             guard subscription else { throw .invalidTTL(Int.max) }
-            return try Strategy(discoveryMode: discovery, ttl: .infinite)
+            return try Strategy(discoveryMode: discovery, distanceType: distance, ttl: .infinite)
         }
         let seconds = ttlSeconds == 0 ? ExchangeLimits.defaultTTL : Int(ttlSeconds)
-        return try Strategy(discoveryMode: discovery, ttl: .seconds(seconds))
+        return try Strategy(discoveryMode: discovery, distanceType: distance, ttl: .seconds(seconds))
     }
 }
 

@@ -113,6 +113,9 @@ public struct EventRecord: JSONRecord {
     /// Received SNR (dB) and level (dBFS), for signal events.
     public var snr: Double?
     public var level: Double?
+    /// Estimated distance (m) of the message's loudest source, for signal events: from the SNR, for the
+    /// nominal speaker in a quiet room (`AudioDistance`; accuracy low, capped at 10 m).
+    public var distance: Double?
     /// The daemon's operation it belongs to (`sotto ops watch`).
     public var operation: String?
     /// Its notification group key (`sotto ops watch`).
@@ -133,6 +136,8 @@ public struct EventRecord: JSONRecord {
             message = m
             self.snr = JSONLines.rounded(snr, 1)
             self.level = JSONLines.rounded(level, 1)
+            let meters = AudioDistance().meters(snr: snr)
+            if meters.isFinite { self.distance = JSONLines.rounded(meters, 1) }
         case .expired:
             self.event = "expired"
         }

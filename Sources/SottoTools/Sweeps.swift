@@ -6,7 +6,7 @@ import SottoModem
 
 /// The robustness sweeps.
 public enum SweepKind: String, CaseIterable, Sendable {
-    case snr, offset, reverb, rooms, longroom, speech, `false`, latency, exchange, crowd
+    case snr, offset, reverb, rooms, longroom, speech, `false`, latency, exchange, crowd, earshot, skew
 }
 
 /// Where a sweep's tables go, row by row as they are measured.
@@ -103,6 +103,8 @@ public struct SweepRunner {
         case .latency: sweepLatency(profiles, lengths)
         case .exchange: sweepExchange()
         case .crowd: try sweepCrowd(profiles, lengths)
+        case .earshot: for profile in profiles { try sweepEarshot(profile) }
+        case .skew: try sweepSkew()
         }
     }
 

@@ -73,7 +73,9 @@ struct BenchSweep: ParsableCommand {
             simulated room through the modem and the matcher (found latency, stop-to-lost, walk-away-to-lost, \
             collisions; --trials runs). crowd: N devices in a simulated room, each broadcasting its token on the \
             sender rules (--rules) and decoding everyone (ordered pairs heard and found within the 10 s lost timeout, \
-            time to first hearing; --devices counts, --trials rooms).
+            time to first hearing; --devices counts, --trials rooms). earshot: in-band SNR and estimated distance \
+            against the true distance, in synthetic rooms and behind the measured responses of --data (8-byte frames). skew: \
+            rotating beacons' IDs resolved by the matcher with clocks 0 to 120 s apart (--trials IDs per point).
 
             Conventions: the burst's RMS is fixed over its active part; SNR is that power over the white-noise \
             power in the whole 0...fs/2 band; Eb/N0 = SNR + 10 log10(T_active x (fs / 2) / payload bits), charging \

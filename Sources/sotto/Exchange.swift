@@ -82,6 +82,7 @@ struct Publish: AsyncParsableCommand {
     @Option(help: "Content from a file (needs --server); - reads standard input.") var file: String?
     @Option(parsing: .unconditional, help: "Seconds to publish (1-86400).") var ttl: Int = ExchangeLimits.defaultTTL
     @Option(help: "Discovery mode: broadcast, scan or both (broadcast and both play this session's token).") var mode: String = "both"
+    @Flag(help: "Earshot: only subscribers heard at an in-band SNR of at least the matcher's earshot threshold (\(fixed(MatcherCore.defaultEarshotSNR, 1)) dB by default) find the message (needs --server).") var earshot = false
     @OptionGroup var server: ServerOptions
     @OptionGroup var target: TransmitTarget
     @OptionGroup var devices: RadioDevices
@@ -89,6 +90,8 @@ struct Publish: AsyncParsableCommand {
 
     func validate() throws {
         guard DiscoveryModeArgument.parse(mode) != nil else { throw ValidationError("--mode must be broadcast, scan or both") }
+        if earshot && daemon.daemon { throw ValidationError("--earshot is not carried by the daemon: publish without --daemon") }
+        if earshot && !server.given { throw ValidationError("--earshot is the matcher's rule: give --server (audio bytes reach whoever decodes them)") }
         try daemon.check(server: server.given, out: target.out != nil || target.device != "default")
         if daemon.daemon { return }
         try NumericOption.ttl.check(ttl)
@@ -119,7 +122,7 @@ struct Publish: AsyncParsableCommand {
                 content = try TokenInput.bytes(hex: hex, text: text)
             }
             do {
-                let strategy = try Strategy(discoveryMode: discovery, ttl: .seconds(ttl))
+                let strategy = try Strategy(discoveryMode: discovery, distanceType: earshot ? .earshot : .default, ttl: .seconds(ttl))
                 let message = try Message(namespace: namespace ?? "", type: type ?? "", content: content)
                 try await publishThroughServer(message, strategy: strategy)
             } catch let error as ExchangeError {
@@ -270,6 +273,7 @@ struct Subscribe: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Seconds to subscribe (1-86400); default: until the input ends or Ctrl-C.") var ttl: Int?
     @Option(parsing: .unconditional, help: "Seconds without a sighting before lost.") var lostTimeout: Double = 10
     @Option(help: "Discovery mode: broadcast, scan or both (scan and both report what is heard).") var mode: String = "both"
+    @Flag(help: "Earshot: find only what is heard at an in-band SNR of at least the matcher's earshot threshold (\(fixed(MatcherCore.defaultEarshotSNR, 1)) dB by default).") var earshot = false
     @OptionGroup var format: FormatOption
     @Option(help: "ALSA PCM to listen on (and play this session's token on, with --server).") var device: String = "default"
     @Option(help: "Read this recording instead of a device; - reads standard input.") var input: String?
@@ -280,6 +284,7 @@ struct Subscribe: AsyncParsableCommand {
 
     func validate() throws {
         try format.refuseHex("subscribe")
+        if earshot && daemon.daemon { throw ValidationError("--earshot is not carried by the daemon: subscribe without --daemon") }
         try daemon.check(server: server.given, out: input != nil || device != "default")
         if daemon.daemon {
             try NumericOption.ttl.check(ttl)
@@ -314,7 +319,9 @@ struct Subscribe: AsyncParsableCommand {
         if input == nil { try ConsentCheck.require(mayAsk: true) }
         let discovery = DiscoveryModeArgument.parse(mode)!
         let strategy: Strategy
-        do { strategy = try Strategy(discoveryMode: discovery, ttl: ttl.map { .seconds($0) } ?? .infinite) } catch { throw CommandError(error.description) }
+        do {
+            strategy = try Strategy(discoveryMode: discovery, distanceType: earshot ? .earshot : .default, ttl: ttl.map { .seconds($0) } ?? .infinite)
+        } catch { throw CommandError(error.description) }
         let printer = EventPrinter(json: format.format == .json)
         if server.given {
             var includes: [MessageFilter.Include] = []
@@ -396,7 +403,7 @@ struct EventPrinter: Sendable {
         case .found(let m), .lost(let m), .signalChanged(let m, _, _): line += "  \(m)"
         case .expired: break
         }
-        if case .signalChanged(_, let snr, let level) = event { line += "  SNR \(fixed(snr, 1)) dB  level \(fixed(level, 1)) dBFS" }
+        if case .signalChanged(_, let snr, let level) = event { line += "  SNR \(fixed(snr, 1)) dB  level \(fixed(level, 1)) dBFS  about \(fixed(AudioDistance().meters(snr: snr), 1)) m" }
         Output.line(line)
     }
 }

@@ -343,4 +343,29 @@ enum BeaconProvisioningHex {
         // An unregistered beacon: its ID (it is on the air), to anyone who subscribes to beacons.
         #expect(Self.heard([7, 7], by: "other", filter: beacons, registering: [privateFixed]) == [Self.raw([7, 7])])
     }
+
+    /// The seeds' narrowing: a beacon subscription with a namespace and type gets the IDs and only that type's
+    /// attachments of the project's own beacons, fixed or rotating; two namespaced types get both; another
+    /// project's public beacon gives the named type only.
+    @Test func aNamespacedTypeNarrowsABeaconSubscription() throws {
+        let offer = try BeaconAttachment.message(namespace: "shop", type: "offer", data: Array("10%".utf8))
+        let map = try BeaconAttachment.message(namespace: "shop", type: "map", data: [1, 2])
+        let fixed: [UInt8] = [0xBE, 0xAC]
+        let rotation = try BeaconRotation(key: BeaconIdentityKey.generate(), period: 60)
+        let rotating: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
+        let privateFixed = MatcherInput.registerBeacon(id: fixed, appID: "shop", attachments: [offer, map], publicVisibility: false, rotation: nil)
+        let publicFixed = MatcherInput.registerBeacon(id: fixed, appID: "shop", attachments: [offer, map], publicVisibility: true, rotation: nil)
+        let privateRotating = MatcherInput.registerBeacon(id: rotating, appID: "shop", attachments: [offer, map], publicVisibility: false, rotation: rotation)
+        let beaconOffers = try MessageFilter([.beaconIDs, .namespacedType(namespace: "shop", type: "offer")])
+        let beaconBoth = try MessageFilter([.beaconIDs, .namespacedType(namespace: "shop", type: "offer"), .namespacedType(namespace: "shop", type: "map")])
+        let beaconOtherType = try MessageFilter([.beaconIDs, .namespacedType(namespace: "shop", type: "menu")])
+        let rotatingID = rotation.id(atUnixTime: 1_800_000_000, length: 8)
+
+        #expect(Self.heard(fixed, by: "shop", filter: beaconOffers, registering: [privateFixed]) == [Self.raw(fixed), offer])
+        #expect(Self.heard(rotatingID, by: "shop", filter: beaconOffers, registering: [privateRotating]) == [Self.raw(rotating), offer])
+        #expect(Self.heard(fixed, by: "shop", filter: beaconBoth, registering: [privateFixed]) == [Self.raw(fixed), offer, map])
+        #expect(Self.heard(fixed, by: "shop", filter: beaconOtherType, registering: [privateFixed]) == [Self.raw(fixed)])
+        #expect(Self.heard(fixed, by: "other", filter: beaconOffers, registering: [publicFixed]) == [Self.raw(fixed), offer])
+        #expect(Self.heard(fixed, by: "other", filter: beaconOffers, registering: [privateFixed]).isEmpty)
+    }
 }

@@ -222,6 +222,7 @@ struct InputDrawer {
         try! MessageFilter([.audioBytes(1)]),
         try! MessageFilter([.beaconIDs]),
         try! MessageFilter([.allMyTypes, .beaconIDs, .audioBytes(2)]),
+        try! MessageFilter([.beaconIDs, .namespacedType(namespace: "museum", type: "exhibit")]),
     ]
     let strategies: [Strategy] = [.default, try! Strategy(ttl: .seconds(7)), try! Strategy(ttl: .seconds(30)), try! Strategy(ttl: .infinite)]
     let lostTimeouts: [Double] = [3, 5, 10, 20]
@@ -598,7 +599,8 @@ struct ReferenceMatcher {
                     // A beacon subscription takes everything of the project's own beacons.
                     var ownBeacon = false
                     if case .beacon(let beaconID) = source { ownBeacon = beacons[beaconID]?.appID == session.appID }
-                    let takesAll = ownBeacon && subscription.filter.includes.contains(.beaconIDs)
+                    let narrowed = subscription.filter.includes.contains { if case .namespacedType = $0 { true } else { false } }
+                    let takesAll = ownBeacon && subscription.filter.includes.contains(.beaconIDs) && !narrowed
                     for message in messages(of: source, forApp: session.appID)
                     where (takesAll || subscription.filter.accepts(message)) && sighting.snr > best[message]?.snr ?? -.infinity {
                         best[message] = sighting

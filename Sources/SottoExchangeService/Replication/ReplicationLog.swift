@@ -147,10 +147,10 @@ extension ReplicaCommand {
                 let attachments = wire.attachments.map {
                     Message(delivered: $0.namespace, type: $0.type, content: Array($0.content))
                 }
-                // A rotation that does not decode (an entry of an older build, with a 64-bit key) leaves the
-                // beacon out, as the store does.
-                guard let rotation = BeaconRecord.storedRotation(key: wire.rotates ? Array(wire.identityKey) : nil,
-                                                                 period: wire.rotates ? wire.rotationPeriod : nil) else { continue }
+                // A rotation that does not decode (an entry of an older build, with a 64-bit key) fails closed,
+                // as the store's: the beacon stays, resolving nothing.
+                let rotation = BeaconRecord.storedRotation(key: wire.rotates ? Array(wire.identityKey) : nil,
+                                                           period: wire.rotates ? wire.rotationPeriod : nil)
                 beacons.append(BeaconRecord(id: Array(wire.id), projectID: wire.projectID, isPublic: wire.public,
                                             rotation: rotation, attachments: attachments))
             }

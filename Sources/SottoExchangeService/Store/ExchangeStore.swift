@@ -80,17 +80,25 @@ public struct BeaconRecord: Sendable, Hashable {
         }
     }
 
-    /// The rotation stored as an identity key and a period: `.some(nil)` for a fixed beacon (no period), nil
-    /// when it cannot be used (a rotation stored before identity keys existed, with a 64-bit key and no
-    /// identity key, or a damaged key or period): such a beacon is left out of the registry until it is
-    /// registered again, rather than resolved on a key anyone could invert.
-    static func storedRotation(key: [UInt8]?, period: Double?) -> BeaconRotation?? {
-        guard let period else { return .some(nil) }
-        guard let key, let identity = try? BeaconIdentityKey(bytes: key), let rotation = try? BeaconRotation(key: identity, period: period) else {
-            return nil
+    /// The rotation stored as an identity key and a period: nil for a fixed beacon (neither). A rotation that
+    /// cannot be used (one stored before identity keys existed, with a 64-bit key anyone could invert and no
+    /// identity key; a damaged key; an identity key without its period, or a period without its key) fails
+    /// closed: the beacon stays registered as rotating, under ``unresolvableKey``, so that neither the IDs it
+    /// broadcasts nor its stable ID (never on the air) resolve to it: no attachment, no stable ID, to any
+    /// project (its rotating IDs pass for unregistered beacons', random and unlinkable). It resolves again
+    /// once registered again.
+    static func storedRotation(key: [UInt8]?, period: Double?) -> BeaconRotation? {
+        if key == nil && period == nil { return nil }
+        if let key, let period, let identity = try? BeaconIdentityKey(bytes: key), let rotation = try? BeaconRotation(key: identity, period: period) {
+            return rotation
         }
-        return .some(rotation)
+        return Self.unresolvable
     }
+
+    /// A key from this process's CSPRNG that no beacon has: IDs under it resolve nothing anyone broadcasts.
+    static let unresolvableKey = BeaconIdentityKey.generate()
+    /// The rotation of a beacon whose stored rotation cannot be used.
+    package static let unresolvable = try! BeaconRotation(key: unresolvableKey, period: 900)
 
     public init(id: [UInt8], projectID: String, isPublic: Bool, rotation: BeaconRotation?, attachments: [Message] = []) {
         self.id = id

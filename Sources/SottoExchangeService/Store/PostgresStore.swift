@@ -277,15 +277,10 @@ public final class PostgresStore: ExchangeStore {
                 """, on: connection)
         }
         var beacons: [BeaconRecord] = []
-        var unusable: [UInt8]?
         for (id, projectID, isPublic, identityKey, rotationPeriod, namespace, type, data) in rows {
             let bytes = Array(id.readableBytesView)
-            if bytes == unusable { continue }
             if beacons.last?.id != bytes {
-                guard let rotation = BeaconRecord.storedRotation(key: identityKey.map { Array($0.readableBytesView) }, period: rotationPeriod) else {
-                    unusable = bytes
-                    continue
-                }
+                let rotation = BeaconRecord.storedRotation(key: identityKey.map { Array($0.readableBytesView) }, period: rotationPeriod)
                 beacons.append(BeaconRecord(id: bytes, projectID: projectID, isPublic: isPublic, rotation: rotation))
             }
             // As SQLite's store: an attachment that is no longer valid is left out, not an error.

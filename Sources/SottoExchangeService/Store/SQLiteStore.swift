@@ -223,7 +223,7 @@ public final class SQLiteStore: ExchangeStore {
             return try Row.fetchAll(db, sql: "SELECT id, project_id, public, identity_key, rotation_period FROM beacon ORDER BY id").compactMap { row in
                 let id: Data = row[0]
                 let key: Data? = row[3]
-                guard let rotation = BeaconRecord.storedRotation(key: key.map(Array.init), period: row[4]) else { return nil }
+                let rotation = BeaconRecord.storedRotation(key: key.map(Array.init), period: row[4])
                 return BeaconRecord(id: Array(id), projectID: row[1], isPublic: row[2], rotation: rotation, attachments: attachments[id] ?? [])
             }
         }

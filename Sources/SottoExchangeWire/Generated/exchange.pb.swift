@@ -72,6 +72,42 @@ public nonisolated enum Sotto_Exchange_V1_DiscoveryMode: SwiftProtobuf.Enum, Swi
 
 }
 
+/// Nearby's DistanceType. Earshot: a publication reaches, and a subscription finds, only what is heard
+/// loudly enough to be close: an in-band SNR at or above the service's earshot threshold (dB).
+public nonisolated enum Sotto_Exchange_V1_DistanceType: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case `default` // = 0
+  case earshot // = 1
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .default
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .default
+    case 1: self = .earshot
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .default: return 0
+    case .earshot: return 1
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Sotto_Exchange_V1_DistanceType] = [
+    .default,
+    .earshot,
+  ]
+
+}
+
 public nonisolated enum Sotto_Exchange_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
   case unspecified // = 0
@@ -296,6 +332,8 @@ public nonisolated struct Sotto_Exchange_V1_Strategy: Sendable {
 
   /// Subscriptions only: no TTL.
   public var infinite: Bool = false
+
+  public var distanceType: Sotto_Exchange_V1_DistanceType = .default
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -827,6 +865,10 @@ nonisolated extension Sotto_Exchange_V1_DiscoveryMode: SwiftProtobuf._ProtoNameP
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0DISCOVERY_MODE_BOTH\0\u{1}DISCOVERY_MODE_BROADCAST\0\u{1}DISCOVERY_MODE_SCAN\0")
 }
 
+nonisolated extension Sotto_Exchange_V1_DistanceType: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0DISTANCE_TYPE_DEFAULT\0\u{1}DISTANCE_TYPE_EARSHOT\0")
+}
+
 nonisolated extension Sotto_Exchange_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_CONTENT_TOO_LARGE\0\u{1}ERROR_CODE_TYPE_TOO_LONG\0\u{1}ERROR_CODE_RESERVED_NAMESPACE\0\u{1}ERROR_CODE_INVALID_NAMESPACE\0\u{1}ERROR_CODE_INVALID_TYPE\0\u{1}ERROR_CODE_INVALID_TTL\0\u{1}ERROR_CODE_AUDIO_BYTES_LENGTH\0\u{1}ERROR_CODE_EMPTY_FILTER\0\u{1}ERROR_CODE_QUOTA_EXCEEDED\0\u{1}ERROR_CODE_INVALID_LOST_TIMEOUT\0\u{1}ERROR_CODE_UNKNOWN_OPERATION\0\u{1}ERROR_CODE_DUPLICATE_OPERATION\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_PROTOCOL\0\u{1}ERROR_CODE_UNAVAILABLE\0")
 }
@@ -1075,7 +1117,7 @@ nonisolated extension Sotto_Exchange_V1_ExchangeMessage: SwiftProtobuf.Message, 
 
 nonisolated extension Sotto_Exchange_V1_Strategy: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Strategy"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}mode\0\u{3}ttl_seconds\0\u{1}infinite\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}mode\0\u{3}ttl_seconds\0\u{1}infinite\0\u{3}distance_type\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1086,6 +1128,7 @@ nonisolated extension Sotto_Exchange_V1_Strategy: SwiftProtobuf.Message, SwiftPr
       case 1: try { try decoder.decodeSingularEnumField(value: &self.mode) }()
       case 2: try { try decoder.decodeSingularUInt32Field(value: &self.ttlSeconds) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.infinite) }()
+      case 4: try { try decoder.decodeSingularEnumField(value: &self.distanceType) }()
       default: break
       }
     }
@@ -1101,6 +1144,9 @@ nonisolated extension Sotto_Exchange_V1_Strategy: SwiftProtobuf.Message, SwiftPr
     if self.infinite != false {
       try visitor.visitSingularBoolField(value: self.infinite, fieldNumber: 3)
     }
+    if self.distanceType != .default {
+      try visitor.visitSingularEnumField(value: self.distanceType, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1108,6 +1154,7 @@ nonisolated extension Sotto_Exchange_V1_Strategy: SwiftProtobuf.Message, SwiftPr
     if lhs.mode != rhs.mode {return false}
     if lhs.ttlSeconds != rhs.ttlSeconds {return false}
     if lhs.infinite != rhs.infinite {return false}
+    if lhs.distanceType != rhs.distanceType {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
