@@ -96,6 +96,9 @@ public actor Daemon: ControlHandler {
     /// Where an operation is in its life.
     private enum Phase {
         case running(Handles)
+        /// Being started (devices, matcher: awaited): nothing else starts it meanwhile. Holds the reason it
+        /// was waiting for, if it was.
+        case starting(waitingFor: String?)
         /// Not running yet or any more for a reason that may pass (device, matcher): retried.
         case waiting(String)
         /// Consent is revoked: resumes when it is granted again (persistent operations only).
@@ -402,10 +405,15 @@ public actor Daemon: ControlHandler {
 
     private func setWaiting(_ id: String, _ reason: String) {
         guard var op = operations[id] else { return }
-        if case .waiting(let old) = op.phase, old == reason { return }
+        let previous: String?
+        switch op.phase {
+        case .waiting(let old): previous = old
+        case .starting(let old): previous = old
+        default: previous = nil
+        }
         op.phase = .waiting(reason)
         operations[id] = op
-        log("operation \(id) waits: \(reason)")
+        if previous != reason { log("operation \(id) waits: \(reason)") }
     }
 
     private func stopHandles(_ op: Operation) async {
@@ -470,8 +478,17 @@ public actor Daemon: ControlHandler {
     }
 
     /// Runs an operation that is waiting or paused; throws when it cannot run now.
+    /// Marks it starting first: a tick or a consent change while this awaits the engine does not start it a
+    /// second time (two subscriptions under one id), and a cancellation or revocation meanwhile is honoured
+    /// when it returns (the new handles are stopped).
     private func activate(_ id: String) async throws(DaemonError) {
-        guard let op = operations[id] else { return }
+        guard var op = operations[id] else { return }
+        switch op.phase {
+        case .running, .starting: return
+        case .waiting(let reason): op.phase = .starting(waitingFor: reason)
+        case .paused: op.phase = .starting(waitingFor: nil)
+        }
+        operations[id] = op
         let left = op.expiresAt.map { max(1, Int($0.timeIntervalSinceNow.rounded(.up))) }
         let planned: Plan
         do throws(ExchangeError) { planned = try plan(op.spec, ttl: left) } catch { throw DaemonError(error.description) }
@@ -509,8 +526,8 @@ public actor Daemon: ControlHandler {
                 }
             }
         }
-        guard var current = operations[id] else {
-            // Cancelled while starting.
+        guard var current = operations[id], case .starting = current.phase else {
+            // Cancelled, or paused by a revocation, while starting.
             await stopHandles(Operation(id: id, spec: op.spec, expiresAt: nil, started: Date(), phase: .running(handles)))
             return
         }
@@ -654,6 +671,7 @@ public actor Daemon: ControlHandler {
         switch op.phase {
         case .running where op.spec.kind != .beacon && deviceFault != nil: status = "waiting: device: \(deviceFault ?? "")"
         case .running: status = "running"
+        case .starting: status = "starting"
         case .waiting(let reason): status = "waiting: \(reason)"
         case .paused: status = "paused: no consent"
         }
