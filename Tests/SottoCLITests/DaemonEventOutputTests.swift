@@ -154,11 +154,17 @@ extension DaemonNotificationTests {
         #expect(entries.contains { $0["SOTTO_NOTICE"] == "operation" && $0["SOTTO_STATUS"] == "started" }, "\(entries)")
         #expect(((try? String(contentsOf: out, encoding: .utf8)) ?? "").isEmpty)
 
-        // The journal goes away: the next event (lost) is a line on standard output, with one warning.
+        // The journal goes away: the next event (the cancellation's notice) is a line on standard output, with
+        // one warning.
         journal.close()
+        let id = subscribe.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try rig.run(["ops", "cancel", id]).status == 0)
         #expect(await daemon.saidOnStandardError("did not take an event", timeout: 20), "\(daemon.standardError)")
-        let printed = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
-        #expect(printed.contains(#""event":"lost""#) && printed.contains(#""group":"door""#), "\(printed)")
+        func printed() -> String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
+        let deadline2 = Date(timeIntervalSinceNow: 10)
+        while !printed().contains(#""status":"ended""#) && Date() < deadline2 { try await Task.sleep(for: .milliseconds(50)) }
+        let ended = printed().split(separator: "\n").first { $0.contains(#""status":"ended""#) }
+        #expect(ended?.contains(#""operation":"\#(id)""#) == true && ended?.contains(#""detail":"cancelled""#) == true, "\(printed())")
         #expect(await daemon.stop(SIGTERM) == 0, "\(daemon.standardError)")
     }
 }

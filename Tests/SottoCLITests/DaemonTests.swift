@@ -49,8 +49,12 @@ struct DaemonRig {
     func startDaemon(_ extra: [String] = []) async throws -> BackgroundSotto {
         let daemon = try BackgroundSotto(["daemon", "--capture-device", "sotto_faulty_capture", "--playback-device", "sotto_faulty_playback",
                                           "--retry-interval", "0.2"] + extra, environment: environment)
-        let deadline = Date(timeIntervalSinceNow: 20)
-        while Date() < deadline {
+        // Bounded by attempts as well as time: beside the crowd simulation, this task itself may not run for a
+        // minute (it never even asked); it gives up after 20 s with at least 100 attempts, or after 120 s.
+        let started = Date()
+        var attempts = 0
+        while Date().timeIntervalSince(started) < 120 && (attempts < 100 || Date().timeIntervalSince(started) < 20) {
+            attempts += 1
             if (try? ControlClient(path: paths.socket).call(.list, timeout: 2)) != nil { return daemon }
             if !daemon.process.isRunning { break }
             try await Task.sleep(for: .milliseconds(50))
