@@ -168,3 +168,70 @@ extension DaemonNotificationTests {
         #expect(await daemon.stop(SIGTERM) == 0, "\(daemon.standardError)")
     }
 }
+
+extension DaemonNotificationTests {
+    /// The journal form against a real journal: a systemd-journald of a namespace of its own (journald 252
+    /// serves a namespace outside systemd, on /run/systemd/journal.NAMESPACE/socket, as root), the daemon's
+    /// entries read back with `journalctl --namespace`, selected by their SOTTO_* fields.
+    @Test func eventsAreEntriesOfARealJournal() async throws {
+        let journald = "/lib/systemd/systemd-journald", journalctl = "/usr/bin/journalctl"
+        guard getuid() == 0, [journald, journalctl].allSatisfy(FileManager.default.isExecutableFile(atPath:)) else {
+            print("skipped: a journald of its own needs root and systemd-journald and journalctl")
+            return
+        }
+        let rig = try DaemonRig()
+        defer { rig.remove() }
+        let namespace = "sottotest" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        let machine = ((try? String(contentsOfFile: "/etc/machine-id", encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        let server = try SpawnedProcess(journald, [namespace], environment: [:], directory: rig.directory)
+        defer {
+            server.kill9()
+            try? FileManager.default.removeItem(atPath: "/run/systemd/journal.\(namespace)")
+            if !machine.isEmpty { try? FileManager.default.removeItem(atPath: "/var/log/journal/\(machine).\(namespace)") }
+        }
+        let socket = "/run/systemd/journal.\(namespace)/socket"
+        let up = Date(timeIntervalSinceNow: 10)
+        while !FileManager.default.fileExists(atPath: socket) && server.isRunning && Date() < up { try await Task.sleep(for: .milliseconds(20)) }
+        guard FileManager.default.fileExists(atPath: socket) else {
+            print("skipped: systemd-journald \(namespace) did not start here: \(server.standardError)")
+            return
+        }
+        let out = rig.directory.appendingPathComponent("stdout")
+        #expect(FileManager.default.createFile(atPath: out.path, contents: nil))
+        let attributes = try FileManager.default.attributesOfItem(atPath: out.path)
+        let device = try #require(attributes[.systemNumber] as? NSNumber), inode = try #require(attributes[.systemFileNumber] as? NSNumber)
+        var environment = rig.environment
+        environment["JOURNAL_STREAM"] = "\(device.uint64Value):\(inode.uint64Value)"
+        environment["SOTTO_JOURNAL_SOCKET"] = socket
+        let daemon = try SpawnedProcess(Sotto.executable.path, ["daemon", "--capture-device", "sotto_faulty_capture", "--playback-device",
+                                                                "sotto_faulty_playback", "--notify", "none", "--events", "json"],
+                                        environment: environment, directory: rig.directory, standardOutput: out)
+        defer { daemon.kill9() }
+        #expect(await daemon.saidOnStandardError("sotto daemon listening", timeout: 20), "\(daemon.standardError)")
+        let subscribe = try rig.run(["subscribe", "--daemon", "--group", namespace])
+        let id = subscribe.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(subscribe.status == 0, "\(subscribe.stderr)")
+        #expect(try rig.run(["ops", "cancel", id]).status == 0)
+
+        var entries: [[String: Any]] = []
+        let deadline = Date(timeIntervalSinceNow: 15)
+        while entries.count < 2 && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(200))
+            // Spawned and reaped by the test, as systemd's own tools may close the descriptors they inherit.
+            let read = try SpawnedProcess(journalctl, ["--namespace=\(namespace)", "SOTTO_GROUP=\(namespace)", "-o", "json", "--no-pager"],
+                                          environment: [:], directory: rig.directory)
+            _ = await read.waitForExit(timeout: 10)
+            read.kill9()
+            let text = (try? String(contentsOf: read.standardOutputFile, encoding: .utf8)) ?? ""
+            entries = text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        let statuses = entries.compactMap { $0["SOTTO_STATUS"] as? String }
+        #expect(statuses == ["started", "ended"], "\(entries) \(daemon.standardError)")
+        let ended = entries.last
+        #expect(ended?["SOTTO_OPERATION"] as? String == id && ended?["SOTTO_DETAIL"] as? String == "cancelled"
+                && ended?["SYSLOG_IDENTIFIER"] as? String == "sotto" && ended?["PRIORITY"] as? String == "6"
+                && ended?["MESSAGE"] as? String == "\(id)  operation ended: cancelled", "\(entries)")
+        #expect(((try? String(contentsOf: out, encoding: .utf8)) ?? "").isEmpty)
+        #expect(await daemon.stop(SIGTERM) == 0, "\(daemon.standardError)")
+    }
+}
