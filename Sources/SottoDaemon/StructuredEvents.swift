@@ -174,10 +174,8 @@ public enum Journal {
     /// (a program it starts with other output inherits the variable but not the stream).
     /// - Parameter environment: the process environment.
     public static func standardOutputIsJournal(environment: [String: String]) -> Bool {
-        guard let value = environment["JOURNAL_STREAM"] else { return false }
-        var status = stat()
-        guard fstat(1, &status) == 0 else { return false }
-        return matches(value, device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+        guard let value = environment["JOURNAL_STREAM"], let output = fileIdentity(of: 1) else { return false }
+        return matches(value, device: output.device, inode: output.inode)
     }
 
     /// Whether a `JOURNAL_STREAM` value names this device and inode.
