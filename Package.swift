@@ -111,7 +111,8 @@ let package = Package(
         // The per-user daemon (`sotto daemon`): the control socket and its protocol, the operations it runs on
         // the shared devices, consent, persistence. Matcher services plug in as a closure (no network here).
         .target(name: "SottoDaemon",
-                dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoTools", "SottoLive", "SottoAudio", "SottoModem", "SottoSupport"],
+                dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoTools", "SottoLive", "SottoAudio", "SottoModem", "SottoSupport",
+                               "CSottoShims"],
                 swiftSettings: strict),
         // Nearby-style publish/subscribe: messages, the pure matcher core, the manager an app talks to.
         // No audio, no network: the embedded core and the remote client plug in behind one protocol.

@@ -93,26 +93,6 @@ public actor Daemon: ControlHandler {
         var beacon: Broadcaster?
     }
 
-    /// Where an operation is in its life.
-    private enum Phase {
-        case running(Handles)
-        /// Not running yet or any more for a reason that may pass (device, matcher): retried.
-        case waiting(String)
-        /// Consent is revoked: resumes when it is granted again (persistent operations only).
-        case paused
-    }
-
-    private struct Operation {
-        let id: String
-        let spec: OperationSpec
-        let expiresAt: Date?
-        var started: Date
-        var phase: Phase
-        var group: String { spec.group ?? id }
-        /// Running or waiting to run (not paused for want of consent).
-        var isLive: Bool { if case .paused = phase { false } else { true } }
-    }
-
     /// The shared exchange: one manager for every publication and subscription, and the radio feeding it.
     private final class Engine: @unchecked Sendable {
         let manager: MessageManager
@@ -162,12 +142,12 @@ public actor Daemon: ControlHandler {
         }
     }
 
-    private var operations: [String: Operation] = [:]
-    private var order: [String] = []
+    /// The operations' bookkeeping (pure); their running handles are here.
+    private var book: OperationBook
+    private var handles: [String: Handles] = [:]
     private var engine: Engine?
     private var engineTask: Task<Engine, any Error>?
     private var deviceFault: String?
-    private var consentGranted: Bool
     private var sinks: [any DaemonEventSink] = []
     private var streams: [UUID: AsyncStream<DaemonEvent>.Continuation] = [:]
     private var watchers: [ObjectIdentifier: Watcher] = [:]
@@ -180,7 +160,7 @@ public actor Daemon: ControlHandler {
         self.configuration = configuration
         self.log = log
         self.store = OperationStore(file: configuration.paths.operations)
-        self.consentGranted = configuration.consent.isGranted
+        self.book = OperationBook(consentGranted: configuration.consent.isGranted)
     }
 
     // MARK: Events
@@ -210,8 +190,22 @@ public actor Daemon: ControlHandler {
         }
     }
 
-    private func emit(_ kind: DaemonEvent.Kind, _ operation: Operation? = nil) {
-        emit(DaemonEvent(kind: kind, operation: operation?.id, group: operation?.group))
+    private func emit(_ kind: DaemonEvent.Kind) {
+        emit(DaemonEvent(kind: kind))
+    }
+
+    /// Does what the bookkeeping asks, in order (activations are awaited one after the other).
+    private func perform(_ actions: [OperationBook.Action]) async {
+        for action in actions {
+            switch action {
+            case .activate(let id): _ = await activate(id, forClient: false)
+            case .stopHandles(let id): if let running = handles.removeValue(forKey: id) { await stop(running) }
+            case .save(let saved): do { try store.save(saved) } catch { log("warning: \(error)") }
+            case .emit(let kind, let operation, let group): emit(DaemonEvent(kind: kind, operation: operation, group: group))
+            case .log(let line): log(line)
+            case .teardownEngine: await teardownEngine()
+            }
+        }
     }
 
     // MARK: Running
@@ -272,7 +266,7 @@ public actor Daemon: ControlHandler {
     public static let stopTimeout = 5.0
 
     private func stopEverything() async {
-        for id in order { if let op = operations[id] { await stopHandles(op) } }
+        for id in book.order { if let running = handles.removeValue(forKey: id) { await stop(running) } }
         await teardownEngine()
     }
 
@@ -286,24 +280,16 @@ public actor Daemon: ControlHandler {
         guard !stopping else { return }
         await checkConsent()
         let now = Date()
-        for id in order {
-            guard let op = operations[id], let expiresAt = op.expiresAt, expiresAt <= now else { continue }
-            await end(id, status: "expired", detail: nil)
-        }
         if let engine {
             if engine.radio == nil {
                 if case .embedded = configuration.matcher { await engine.manager.tick(now: engine.now) }
                 if now.timeIntervalSince(engine.lastAttempt) >= configuration.retryInterval { startRadio(engine) }
             }
         }
-        if consentGranted, now.timeIntervalSince(lastWaitingRetry) >= configuration.retryInterval {
-            lastWaitingRetry = now
-            for id in order {
-                guard let op = operations[id], case .waiting = op.phase else { continue }
-                do { try await activate(id) } catch { setWaiting(id, "\(error)") }
-            }
-        }
-        if !operations.values.contains(where: { $0.spec.kind != .beacon && $0.isLive }) { await teardownEngine() }
+        let retry = book.consentGranted && now.timeIntervalSince(lastWaitingRetry) >= configuration.retryInterval
+        if retry { lastWaitingRetry = now }
+        // Expiries, retries of waiting operations, and the engine closed when nothing live needs it.
+        await perform(book.step(.tick(now: now, retry: retry)))
     }
 
     /// Duty-cycled scanning: opens the capture device for the first `listen` seconds of every period.
@@ -322,33 +308,7 @@ public actor Daemon: ControlHandler {
     // MARK: Consent
 
     private func checkConsent() async {
-        let granted = configuration.consent.isGranted
-        guard granted != consentGranted else { return }
-        consentGranted = granted
-        emit(.permission(granted: granted))
-        if granted {
-            log("consent granted: resuming paused operations")
-            for id in order {
-                guard let op = operations[id], case .paused = op.phase else { continue }
-                do { try await activate(id) } catch { setWaiting(id, "\(error)") }
-            }
-        } else {
-            log("consent revoked: every operation stops")
-            for id in order {
-                guard var op = operations[id] else { continue }
-                await stopHandles(op)
-                if op.spec.persistent {
-                    op.phase = .paused
-                    operations[id] = op
-                    emit(.operation(status: "paused", detail: "consent revoked"), op)
-                } else {
-                    operations.removeValue(forKey: id)
-                    emit(.operation(status: "ended", detail: "consent revoked"), op)
-                }
-            }
-            order.removeAll { operations[$0] == nil }
-            await teardownEngine()
-        }
+        await perform(book.step(.consent(granted: configuration.consent.isGranted)))
     }
 
     // MARK: Operations
@@ -356,60 +316,26 @@ public actor Daemon: ControlHandler {
     /// Starts an operation for a client.
     private func start(_ spec: OperationSpec) async throws(DaemonError) -> OperationRecord {
         await checkConsent()
-        guard consentGranted else { throw DaemonError(ConsentGate.decide(configuration.consent.state, interactive: false).message) }
+        guard book.consentGranted else { throw DaemonError(ConsentGate.decide(configuration.consent.state, interactive: false).message) }
         try check(spec)
         let id = OperationID.make()
-        let op = Operation(id: id, spec: spec, expiresAt: spec.ttl.map { Date(timeIntervalSinceNow: Double($0)) }, started: Date(),
-                           phase: .waiting("starting"))
-        operations[id] = op
-        order.append(id)
-        if spec.persistent {
-            do { try persist() } catch {
-                operations.removeValue(forKey: id)
-                order.removeAll { $0 == id }
+        for action in book.step(.start(id: id, spec: spec, now: Date())) {
+            // Only the save of a persistent operation: its failure is the client's answer.
+            guard case .save(let saved) = action else { await perform([action]); continue }
+            do { try store.save(saved) } catch {
+                await perform(book.step(.saveFailed(id: id)))
                 throw error
             }
         }
-        do { try await activate(id) } catch {
-            if error.isDevice {
-                // The device may come back: the operation waits for it (reported, retried).
-                setWaiting(id, error.description)
-            } else {
-                operations.removeValue(forKey: id)
-                order.removeAll { $0 == id }
-                if spec.persistent { try? persist() }
-                throw error
-            }
-        }
-        guard let started = operations[id] else { throw DaemonError("the operation ended at once") }
-        emit(.operation(status: "started", detail: nil), started)
-        return record(started)
+        // A device that fails may come back: the operation then waits for it (reported, retried); any other
+        // failure ends it and is the client's answer.
+        if let error = await activate(id, forClient: true) { throw error }
+        guard let started = book.entries[id] else { throw DaemonError("the operation ended at once") }
+        emit(DaemonEvent(kind: .operation(status: "started", detail: nil), operation: id, group: started.group))
+        return OperationBook.record(started, deviceFault: deviceFault, now: Date())
     }
 
-    /// Ends an operation (cancelled, expired).
-    private func end(_ id: String, status: String, detail: String?) async {
-        guard let op = operations.removeValue(forKey: id) else { return }
-        order.removeAll { $0 == id }
-        await stopHandles(op)
-        if op.spec.persistent {
-            do { try persist() } catch { log("warning: \(error)") }
-        }
-        if status == "expired" && op.spec.kind == .subscribe {
-            emit(.subscription(.expired, time: Date().timeIntervalSince(op.started)), op)
-        }
-        emit(.operation(status: status, detail: detail), op)
-    }
-
-    private func setWaiting(_ id: String, _ reason: String) {
-        guard var op = operations[id] else { return }
-        if case .waiting(let old) = op.phase, old == reason { return }
-        op.phase = .waiting(reason)
-        operations[id] = op
-        log("operation \(id) waits: \(reason)")
-    }
-
-    private func stopHandles(_ op: Operation) async {
-        guard case .running(let handles) = op.phase else { return }
+    private func stop(_ handles: Handles) async {
         if let subscription = handles.subscription { await subscription.cancel() }
         handles.pump?.cancel()
         if let publication = handles.publication { await publication.cancel() }
@@ -469,12 +395,28 @@ public actor Daemon: ControlHandler {
         }
     }
 
-    /// Runs an operation that is waiting or paused; throws when it cannot run now.
-    private func activate(_ id: String) async throws(DaemonError) {
-        guard let op = operations[id] else { return }
-        let left = op.expiresAt.map { max(1, Int($0.timeIntervalSinceNow.rounded(.up))) }
+    /// Starts an operation the bookkeeping marked starting, and reports the outcome to it: it stays marked
+    /// while this awaits the engine, so a tick or a consent change meanwhile does not start it a second time
+    /// (two subscriptions under one id), and a cancellation or revocation meanwhile stops the new handles.
+    /// Returns the error a client's start answers with (not a device's: the operation waits for it).
+    private func activate(_ id: String, forClient: Bool) async -> DaemonError? {
+        guard let entry = book.entries[id], case .starting = entry.phase else { return nil }
+        do {
+            let made = try await makeHandles(id, entry)
+            handles[id] = made
+            await perform(book.step(.activated(id: id, now: Date())))
+            return nil
+        } catch {
+            await perform(book.step(.activationFailed(id: id, reason: error.description, device: error.isDevice, forClient: forClient)))
+            return forClient && !error.isDevice ? error : nil
+        }
+    }
+
+    /// The running parts of an operation (devices, matcher); throws when it cannot run now.
+    private func makeHandles(_ id: String, _ entry: OperationBook.Entry) async throws(DaemonError) -> Handles {
+        let left = entry.expiresAt.map { max(1, Int($0.timeIntervalSinceNow.rounded(.up))) }
         let planned: Plan
-        do throws(ExchangeError) { planned = try plan(op.spec, ttl: left) } catch { throw DaemonError(error.description) }
+        do throws(ExchangeError) { planned = try plan(entry.spec, ttl: left) } catch { throw DaemonError(error.description) }
         var handles = Handles()
         switch planned {
         case .beacon(let bytes):
@@ -509,20 +451,13 @@ public actor Daemon: ControlHandler {
                 }
             }
         }
-        guard var current = operations[id] else {
-            // Cancelled while starting.
-            await stopHandles(Operation(id: id, spec: op.spec, expiresAt: nil, started: Date(), phase: .running(handles)))
-            return
-        }
-        current.phase = .running(handles)
-        current.started = Date()
-        operations[id] = current
+        return handles
     }
 
     private func subscriptionEvent(_ id: String, _ event: SubscriptionEvent) {
-        guard let op = operations[id] else { return }
+        guard let entry = book.entries[id] else { return }
         if case .expired = event { return }  // the daemon keeps the time (see plan)
-        emit(.subscription(event, time: Date().timeIntervalSince(op.started)), op)
+        emit(DaemonEvent(kind: .subscription(event, time: Date().timeIntervalSince(entry.started)), operation: id, group: entry.group))
     }
 
     // MARK: Engine and devices
@@ -613,54 +548,13 @@ public actor Daemon: ControlHandler {
 
     // MARK: Persistence
 
-    private func persist() throws(DaemonError) {
-        let saved = order.compactMap { id -> SavedOperation? in
-            guard let op = operations[id], op.spec.persistent else { return nil }
-            return SavedOperation(id: op.id, spec: op.spec, expiresAt: op.expiresAt?.timeIntervalSince1970)
-        }
-        try store.save(saved)
-    }
-
     private func restore() async {
         let loaded = store.load()
         if let warning = loaded.warning { log("warning: \(warning)") }
-        var dropped = 0
-        for saved in loaded.operations {
-            let expiresAt = saved.expiresAt.map { Date(timeIntervalSince1970: $0) }
-            if let expiresAt, expiresAt <= Date() { dropped += 1; continue }
-            guard (try? saved.spec.validate()) != nil, OperationID.isValid(saved.id), operations[saved.id] == nil else {
-                log("warning: a saved operation is not valid and was not restored: \(saved.id)")
-                continue
-            }
-            operations[saved.id] = Operation(id: saved.id, spec: saved.spec, expiresAt: expiresAt, started: Date(), phase: consentGranted ? .waiting("restoring") : .paused)
-            order.append(saved.id)
-        }
-        if dropped > 0 {
-            log("\(dropped) saved operation(s) expired while the daemon was not running")
-            do { try persist() } catch { log("warning: \(error)") }
-        }
-        if !order.isEmpty { log("restored \(order.count) persistent operation(s)\(consentGranted ? "" : " (paused: no consent)")") }
-        for id in order {
-            guard let op = operations[id], case .waiting = op.phase else { continue }
-            do { try await activate(id) } catch { setWaiting(id, error.description) }
-            if let op = operations[id] { emit(.operation(status: "restored", detail: nil), op) }
-        }
+        await perform(book.step(.restore(loaded.operations, now: Date())))
     }
 
     // MARK: Requests
-
-    private func record(_ op: Operation) -> OperationRecord {
-        let status: String
-        switch op.phase {
-        case .running where op.spec.kind != .beacon && deviceFault != nil: status = "waiting: device: \(deviceFault ?? "")"
-        case .running: status = "running"
-        case .waiting(let reason): status = "waiting: \(reason)"
-        case .paused: status = "paused: no consent"
-        }
-        return OperationRecord(id: op.id, kind: op.spec.kind.rawValue, status: status,
-                               remaining: op.expiresAt.map { max(0, $0.timeIntervalSinceNow) }, persistent: op.spec.persistent,
-                               group: op.group, summary: Self.summary(op.spec))
-    }
 
     static func summary(_ spec: OperationSpec) -> String {
         switch spec.kind {
@@ -689,13 +583,14 @@ public actor Daemon: ControlHandler {
                 connection.send(.failure(error.description))
             }
         case .list:
-            connection.send(ControlReply(reply: "operations", operations: order.compactMap { id in operations[id].map { record($0) } }))
+            let now = Date()
+            connection.send(ControlReply(reply: "operations", operations: book.operations.map { OperationBook.record($0, deviceFault: deviceFault, now: now) }))
         case .cancel(let id):
-            guard operations[id] != nil else { connection.send(.failure("no operation \(id)")); return }
-            await end(id, status: "ended", detail: "cancelled")
+            guard book.entries[id] != nil else { connection.send(.failure("no operation \(id)")); return }
+            await perform(book.step(.cancel(id: id, now: Date())))
             connection.send(.ok)
         case .watch(let id):
-            if let id, operations[id] == nil { connection.send(.failure("no operation \(id)")); return }
+            if let id, book.entries[id] == nil { connection.send(.failure("no operation \(id)")); return }
             connection.send(.ok)
             let watcher = Watcher(connection: connection, operation: id)
             let key = ObjectIdentifier(watcher)

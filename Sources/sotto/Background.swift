@@ -7,6 +7,7 @@ import SottoExchange
 import SottoNotify
 import SottoSupport
 import SottoTools
+import Synchronization
 
 /// `--daemon`, `--persistent`, `--group KEY` of publish and subscribe.
 struct DaemonOptions: ParsableArguments {
@@ -120,6 +121,9 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(help: "Run this program for each found, lost or expired event: SOTTO_* environment variables, the content on standard input (no shell).")
     var exec: String?
     @Option(parsing: .unconditionalSingleValue, help: "An argument of the --exec program (repeat for several).") var execArg: [String] = []
+    enum EventsMode: String, ExpressibleByArgument, CaseIterable { case none, json }
+    @Option(help: "Structured events for headless machines: json prints every event as a JSON Lines record on standard output (under systemd, when standard output is the journal, as journal entries with SOTTO_* fields).")
+    var events: EventsMode = .none
 
     func validate() throws {
         if exec?.isEmpty == true { throw ValidationError("--exec needs a program") }
@@ -160,13 +164,17 @@ struct DaemonCommand: AsyncParsableCommand {
         if configuration.consent.state != .granted { printError("warning: consent is not granted: nothing runs until it is. \(ConsentGate.hint)") }
         let notifications = try notificationSink()
         if let notifications { await daemon.add(sink: notifications) }
+        let structured = structuredEventSink()
+        if let structured { await daemon.add(sink: structured) }
         do {
             try await daemon.run(until: Interruption.stop) { printError("sotto daemon listening on \($0)") }
         } catch {
             await notifications?.finish()
+            structured?.flush()
             throw CommandError(error.description)
         }
         await notifications?.finish()
+        structured?.flush()
         printError("sotto daemon stopped")
     }
 }
@@ -194,6 +202,26 @@ extension DaemonCommand {
         }
         guard desktop != nil || sink != nil else { return nil }
         return DaemonNotifications(desktop: desktop, media: media, exec: sink) { printError($0) }
+    }
+}
+
+extension DaemonCommand {
+    /// --events json: JSON lines on standard output, or journal entries when standard output is the journal.
+    /// A standard output that fails (closed, full) stops the lines with one warning; the daemon keeps running.
+    func structuredEventSink() -> StructuredEventSink? {
+        guard events == .json else { return nil }
+        let environment = ProcessInfo.processInfo.environment
+        let destination: StructuredEventSink.Destination = Journal.standardOutputIsJournal(environment: environment)
+            ? .journal(socket: Journal.socket(environment: environment)) : .lines
+        let failed = Mutex(false)
+        return StructuredEventSink(destination: destination, write: { line in
+            guard !failed.withLock({ $0 }) else { return }
+            let code = StandardStream.write(line + "\n", to: STDOUT_FILENO)
+            if code != 0 {
+                failed.withLock { $0 = true }
+                printError("warning: standard output failed (\(StandardStreamError(code: code))): no more --events lines; the daemon keeps running")
+            }
+        }, log: { printError($0) })
     }
 }
 

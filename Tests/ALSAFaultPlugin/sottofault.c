@@ -19,6 +19,10 @@
 //       format "S16_LE"            # the only sample format offered (default S16_LE; I/O works in S16_LE only,
 //                                  # other formats are for testing how a program refuses them)
 //       realtime 1                 # pace I/O to the sample clock (default 1); 0 runs as fast as it is read
+//       clock "/path/t0"           # capture: infile is a live sound that began at this file's modification time
+//                                  # (silence while the file does not exist); each open starts reading it at
+//                                  # the wall-clock position, as a microphone hears a room that went on while
+//                                  # it was closed (duty-cycled listening)
 //   }
 //
 // Test-only: it is built as a dynamic library so that libasound can dlopen it, and used by the live
@@ -30,12 +34,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 typedef struct {
     snd_pcm_ioplug_t io;
-    char *infile, *outfile, *gone, *suspended, *refuse;
+    char *infile, *outfile, *gone, *suspended, *refuse, *clock;
     snd_pcm_format_t format;
     FILE *in, *out;
     unsigned int rate;
@@ -44,7 +49,20 @@ typedef struct {
     snd_pcm_uframes_t position;  // frames transferred since the first transfer (the device's sample clock)
     struct timespec started;     // when the first frame was transferred
     int clock_running;
+    int clock_synced;            // with `clock`: the infile is positioned at the live sound's wall-clock time
 } fault_pcm;
+
+// With `clock`: once its file exists, seeks the infile to the sound's current position (once per open).
+static void sync_live(fault_pcm *pcm) {
+    struct stat st;
+    if (pcm->clock_synced || stat(pcm->clock, &st) != 0) return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double elapsed = (double)(now.tv_sec - st.st_mtim.tv_sec) + (double)(now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
+    if (elapsed < 0) elapsed = 0;
+    if (pcm->in) fseeko(pcm->in, (off_t)(elapsed * pcm->rate) * (off_t)sizeof(int16_t), SEEK_SET);
+    pcm->clock_synced = 1;
+}
 
 static int exists(const char *path) { return path && access(path, F_OK) == 0; }
 
@@ -92,7 +110,8 @@ static snd_pcm_sframes_t fault_transfer(snd_pcm_ioplug_t *io, const snd_pcm_chan
     int16_t *samples = (int16_t *)((char *)areas[0].addr + (areas[0].first + offset * areas[0].step) / 8);
     if (io->stream == SND_PCM_STREAM_CAPTURE) {
         pace(pcm, pcm->position + size);
-        size_t got = pcm->in ? fread(samples, sizeof(int16_t), size, pcm->in) : 0;
+        if (pcm->clock) sync_live(pcm);
+        size_t got = pcm->in && (!pcm->clock || pcm->clock_synced) ? fread(samples, sizeof(int16_t), size, pcm->in) : 0;
         memset(samples + got, 0, (size - got) * sizeof(int16_t));
     } else {
         pace(pcm, pcm->position);
@@ -121,7 +140,7 @@ static int fault_close(snd_pcm_ioplug_t *io) {
     if (pcm->out) fclose(pcm->out);
     close(pcm->wake[0]);
     close(pcm->wake[1]);
-    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended); free(pcm->refuse);
+    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended); free(pcm->refuse); free(pcm->clock);
     free(pcm);
     return 0;
 }
@@ -164,6 +183,7 @@ SND_PCM_PLUGIN_DEFINE_FUNC(sottofault) {
         else if (!strcmp(id, "gone")) error = string_value(node, &pcm->gone);
         else if (!strcmp(id, "suspended")) error = string_value(node, &pcm->suspended);
         else if (!strcmp(id, "refuse")) error = string_value(node, &pcm->refuse);
+        else if (!strcmp(id, "clock")) error = string_value(node, &pcm->clock);
         else if (!strcmp(id, "format")) {
             const char *value;
             if ((error = snd_config_get_string(node, &value)) >= 0 &&
@@ -214,7 +234,7 @@ fail:
     if (pcm->out) fclose(pcm->out);
     if (pcm->wake[0] >= 0) close(pcm->wake[0]);
     if (pcm->wake[1] >= 0) close(pcm->wake[1]);
-    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended); free(pcm->refuse);
+    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended); free(pcm->refuse); free(pcm->clock);
     free(pcm);
     return error;
 }

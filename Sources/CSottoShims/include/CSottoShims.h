@@ -11,4 +11,8 @@ void sotto_alsa_restore_errors(void);
 /// (Linux tee(2), which Swift's Glibc module hides behind _GNU_SOURCE); -1 with errno on failure.
 long sotto_tee(int input, int output, unsigned long length);
 
+/// The device and inode of open descriptor `fd` (what systemd's JOURNAL_STREAM names); 0, or -1 with errno.
+/// (In C: with Foundation imported, a release build refuses `struct stat`'s members to Swift.)
+int sotto_fd_identity(int fd, unsigned long long *device, unsigned long long *inode);
+
 #endif
