@@ -45,6 +45,8 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
         /// The project's counters once the key is known, and when the last sighting frame arrived.
         let project = Mutex<TransportMetrics.ProjectCounters?>(nil)
         let lastSighting = Mutex<ContinuousClock.Instant?>(nil)
+        /// Set when the Hello arrived (its key may still be being checked).
+        let saidHello = Mutex(false)
     }
 
     public func session(request: StreamingServerRequest<ClientFrame>, context: ServerContext) async throws -> StreamingServerResponse<ServerFrame> {
@@ -110,6 +112,10 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                                 metrics.rejected.increment()
                                 throw RPCError(code: .failedPrecondition, message: "the first frame of a session must be a Hello")
                             }
+                            // It said Hello: the deadline is met (checking the key is the service's own time), and
+                            // what remains is bounded by the key checks and the quotas.
+                            state.saidHello.withLock { $0 = true }
+                            pass.release()
                             // A node cut off from its database refuses at once (checking the key would wait for
                             // the database), so that the client tries another node.
                             guard await host.serving else {
@@ -125,9 +131,8 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                                 metrics.rejected.increment()
                                 let id = APIKeys.parse(hello.apiKey)?.id
                                 failedAuthentications.log { suppressed in
-                                    let what = id.map { "key \($0) is unknown or revoked" } ?? "not an API key"
                                     let more = suppressed > 0 ? " (\(suppressed) more failures since the last line)" : ""
-                                    logger.warning("authentication failed from \(peer): \(what)\(more)")
+                                    logger.warning("audit: authentication failed for key \(id ?? "(not an API key)") from \(peer)\(more)")
                                 }
                                 throw RPCError(code: .unauthenticated, message: ExchangeError.unauthenticated.description)
                             }
@@ -136,7 +141,6 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                             do {
                                 let opened = try await host.open(key: key, broadcasts: hello.broadcasts, resume: resume, outbox: outbox)
                                 state.stream.withLock { $0 = opened.stream }
-                                pass.release()
                                 let counters = metrics.transport.project(key.project.id)
                                 counters.sessions.increment()
                                 state.project.withLock { $0 = counters }
@@ -164,7 +168,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                 // A stream that never says Hello is closed.
                 group.addTask {
                     try await Task.sleep(for: .seconds(helloTimeout))
-                    if state.stream.withLock({ $0 }) == nil {
+                    if !state.saidHello.withLock({ $0 }) {
                         outbox.finish()
                         metrics.transport.helloTimeouts.increment()
                         throw RPCError(code: .deadlineExceeded, message: "no Hello within \(helloTimeout) s")

@@ -61,6 +61,7 @@ public struct TransportMetrics: Sendable {
     }
 
     /// The counters of a project (made on first use).
+    /// - Parameter id: the project's id.
     public func project(_ id: String) -> ProjectCounters {
         perProject.table.withLock { table in
             if let counters = table[id] { return counters }
