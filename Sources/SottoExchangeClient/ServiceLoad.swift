@@ -178,10 +178,15 @@ public enum ServiceLoad {
                             sightingSeconds: 0, found: 0, expectedFound: 0, foundLatencies: [], errors: [:])
         try await withThrowingTaskGroup(of: Void.self) { group in
             for client in clients { group.addTask { try await client.runConnections() } }
+            // The service holds few streams per connection that have not said Hello (8): each connection
+            // opens its sessions a few at a time, the next once one is welcomed.
+            let openers = clients.map { _ in OpenLimiter(slots: 8) }
             for device in devices {
                 let client = clients[device.index % clients.count]
+                let opener = openers[device.index % clients.count]
                 group.addTask {
-                    await session(device, client: client, configuration: configuration, tally: tally)
+                    await opener.acquire()
+                    await session(device, client: client, configuration: configuration, tally: tally, opened: { opener.release() })
                 }
             }
             // Wait for the sessions to open (and get their tokens).
@@ -193,6 +198,14 @@ public enum ServiceLoad {
                 let ended = devices.filter { $0.ended.load(ordering: .acquiring) && $0.token.withLock { $0 } == nil }.count
                 if open + ended == devices.count { break }
                 progress("sessions open: \(open) of \(devices.count)")
+                // Sessions open early stay alive while the others open (the service cuts off silent ones).
+                var beat = ClientFrame()
+                beat.kind = .heartbeat(Sotto_Exchange_V1_Heartbeat())
+                let interval = tally.heartbeatInterval.withLock { $0 }, now = tally.now
+                for device in devices where device.welcomed.load(ordering: .relaxed) && now - device.lastSent.withLock({ $0 }) > interval * 0.5 {
+                    device.outbound.yield(beat)
+                    device.lastSent.withLock { $0 = now }
+                }
                 try await Task.sleep(for: .milliseconds(500))
             }
             report.sessionsOpen = open
@@ -276,7 +289,12 @@ public enum ServiceLoad {
         String(decoding: message.content.prefix(16), as: UTF8.self).split(separator: " ").dropFirst().first.flatMap { Int($0) }
     }
 
-    static func session(_ device: Device, client: GRPCClient<HTTP2ClientTransport.Posix>, configuration: Configuration, tally: Tally) async {
+    static func session(_ device: Device, client: GRPCClient<HTTP2ClientTransport.Posix>, configuration: Configuration, tally: Tally,
+                        opened: @escaping @Sendable () -> Void = {}) async {
+        // `opened` once: at the Welcome, or when the stream ends without one.
+        let once = Atomic<Bool>(false)
+        let opened: @Sendable () -> Void = { if !once.exchange(true, ordering: .relaxed) { opened() } }
+        defer { opened() }
         var hello = Sotto_Exchange_V1_Hello()
         hello.apiKey = configuration.apiKey
         hello.broadcasts = true
@@ -298,6 +316,7 @@ public enum ServiceLoad {
                 for try await frame in response.messages {
                     switch frame.kind {
                     case .welcome(let welcome):
+                        opened()
                         device.welcomed.store(true, ordering: .relaxed)
                         tally.heartbeatInterval.withLock { $0 = max(0.5, Double(welcome.heartbeatIntervalMs) / 1000) }
                         let message = try! Message(content: content)
@@ -324,5 +343,37 @@ public enum ServiceLoad {
         } catch {
             tally.error("stream: \(type(of: error))")
         }
+    }
+}
+
+/// At most `slots` sessions of one connection between their stream's opening and their Welcome.
+final class OpenLimiter: Sendable {
+    private let state: Mutex<(free: Int, waiting: [CheckedContinuation<Void, Never>])>
+
+    init(slots: Int) { state = Mutex((max(1, slots), [])) }
+
+    func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state -> Bool in
+                if state.free > 0 {
+                    state.free -= 1
+                    return true
+                }
+                state.waiting.append(continuation)
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiting.isEmpty {
+                state.free += 1
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
     }
 }

@@ -14,31 +14,75 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
     let store: any ExchangeStore
     let metrics: ServiceMetrics
     let logger: Logger
-    /// How long a new stream may take to say Hello (s).
-    public static let helloTimeout = 10.0
+    let limits: TransportLimits
+    let helloGate: HelloGate
+    let failedAuthentications = LogThrottle(interval: 1)
+    /// How long a new stream may take to say Hello by default (s): ``TransportLimits/helloTimeout``.
+    public static let helloTimeout = TransportLimits().helloTimeout
 
-    public init(host: MatcherHost, store: any ExchangeStore, metrics: ServiceMetrics, logger: Logger) {
+    /// - Parameters:
+    ///   - host: the matcher the sessions go to.
+    ///   - store: where API keys are checked.
+    ///   - metrics: the service's counters.
+    ///   - logger: where failed authentications are logged.
+    ///   - limits: the Hello deadline and the counts of streams without Hello.
+    public init(host: MatcherHost, store: any ExchangeStore, metrics: ServiceMetrics, logger: Logger,
+                limits: TransportLimits = TransportLimits()) {
         self.host = host
         self.store = store
         self.metrics = metrics
         self.logger = logger
+        self.limits = limits
+        helloGate = HelloGate(perConnection: limits.maxStreamsWithoutHelloPerConnection, total: limits.maxStreamsWithoutHello) { count in
+            metrics.transport.streamsWithoutHello.record(count)
+        }
     }
 
     /// The session this stream opened, once it has.
     final class StreamState: Sendable {
         /// The stream's number on the host once its session is open.
         let stream = Mutex<UInt64?>(nil)
+        /// The project's counters once the key is known, and when the last sighting frame arrived.
+        let project = Mutex<TransportMetrics.ProjectCounters?>(nil)
+        let lastSighting = Mutex<ContinuousClock.Instant?>(nil)
+        /// Set when the Hello arrived (its key may still be being checked).
+        let saidHello = Mutex(false)
     }
 
     public func session(request: StreamingServerRequest<ClientFrame>, context: ServerContext) async throws -> StreamingServerResponse<ServerFrame> {
         let host = self.host, store = self.store, metrics = self.metrics, logger = self.logger
+        let helloTimeout = limits.helloTimeout, failedAuthentications = self.failedAuthentications
+        // A stream that has not said Hello holds a place, of a few per connection and a few hundred per node.
+        let peer = context.remotePeer
+        let pass: HelloGate.Pass
+        do { pass = try helloGate.enter(connection: peer) } catch {
+            metrics.transport.helloRefused.increment()
+            metrics.rejected.increment()
+            var metadata = Metadata()
+            metadata.addString("streams-without-hello", forKey: "sotto-error")
+            throw RPCError(code: .resourceExhausted, message: error.description, metadata: metadata)
+        }
         let outbox = Outbox(limits: host.configuration.outbox)
         let state = StreamState()
         return StreamingServerResponse { writer in
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 // Writer: the host's frames for this session, until the session ends or is cut off.
                 group.addTask {
-                    while let frame = await outbox.next() { try await writer.write(frame) }
+                    while let frame = await outbox.next() {
+                        try await writer.write(frame)
+                        switch frame.kind {
+                        case .found:
+                            state.project.withLock { $0 }?.found.increment()
+                            if let since = state.lastSighting.withLock({ last in defer { last = nil }; return last }) {
+                                let elapsed = (ContinuousClock.now - since).components
+                                metrics.transport.foundLatency.recordNanoseconds(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
+                            }
+                        case .opStatus(let status) where status.state == .rejected:
+                            state.project.withLock { $0 }?.rejected.increment()
+                        default:
+                            break
+                        }
+                    }
                     switch outbox.cutOff {
                     case .slowReader: throw RPCError(code: .resourceExhausted, message: "the client did not read its stream")
                     case .silent: throw RPCError(code: .deadlineExceeded, message: "no frame for three heartbeat intervals")
@@ -56,6 +100,11 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                             outbox.touch()
                             if let stream = state.stream.withLock({ $0 }) {
                                 if case .heartbeat = frame.kind { continue }  // liveness only: the touch above
+                                if case .observe(let observe) = frame.kind {
+                                    state.project.withLock { $0 }?.sightings.increment(by: observe.sightings.count)
+                                    let now = ContinuousClock.now
+                                    state.lastSighting.withLock { $0 = $0 ?? now }
+                                }
                                 await host.receive(frame, stream: stream)
                                 continue
                             }
@@ -63,6 +112,10 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                                 metrics.rejected.increment()
                                 throw RPCError(code: .failedPrecondition, message: "the first frame of a session must be a Hello")
                             }
+                            // It said Hello: the deadline is met (checking the key is the service's own time), and
+                            // what remains is bounded by the key checks and the quotas.
+                            state.saidHello.withLock { $0 = true }
+                            pass.release()
                             // A node cut off from its database refuses at once (checking the key would wait for
                             // the database), so that the client tries another node.
                             guard await host.serving else {
@@ -75,6 +128,12 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                             }
                             guard let key else {
                                 metrics.authenticationFailures.increment()
+                                metrics.rejected.increment()
+                                let id = APIKeys.parse(hello.apiKey)?.id
+                                failedAuthentications.log { suppressed in
+                                    let more = suppressed > 0 ? " (\(suppressed) more failures since the last line)" : ""
+                                    logger.warning("audit: authentication failed for key \(id ?? "(not an API key)") from \(peer)\(more)")
+                                }
                                 throw RPCError(code: .unauthenticated, message: ExchangeError.unauthenticated.description)
                             }
                             await host.limit(key: key)
@@ -82,6 +141,9 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                             do {
                                 let opened = try await host.open(key: key, broadcasts: hello.broadcasts, resume: resume, outbox: outbox)
                                 state.stream.withLock { $0 = opened.stream }
+                                let counters = metrics.transport.project(key.project.id)
+                                counters.sessions.increment()
+                                state.project.withLock { $0 = counters }
                             } catch let error as ExchangeError {
                                 var metadata = Metadata()
                                 if case .sessionQuotaExceeded(let limit) = error {
@@ -105,10 +167,11 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                 }
                 // A stream that never says Hello is closed.
                 group.addTask {
-                    try await Task.sleep(for: .seconds(Self.helloTimeout))
-                    if state.stream.withLock({ $0 }) == nil {
+                    try await Task.sleep(for: .seconds(helloTimeout))
+                    if !state.saidHello.withLock({ $0 }) {
                         outbox.finish()
-                        throw RPCError(code: .deadlineExceeded, message: "no Hello within \(Self.helloTimeout) s")
+                        metrics.transport.helloTimeouts.increment()
+                        throw RPCError(code: .deadlineExceeded, message: "no Hello within \(helloTimeout) s")
                     }
                     return false
                 }
@@ -124,6 +187,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                         group.cancelAll()
                     }
                 }
+                pass.release()
                 if let firstError { throw firstError }
             }
             return [:]

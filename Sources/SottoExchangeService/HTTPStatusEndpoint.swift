@@ -1,22 +1,45 @@
+import CoreMetrics
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import SottoExchangeWire
+import Synchronization
 
 /// A tiny HTTP/1.1 endpoint for operators: `GET /metrics` (Prometheus text), `GET /ready` (200 when the
 /// service can take sessions: its store answers; 503 otherwise) and `GET /health` (200 while the process runs).
+/// Each connection gets ``TransportLimits/httpRequestTimeout`` to send its request and be answered (then it is
+/// closed, answered or not), and at most ``TransportLimits/maxHTTPConnections`` are held at once.
 public struct HTTPStatusEndpoint: Sendable {
     let channel: any Channel
     /// The bound address, `HOST:PORT` or `unix:PATH`.
     public let address: String
 
-    public static func start(endpoint: MatcherAddress, metrics: ServiceMetrics,
+    /// Binds the endpoint.
+    /// - Parameters:
+    ///   - endpoint: where to listen.
+    ///   - metrics: the counters `/metrics` exposes.
+    ///   - limits: the request time-out and the connection cap.
+    ///   - ready: whether the service can take sessions (for `/ready`).
+    public static func start(endpoint: MatcherAddress, metrics: ServiceMetrics, limits: TransportLimits = TransportLimits(),
                              ready: @escaping @Sendable () async -> Bool) async throws -> HTTPStatusEndpoint {
+        let open = OpenConnections()
+        let timeout = TimeAmount.nanoseconds(Int64(limits.httpRequestTimeout * 1e9))
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.pipeline.configureHTTPServerPipeline().flatMap {
+                guard open.enter(limit: limits.maxHTTPConnections) else {
+                    metrics.transport.httpRefused.increment()
+                    return channel.close()
+                }
+                channel.closeFuture.whenComplete { _ in open.leave() }
+                // Answered or not, the connection ends at the deadline (an answer takes milliseconds).
+                let deadline = channel.eventLoop.scheduleTask(in: timeout) {
+                    metrics.transport.httpTimeouts.increment()
+                    channel.close(promise: nil)
+                }
+                channel.closeFuture.whenComplete { _ in deadline.cancel() }
+                return channel.pipeline.configureHTTPServerPipeline().flatMap {
                     channel.pipeline.addHandler(StatusHandler(metrics: metrics, ready: ready))
                 }
             }
@@ -35,6 +58,21 @@ public struct HTTPStatusEndpoint: Sendable {
     }
 
     public func close() async throws { try await channel.close() }
+}
+
+/// Connections of the HTTP endpoint held now.
+private final class OpenConnections: Sendable {
+    private let count = Mutex(0)
+
+    func enter(limit: Int) -> Bool {
+        count.withLock { count in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    func leave() { count.withLock { $0 -= 1 } }
 }
 
 private final class StatusHandler: ChannelInboundHandler, @unchecked Sendable {

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
@@ -30,16 +31,28 @@ public struct MatcherServer: Service {
     public let configuration: ServiceConfiguration
     public let host: MatcherHost
     public let metrics: ServiceMetrics
+    /// Bounds on what peers can make the transport hold (connections, streams, time before Hello).
+    public let limits: TransportLimits
     let logger: Logger
     /// Called with the bound address of the gRPC service and, if any, of the HTTP endpoint.
     let onListening: @Sendable (_ service: String, _ http: String?) -> Void
     /// Largest client frame accepted (bytes): a 100 KiB message plus its envelope.
     public static let maxRequestPayloadSize = 128 * 1024
 
+    /// - Parameters:
+    ///   - endpoint: where the gRPC service listens.
+    ///   - tls: certificate and key; required beyond loopback.
+    ///   - store: projects, keys and beacons.
+    ///   - metricsEndpoint: where the HTTP endpoint listens, if anywhere.
+    ///   - configuration: the matcher's timings and bounds.
+    ///   - limits: the transport's bounds (connections, streams, time before Hello).
+    ///   - logger: where the service logs.
+    ///   - onListening: called with the bound addresses.
     /// - Throws: `MatcherServerError.tlsRequired` for a non-loopback address without TLS, `.socketPath` for a
     ///   Unix socket path taken by anything but a stale socket.
     public init(endpoint: MatcherAddress, tls: TLS?, store: any ExchangeStore, metricsEndpoint: MatcherAddress? = nil,
-                configuration: ServiceConfiguration = ServiceConfiguration(), logger: Logger = Logger(label: "sotto.serve"),
+                configuration: ServiceConfiguration = ServiceConfiguration(), limits: TransportLimits = TransportLimits(),
+                logger: Logger = Logger(label: "sotto.serve"),
                 onListening: @escaping @Sendable (_ service: String, _ http: String?) -> Void = { _, _ in }) throws(MatcherServerError) {
         guard tls != nil || endpoint.isLocal else { throw .tlsRequired(endpoint.description) }
         if let metricsEndpoint, !metricsEndpoint.isLocal, tls == nil { throw .tlsRequired(metricsEndpoint.description) }
@@ -50,6 +63,7 @@ public struct MatcherServer: Service {
         self.store = store
         self.metricsEndpoint = metricsEndpoint
         self.configuration = configuration
+        self.limits = limits
         self.logger = logger
         self.onListening = onListening
         let metrics = ServiceMetrics()
@@ -64,29 +78,35 @@ public struct MatcherServer: Service {
     }
 
     public func run() async throws {
-        let address: GRPCNIOTransportCore.SocketAddress
-        switch endpoint {
-        case .tcp(let host, let port):
-            address = host.contains(":") ? .ipv6(host: host, port: port) : .ipv4(host: host == "localhost" ? "127.0.0.1" : host, port: port)
-        case .unix(let path):
-            address = .unixDomainSocket(path: path)
+        let metrics = self.metrics, logger = self.logger
+        let connections = ConnectionGuard(limits: limits, metrics: metrics.transport, logger: logger)
+        if connections.maxConnections < limits.maxConnections {
+            logger.notice("at most \(connections.maxConnections) connections: the descriptor limit is \(TransportLimits.descriptorLimit()) (ulimit -n)")
         }
-        let security: HTTP2ServerTransport.Posix.TransportSecurity = tls.map { tls in
-            .tls(certificateChain: [.file(path: tls.certificateChain, format: .pem)], privateKey: .file(path: tls.privateKey, format: .pem))
-        } ?? .plaintext
-        let transport = HTTP2ServerTransport.Posix(
-            address: address, transportSecurity: security,
-            config: .defaults { config in
-                config.rpc.maxRequestPayloadSize = Self.maxRequestPayloadSize
-                config.http2.maxConcurrentStreams = 16_384
-            })
-        let service = ExchangeService(host: host, store: store, metrics: metrics, logger: logger)
+        let sslContext = try tls.map { try GuardedListener.sslContext($0) }
+        let listener = GuardedListener(endpoint: endpoint, sslContext: sslContext, connections: connections,
+                                       onPrefaceTimeout: { metrics.transport.prefaceTimeouts.increment() })
+        var config = HTTP2ServerTransport.Custom<GuardedListener>.Config.defaults
+        config.rpc.maxRequestPayloadSize = Self.maxRequestPayloadSize
+        config.http2.maxConcurrentStreams = limits.maxStreamsPerConnection
+        config.connection.maxIdleTime = .nanoseconds(Int64(limits.idleTimeout * 1e9))
+        config.channelDebuggingCallbacks.onAcceptHTTP2Stream = { stream in
+            stream.eventLoop.makeCompletedFuture {
+                connections.streamOpened(stream)
+                try stream.pipeline.syncOperations.addHandler(FrameSizeGuard(limit: Self.maxRequestPayloadSize) {
+                    metrics.transport.framesTooLarge.increment()
+                    metrics.rejected.increment()
+                }, position: .first)
+            }
+        }
+        let transport = HTTP2ServerTransport.Custom(listenerFactory: listener, config: config)
+        let service = ExchangeService(host: host, store: store, metrics: metrics, logger: logger, limits: limits)
         let server = GRPCServer(transport: transport, services: [service])
         try await host.load(beacons: store.beacons())
         await host.start()
         var http: HTTPStatusEndpoint?
         if let metricsEndpoint {
-            http = try await HTTPStatusEndpoint.start(endpoint: metricsEndpoint, metrics: metrics, ready: { [store, host] in
+            http = try await HTTPStatusEndpoint.start(endpoint: metricsEndpoint, metrics: metrics, limits: limits, ready: { [store, host] in
                 guard await host.serving else { return false }
                 return (try? await store.registryVersion()) != nil
             })
@@ -104,13 +124,15 @@ public struct MatcherServer: Service {
         try? await http?.close()
     }
 
-    private func serve(_ server: GRPCServer<HTTP2ServerTransport.Posix>, transport: HTTP2ServerTransport.Posix,
+    private func serve(_ server: GRPCServer<HTTP2ServerTransport.Custom<GuardedListener>>, transport: HTTP2ServerTransport.Custom<GuardedListener>,
                        httpAddress: String?) async throws {
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask { try await server.serve() }
                 group.addTask {
-                    let bound = try await transport.listeningAddress
+                    guard let bound = await transport.listeningAddress else {
+                        throw RuntimeError(code: .serverIsStopped, message: "the listener closed before it was bound")
+                    }
                     let text: String
                     if let ipv4 = bound.ipv4 { text = "\(ipv4.host):\(ipv4.port)" }
                     else if let ipv6 = bound.ipv6 { text = "[\(ipv6.host)]:\(ipv6.port)" }

@@ -29,6 +29,8 @@ public struct ServiceMetrics: Sendable {
     public let logEntriesApplied: CoreMetrics.Counter
     /// Shared log: this node's wall clock minus the database's when it last appended (s).
     public let clockSkew: CoreMetrics.Gauge
+    /// Connections, streams without Hello, frames over the limit, per-project counters, found latency.
+    public let transport: TransportMetrics
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -48,12 +50,13 @@ public struct ServiceMetrics: Sendable {
         logCommands = CoreMetrics.Counter(label: "sotto_log_commands_total", dimensions: [], factory: factory)
         logEntriesApplied = CoreMetrics.Counter(label: "sotto_log_entries_applied_total", dimensions: [], factory: factory)
         clockSkew = CoreMetrics.Gauge(label: "sotto_clock_skew_seconds", dimensions: [], factory: factory)
+        transport = TransportMetrics(registry: registry)
     }
 
-    /// The Prometheus text exposition of every counter.
+    /// The Prometheus text exposition of every counter, each with its `# HELP` line.
     public func exposition() -> String {
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
-        return String(decoding: buffer, as: UTF8.self)
+        return TransportMetrics.addingHelp(to: String(decoding: buffer, as: UTF8.self))
     }
 }

@@ -90,6 +90,7 @@ struct Serve: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Shared store: seconds between snapshots of the shared state (the log before them is deleted).")
     var snapshotInterval: Double = 60
     @Option(parsing: .unconditional, help: .hidden) var clockSkew: Double = 0
+    @OptionGroup(title: "Transport bounds") var transport: TransportOptions
     @Flag(help: "Log every session.") var verbose = false
 
     func validate() throws {
@@ -102,6 +103,7 @@ struct Serve: AsyncParsableCommand {
         try NumericOption("--database-grace", above: 0, upTo: 3_600, unit: "s").check(databaseGrace)
         try NumericOption("--snapshot-interval", above: 0.1, upTo: 86_400, unit: "s").check(snapshotInterval)
         guard clockSkew.isFinite, abs(clockSkew) <= 86_400 else { throw ValidationError("--clock-skew must be within a day") }
+        try transport.check()
     }
 
     func run() async throws {
@@ -128,7 +130,7 @@ struct Serve: AsyncParsableCommand {
         let server: MatcherServer
         do {
             server = try MatcherServer(endpoint: endpoint, tls: tls, store: exchangeStore, metricsEndpoint: metricsEndpoint,
-                                       configuration: configuration, logger: logger) { service, http in
+                                       configuration: configuration, limits: transport.limits, logger: logger) { service, http in
                 Output.line("listening on \(service)")
                 if let http { Output.line("http on \(http)") }
             }
@@ -142,6 +144,46 @@ struct Serve: AsyncParsableCommand {
             throw CommandError("the service stopped: \(error)")
         }
         await StoreOption.close(exchangeStore)
+    }
+}
+
+/// What peers can make `sotto serve` hold: connections, streams and the time they get to say something.
+struct TransportOptions: ParsableArguments {
+    @Option(parsing: .unconditional, help: "Most connections at once (lowered to the descriptor limit, ulimit -n, less 64).")
+    var maxConnections: Int = TransportLimits().maxConnections
+    @Option(parsing: .unconditional, help: "Most connections at once from one IP address.")
+    var maxConnectionsPerAddress: Int = TransportLimits().maxConnectionsPerAddress
+    @Option(parsing: .unconditional, help: "Seconds a new connection has to send the HTTP/2 preface (after TLS) before it is closed.")
+    var prefaceTimeout: Double = TransportLimits().prefaceTimeout
+    @Option(parsing: .unconditional, help: "Seconds a connection may hold no stream before it is closed.")
+    var idleTimeout: Double = TransportLimits().idleTimeout
+    @Option(parsing: .unconditional, help: "Seconds a new stream has to say Hello before it is ended.")
+    var helloTimeout: Double = TransportLimits().helloTimeout
+    @Option(parsing: .unconditional, help: "Most streams open at once on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS).")
+    var maxStreamsPerConnection: Int = TransportLimits().maxStreamsPerConnection
+    @Option(parsing: .unconditional, help: "Most streams that have not said Hello yet, over the node (8 per connection).")
+    var maxStreamsWithoutHello: Int = TransportLimits().maxStreamsWithoutHello
+
+    func check() throws {
+        try NumericOption("--max-connections", 1...1_000_000).check(maxConnections)
+        try NumericOption("--max-connections-per-address", 1...1_000_000).check(maxConnectionsPerAddress)
+        try NumericOption("--preface-timeout", above: 0, upTo: 600, unit: "s").check(prefaceTimeout)
+        try NumericOption("--idle-timeout", above: 0, upTo: 86_400, unit: "s").check(idleTimeout)
+        try NumericOption("--hello-timeout", above: 0, upTo: 600, unit: "s").check(helloTimeout)
+        try NumericOption("--max-streams-per-connection", 1...1_000_000).check(maxStreamsPerConnection)
+        try NumericOption("--max-streams-without-hello", 1...1_000_000).check(maxStreamsWithoutHello)
+    }
+
+    var limits: TransportLimits {
+        var limits = TransportLimits()
+        limits.maxConnections = maxConnections
+        limits.maxConnectionsPerAddress = maxConnectionsPerAddress
+        limits.prefaceTimeout = prefaceTimeout
+        limits.idleTimeout = idleTimeout
+        limits.helloTimeout = helloTimeout
+        limits.maxStreamsPerConnection = maxStreamsPerConnection
+        limits.maxStreamsWithoutHello = maxStreamsWithoutHello
+        return limits
     }
 }
 

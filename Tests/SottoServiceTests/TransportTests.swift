@@ -123,7 +123,7 @@ func selfSignedCertificate(in directory: String) throws -> (certificate: String,
         let client = try RawClient(service.address)
         defer { Task { await client.close() } }
         let mute = RawSession(client, heartbeats: false)
-        let end = await mute.end(ExchangeService.helloTimeout + 3)
+        let end = await mute.end(ExchangeService.helloTimeout + 6)
         guard case .some(.some(let error)) = end else { Issue.record("a stream without Hello stayed open: \(String(describing: end))"); return }
         #expect((error as? RPCError)?.code == .deadlineExceeded)
         #expect(mute.frames.isEmpty)
