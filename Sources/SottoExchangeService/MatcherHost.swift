@@ -25,6 +25,22 @@ public struct ServiceConfiguration: Sendable {
     public var rotationGrace: Double = 10
     /// How often the beacon registry is checked for changes (s).
     public var registryPollInterval: Double = 1
+    /// Most bytes the live publications of one project may hold (namespaces, types and contents), over all
+    /// its sessions; a publication beyond it is rejected (QUOTA_EXCEEDED, detail `publication-bytes`).
+    /// Nodes sharing a PostgreSQL must use the same value.
+    public var projectPublicationBytes = ServiceConfiguration.defaultProjectPublicationBytes
+    /// The default of ``projectPublicationBytes``: 64 MiB.
+    public static let defaultProjectPublicationBytes = 64 << 20
+    /// Work units (frames, and sightings: a report of n sightings counts n) per second that one project's
+    /// sessions on one node may send, summed over its keys, and the burst above it.
+    public var projectRate: Double = 20_000
+    public var projectBurst: Double = 40_000
+    /// Session opens (and resumes) per second a key may make, as a share of its rate (at least one per
+    /// second; the burst is the same share of the key's burst, at least ten).
+    public var sessionOpenShare: Double = 0.1
+    /// How often the store is checked for revoked keys (s): a revoked key's streams are cut off within
+    /// this, plus one query.
+    public var revocationPollInterval: Double = 0.25
     /// Shared log: a node that appended nothing for this long is declared dead, and its sessions wait to be
     /// resumed on another node (s).
     public var nodeTimeout: Double = 5
@@ -48,7 +64,7 @@ public struct ServiceConfiguration: Sendable {
 
     var timings: ReplicaTimings {
         ReplicaTimings(sessionGrace: sessionGrace, heartbeatInterval: heartbeatInterval, defaultLostTimeout: defaultLostTimeout,
-                       nodeTimeout: nodeTimeout, outageGap: outageGap)
+                       nodeTimeout: nodeTimeout, outageGap: outageGap, projectPublicationBytes: projectPublicationBytes)
     }
 }
 
@@ -67,10 +83,21 @@ public actor MatcherHost {
         public let stream: UInt64
     }
 
-    /// A token bucket per API key (requests per second, burst).
+    /// A token bucket: work units available now, refilled at a rate up to a burst.
     struct Bucket {
         var tokens: Double
         var last: Double
+
+        /// Refills for the time since the last use (an infinite rate: full).
+        mutating func refill(rate: Double, burst: Double, now: Double) {
+            guard rate.isFinite else {
+                tokens = burst
+                last = now
+                return
+            }
+            tokens = min(burst, tokens + max(0, now - last) * rate)
+            last = now
+        }
     }
 
     /// A client stream of this node. A class: looked up for every frame and every delivery, it is shared,
@@ -78,6 +105,7 @@ public actor MatcherHost {
     final class Stream {
         let outbox: Outbox
         let keyID: String
+        let projectID: String
         /// The resume secret of a new session, and the one the client presented to resume (Welcome carries
         /// whichever applies; the log only ever holds their hashes).
         let newSecret: [UInt8]
@@ -85,9 +113,10 @@ public actor MatcherHost {
         var session: SessionID?
         var waiter: CheckedContinuation<Result<Opened, ExchangeError>, Never>?
 
-        init(outbox: Outbox, keyID: String, newSecret: [UInt8], presentedSecret: [UInt8]) {
+        init(outbox: Outbox, keyID: String, projectID: String, newSecret: [UInt8], presentedSecret: [UInt8]) {
             self.outbox = outbox
             self.keyID = keyID
+            self.projectID = projectID
             self.newSecret = newSecret
             self.presentedSecret = presentedSecret
         }
@@ -103,6 +132,8 @@ public actor MatcherHost {
     private var nextStream: UInt64 = 0
     private var streams: [UInt64: Stream] = [:]
     private var buckets: [String: Bucket] = [:]
+    private var projectBuckets: [String: Bucket] = [:]
+    private var openBuckets: [String: Bucket] = [:]
     private var rates: [String: (rate: Double, burst: Double)] = [:]
     public let configuration: ServiceConfiguration
     private let metrics: ServiceMetrics
@@ -216,6 +247,9 @@ public actor MatcherHost {
     /// Streams held by this node.
     public var streamCount: Int { streams.count }
 
+    /// Sightings held over all sessions (each session at most ``MatcherCore/maxSourcesPerSession``).
+    public var sightingsHeld: Int { replica.core.totalSightingCount }
+
     // MARK: Streams
 
     /// Opens (or resumes) a session for an authenticated key on a new stream whose frames go to `outbox`.
@@ -224,13 +258,18 @@ public actor MatcherHost {
     public func open(key: AuthenticatedKey, broadcasts: Bool, resume: (session: String, secret: [UInt8])?,
                      outbox: Outbox) async throws(ExchangeError) -> Opened {
         guard serving else { throw .unavailable("this node cannot reach its database; try another node") }
+        let openRate = max(1, key.ratePerSecond * configuration.sessionOpenShare)  // as in admitOpen
+        guard admitOpen(key: key, now: now) else {
+            metrics.rateLimited.increment()
+            throw .rateLimited(openRate)
+        }
         var generator = SystemRandomNumberGenerator()
         let id = SessionID("s_" + APIKeys.hex((0..<12).map { _ in UInt8.random(in: 0...255, using: &generator) }))
         let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         nextStream += 1
         let number = nextStream
         let presented = resume?.secret ?? []
-        streams[number] = Stream(outbox: outbox, keyID: key.keyID, newSecret: secret, presentedSecret: presented)
+        streams[number] = Stream(outbox: outbox, keyID: key.keyID, projectID: key.project.id, newSecret: secret, presentedSecret: presented)
         var resumeRequest: (session: SessionID, secretHash: [UInt8])?
         if let resume, !resume.session.isEmpty {
             resumeRequest = (SessionID(resume.session), Array(SHA256.hash(data: resume.secret)))
@@ -288,7 +327,10 @@ public actor MatcherHost {
         case .unpublish, .unsubscribe: ends = true
         default: ends = false
         }
-        guard ends || admit(key: stream.keyID, now: now) else {
+        // The unit of work: a report of n sightings costs n, any other frame 1.
+        var cost = 1.0
+        if case .observe(let body) = frame.kind { cost = Double(max(1, body.sightings.count)) }
+        guard ends || admit(stream, cost: cost, now: now) else {
             metrics.rateLimited.increment()
             let error = ExchangeError.rateLimited(rates[stream.keyID]?.rate ?? 0)
             switch frame.kind {
@@ -312,15 +354,69 @@ public actor MatcherHost {
         rates[key.keyID] = (key.ratePerSecond, key.burst)
     }
 
-    private func admit(key: String, now: Double) -> Bool {
-        guard let (rate, burst) = rates[key] else { return true }
-        var bucket = buckets[key] ?? Bucket(tokens: burst, last: now)
-        bucket.tokens = min(burst, bucket.tokens + (now - bucket.last) * rate)
-        bucket.last = now
+    /// Takes `cost` work units from the key's bucket and its project's (both or neither). A key without
+    /// registered limits is limited by its project only.
+    private func admit(_ stream: Stream, cost: Double, now: Double) -> Bool {
+        let (rate, burst) = rates[stream.keyID] ?? (.infinity, .infinity)
+        let projectRate = configuration.projectRate, projectBurst = configuration.projectBurst
+        var keyBucket = buckets[stream.keyID] ?? Bucket(tokens: burst, last: now)
+        var projectBucket = projectBuckets[stream.projectID] ?? Bucket(tokens: projectBurst, last: now)
+        keyBucket.refill(rate: rate, burst: burst, now: now)
+        projectBucket.refill(rate: projectRate, burst: projectBurst, now: now)
+        let keyCost = min(cost, burst), projectCost = min(cost, projectBurst)
+        let admitted = keyBucket.tokens >= keyCost && projectBucket.tokens >= projectCost
+        if admitted {
+            keyBucket.tokens -= keyCost
+            projectBucket.tokens -= projectCost
+        }
+        buckets[stream.keyID] = keyBucket
+        projectBuckets[stream.projectID] = projectBucket
+        return admitted
+    }
+
+    /// Fewest session opens a key may make at once, whatever its burst (a device reconnecting, a few
+    /// processes starting together).
+    static let minimumOpenBurst: Double = 10
+
+    /// Takes one session open from the key's open bucket (``ServiceConfiguration/sessionOpenShare`` of its
+    /// rate and burst; at least one per second and a burst of ``minimumOpenBurst``).
+    private func admitOpen(key: AuthenticatedKey, now: Double) -> Bool {
+        let share = configuration.sessionOpenShare
+        let rate = max(1, key.ratePerSecond * share), burst = max(Self.minimumOpenBurst, key.burst * share)
+        var bucket = openBuckets[key.keyID] ?? Bucket(tokens: burst, last: now)
+        bucket.refill(rate: rate, burst: burst, now: now)
         let admitted = bucket.tokens >= 1
         if admitted { bucket.tokens -= 1 }
-        buckets[key] = bucket
+        openBuckets[key.keyID] = bucket
         return admitted
+    }
+
+    // MARK: Revocation
+
+    /// The keys of this node's streams.
+    public var keyIDsInUse: Set<String> { Set(streams.values.map(\.keyID)) }
+
+    /// Cuts off this node's streams of the `revoked` keys (UNAUTHENTICATED at their clients, which do not
+    /// reconnect) and ends their sessions, withdrawing what they published; logs an audit line per key.
+    /// - Parameter revoked: ids of keys revoked in the store.
+    public func revoke(keys revoked: Set<String>) {
+        let hit = streams.filter { revoked.contains($0.value.keyID) }
+        guard !hit.isEmpty else { return }
+        var perKey: [String: Int] = [:]
+        for (number, stream) in hit.sorted(by: { $0.key < $1.key }) {
+            perKey[stream.keyID, default: 0] += 1
+            metrics.cutOff.increment()
+            streams[number] = nil
+            stream.outbox.finish(cutOff: .revoked)
+            if let waiter = stream.waiter {
+                stream.waiter = nil
+                waiter.resume(returning: .failure(.unauthenticated))
+            }
+            if let session = stream.session { submit(.end(session, stream: number)) }
+        }
+        for (keyID, count) in perKey.sorted(by: { $0.key < $1.key }) {
+            logger.warning("audit: API key \(keyID) revoked: cut off \(count) stream\(count == 1 ? "" : "s") and ended their sessions")
+        }
     }
 
     // MARK: Beacons
