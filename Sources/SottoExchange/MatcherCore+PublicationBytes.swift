@@ -3,14 +3,19 @@
 
 extension MatcherCore {
     /// Bytes a publication is counted for: its namespace and type (UTF-8) and content.
+    /// - Parameter message: the published message.
     public static func heldBytes(of message: Message) -> Int {
         message.namespace.utf8.count + message.type.utf8.count + message.content.count
     }
 
     /// Bytes the live publications of app `appID` hold (namespaces, types and contents).
+    /// - Parameter appID: the app (a service's project id).
     public func publicationBytes(ofApp appID: String) -> Int { publicationBytesPerApp[appID] ?? 0 }
 
     /// The message of a live publication, if any.
+    /// - Parameters:
+    ///   - session: the publishing session.
+    ///   - operation: the publication's id in the session.
     public func publishedMessage(session: SessionID, operation: OperationID) -> Message? {
         sessions[session]?.publications[operation]?.message
     }

@@ -51,6 +51,7 @@ extension MatcherCore {
     }
 
     /// Sources session `id` holds sightings of now.
+    /// - Parameter id: the observing session.
     public func sightingCount(of id: SessionID) -> Int { sightings[id]?.count ?? 0 }
 
     /// Sightings held over all sessions.

@@ -64,6 +64,7 @@ public final class RemoteMatcher: MatcherLink, Sendable {
     public struct PlaintextKeyRefused: Error, Sendable, CustomStringConvertible {
         /// The first endpoint that is neither loopback nor a Unix socket.
         public let endpoint: MatcherAddress
+        /// Why, and what to do instead.
         public var description: String {
             "\(endpoint) is not loopback or a Unix socket and no TLS was asked for: the API key would cross the network "
                 + "in plaintext. Use TLS (sottos://, --tls or --ca) or, knowingly, --insecure"

@@ -35,8 +35,8 @@ public enum ServiceLoad {
         public var noisyKey: String?
         /// Sessions of the noisy key.
         public var noisySessions = 4
-        /// Frames per second the noisy sessions send in all (each with ``ExchangeLimits/maxSightingsPerReport``
-        /// sightings).
+        /// Frames per second the noisy sessions send in all (each with 64 sightings, the most a report may
+        /// carry).
         public var noisyFramesPerSecond = 1_000.0
 
         public init(address: MatcherAddress, apiKey: String) {
@@ -64,6 +64,7 @@ public enum ServiceLoad {
         public var pairs = 0
         /// The noisy neighbour's frames sent, and those the service refused (RATE_LIMITED).
         public var noisyFrames = 0
+        /// The noisy neighbour's frames refused.
         public var noisyRefused = 0
 
         func percentile(_ p: Double) -> Double? {

@@ -34,6 +34,7 @@ public struct ServiceConfiguration: Sendable {
     /// Work units (frames, and sightings: a report of n sightings counts n) per second that one project's
     /// sessions on one node may send, summed over its keys, and the burst above it.
     public var projectRate: Double = 20_000
+    /// Work units one project may send at once above ``projectRate``.
     public var projectBurst: Double = 40_000
     /// Session opens (and resumes) per second a key may make, as a share of its rate (at least one per
     /// second; the burst is the same share of the key's burst, at least ten).
@@ -247,7 +248,7 @@ public actor MatcherHost {
     /// Streams held by this node.
     public var streamCount: Int { streams.count }
 
-    /// Sightings held over all sessions (each session at most ``MatcherCore/maxSourcesPerSession``).
+    /// Sightings held over all sessions (each session at most `MatcherCore.maxSourcesPerSession`).
     public var sightingsHeld: Int { replica.core.totalSightingCount }
 
     // MARK: Streams

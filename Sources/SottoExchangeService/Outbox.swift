@@ -85,7 +85,8 @@ public final class Outbox: Sendable {
         }
     }
 
-    /// Bytes queued now (as counted by ``size(of:)``).
+    /// Bytes queued now: every text and byte string of the frames plus their framing (at least their size on
+    /// the wire).
     public var queuedBytes: Int { state.withLock { $0.bytes } }
 
     /// Queues a frame. Returns false (and queues nothing) when the stream is over its limits: the caller cuts

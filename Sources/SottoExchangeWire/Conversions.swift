@@ -185,6 +185,7 @@ extension Sotto_Exchange_V1_OperationStatus {
     }
 
     /// The acknowledgement of an unpublish or unsubscribe: the operation is over.
+    /// - Parameter op: the operation's id.
     public static func ended(_ op: UInt32) -> Self {
         var status = Self()
         status.opID = op
