@@ -84,23 +84,6 @@ public actor MatcherHost {
         public let stream: UInt64
     }
 
-    /// A token bucket: work units available now, refilled at a rate up to a burst.
-    struct Bucket {
-        var tokens: Double
-        var last: Double
-
-        /// Refills for the time since the last use (an infinite rate: full).
-        mutating func refill(rate: Double, burst: Double, now: Double) {
-            guard rate.isFinite else {
-                tokens = burst
-                last = now
-                return
-            }
-            tokens = min(burst, tokens + max(0, now - last) * rate)
-            last = now
-        }
-    }
-
     /// A client stream of this node. A class: looked up for every frame and every delivery, it is shared,
     /// not copied (copying its fields cost a busy node a few per cent in retains and releases).
     final class Stream {
@@ -132,10 +115,8 @@ public actor MatcherHost {
     public private(set) var nodeID: String
     private var nextStream: UInt64 = 0
     private var streams: [UInt64: Stream] = [:]
-    private var buckets: [String: Bucket] = [:]
-    private var projectBuckets: [String: Bucket] = [:]
-    private var openBuckets: [String: Bucket] = [:]
-    private var rates: [String: (rate: Double, burst: Double)] = [:]
+    /// The rate limits, checked before frames reach this actor.
+    nonisolated let limiter: RateLimiter
     public let configuration: ServiceConfiguration
     private let metrics: ServiceMetrics
     private let logger: Logger
@@ -170,6 +151,7 @@ public actor MatcherHost {
         self.metrics = metrics
         self.logger = logger
         self.log = log
+        limiter = RateLimiter(configuration: configuration)
         nodeID = Self.freshNodeID()
         replica = ExchangeReplica(core: MatcherCore(tokenLength: configuration.tokenLength,
                                                     rotationInterval: configuration.rotationInterval,
@@ -230,6 +212,7 @@ public actor MatcherHost {
         wakeReader?.finish()
         let held = streams
         streams = [:]
+        limiter.forgetAllStreams()
         for (number, stream) in held {
             stream.outbox.finish(cutOff: .shutdown)
             stream.waiter?.resume(returning: .failure(.unavailable("the service is shutting down")))
@@ -259,8 +242,7 @@ public actor MatcherHost {
     public func open(key: AuthenticatedKey, broadcasts: Bool, resume: (session: String, secret: [UInt8])?,
                      outbox: Outbox) async throws(ExchangeError) -> Opened {
         guard serving else { throw .unavailable("this node cannot reach its database; try another node") }
-        let openRate = max(1, key.ratePerSecond * configuration.sessionOpenShare)  // as in admitOpen
-        guard admitOpen(key: key, now: now) else {
+        if let openRate = limiter.admitOpen(key: key) {
             metrics.rateLimited.increment()
             throw .rateLimited(openRate)
         }
@@ -271,6 +253,7 @@ public actor MatcherHost {
         let number = nextStream
         let presented = resume?.secret ?? []
         streams[number] = Stream(outbox: outbox, keyID: key.keyID, projectID: key.project.id, newSecret: secret, presentedSecret: presented)
+        limiter.register(stream: number, keyID: key.keyID, projectID: key.project.id, outbox: outbox)
         var resumeRequest: (session: SessionID, secretHash: [UInt8])?
         if let resume, !resume.session.isEmpty {
             resumeRequest = (SessionID(resume.session), Array(SHA256.hash(data: resume.secret)))
@@ -287,6 +270,7 @@ public actor MatcherHost {
         case .success(let opened): return opened
         case .failure(let error):
             streams[number] = nil
+            limiter.forget(stream: number)
             throw error
         }
     }
@@ -307,40 +291,40 @@ public actor MatcherHost {
 
     /// The stream went away: its session stays for the grace period, to be resumed.
     public func detach(stream number: UInt64) {
+        limiter.forget(stream: number)
         guard let stream = streams.removeValue(forKey: number), let session = stream.session else { return }
         submit(.detach(session, stream: number))
     }
 
     /// The client ended its session: everything it published is withdrawn at once.
     public func end(stream number: UInt64) {
+        limiter.forget(stream: number)
         guard let stream = streams.removeValue(forKey: number), let session = stream.session else { return }
         submit(.end(session, stream: number))
     }
 
-    /// One frame from the client of a stream.
-    public func receive(_ frame: ClientFrame, stream number: UInt64) {
-        guard let stream = streams[number], let session = stream.session else { return }
+    /// One frame from the client of a stream. The rate limits are checked first, on the caller's task: a
+    /// refused frame never waits for this actor (a publish or subscribe is answered RATE_LIMITED, a report
+    /// with an Error at most once a second).
+    public nonisolated func receive(_ frame: ClientFrame, stream number: UInt64) async {
         if case .heartbeat = frame.kind { return }
-        // Ending an operation is always taken (it only lightens the load, and a client that was refused
-        // would believe it ended while the service kept it).
-        let ends: Bool
-        switch frame.kind {
-        case .unpublish, .unsubscribe: ends = true
-        default: ends = false
-        }
-        // The unit of work: a report of n sightings costs n, any other frame 1.
-        var cost = 1.0
-        if case .observe(let body) = frame.kind { cost = Double(max(1, body.sightings.count)) }
-        guard ends || admit(stream, cost: cost, now: now) else {
-            metrics.rateLimited.increment()
-            let error = ExchangeError.rateLimited(rates[stream.keyID]?.rate ?? 0)
-            switch frame.kind {
-            case .publish(let body): push(.status(.rejected(body.opID, error)), to: number)
-            case .subscribe(let body): push(.status(.rejected(body.opID, error)), to: number)
-            default: push(.error(error), to: number)
-            }
+        guard case .refused(let rate, let notify, let outbox) = limiter.admit(frame, stream: number) else {
+            await receiveAdmitted(frame, stream: number)
             return
         }
+        metrics.rateLimited.increment()
+        let error = ExchangeError.rateLimited(rate)
+        let answer: ServerFrame?
+        switch frame.kind {
+        case .publish(let body): answer = .status(.rejected(body.opID, error))
+        case .subscribe(let body): answer = .status(.rejected(body.opID, error))
+        default: answer = notify ? .error(error) : nil
+        }
+        if let answer, !outbox.push(answer) { await cutOffSlowReader(number) }
+    }
+
+    private func receiveAdmitted(_ frame: ClientFrame, stream number: UInt64) {
+        guard let stream = streams[number], let session = stream.session else { return }
         if case .observe(let body) = frame.kind {
             metrics.reports.increment()
             metrics.sightings.increment(by: Int64(body.sightings.count))
@@ -351,45 +335,9 @@ public actor MatcherHost {
     // MARK: Rate limits
 
     /// Registers a key's limits (called when it authenticates). Each node enforces them on its own streams.
+    /// - Parameter key: the key that authenticated.
     public func limit(key: AuthenticatedKey) {
-        rates[key.keyID] = (key.ratePerSecond, key.burst)
-    }
-
-    /// Takes `cost` work units from the key's bucket and its project's (both or neither). A key without
-    /// registered limits is limited by its project only.
-    private func admit(_ stream: Stream, cost: Double, now: Double) -> Bool {
-        let (rate, burst) = rates[stream.keyID] ?? (.infinity, .infinity)
-        let projectRate = configuration.projectRate, projectBurst = configuration.projectBurst
-        var keyBucket = buckets[stream.keyID] ?? Bucket(tokens: burst, last: now)
-        var projectBucket = projectBuckets[stream.projectID] ?? Bucket(tokens: projectBurst, last: now)
-        keyBucket.refill(rate: rate, burst: burst, now: now)
-        projectBucket.refill(rate: projectRate, burst: projectBurst, now: now)
-        let keyCost = min(cost, burst), projectCost = min(cost, projectBurst)
-        let admitted = keyBucket.tokens >= keyCost && projectBucket.tokens >= projectCost
-        if admitted {
-            keyBucket.tokens -= keyCost
-            projectBucket.tokens -= projectCost
-        }
-        buckets[stream.keyID] = keyBucket
-        projectBuckets[stream.projectID] = projectBucket
-        return admitted
-    }
-
-    /// Fewest session opens a key may make at once, whatever its burst (a device reconnecting, a few
-    /// processes starting together).
-    static let minimumOpenBurst: Double = 10
-
-    /// Takes one session open from the key's open bucket (``ServiceConfiguration/sessionOpenShare`` of its
-    /// rate and burst; at least one per second and a burst of ``minimumOpenBurst``).
-    private func admitOpen(key: AuthenticatedKey, now: Double) -> Bool {
-        let share = configuration.sessionOpenShare
-        let rate = max(1, key.ratePerSecond * share), burst = max(Self.minimumOpenBurst, key.burst * share)
-        var bucket = openBuckets[key.keyID] ?? Bucket(tokens: burst, last: now)
-        bucket.refill(rate: rate, burst: burst, now: now)
-        let admitted = bucket.tokens >= 1
-        if admitted { bucket.tokens -= 1 }
-        openBuckets[key.keyID] = bucket
-        return admitted
+        limiter.limit(key: key)
     }
 
     // MARK: Revocation
@@ -408,6 +356,7 @@ public actor MatcherHost {
             perKey[stream.keyID, default: 0] += 1
             metrics.cutOff.increment()
             streams[number] = nil
+            limiter.forget(stream: number)
             stream.outbox.finish(cutOff: .revoked)
             if let waiter = stream.waiter {
                 stream.waiter = nil
@@ -600,6 +549,7 @@ public actor MatcherHost {
         appendInFlight?.cancel()
         let held = streams
         streams = [:]
+        limiter.forgetAllStreams()
         for (_, stream) in held {
             metrics.cutOff.increment()
             stream.outbox.finish(cutOff: .databaseUnreachable)
@@ -680,6 +630,7 @@ public actor MatcherHost {
                 waiter.resume(returning: result)
             case .cutOff(let attachment, let reason):
                 guard attachment.node == nodeID, let stream = streams.removeValue(forKey: attachment.stream) else { continue }
+                limiter.forget(stream: attachment.stream)
                 stream.outbox.finish(cutOff: reason)
             case .nodeDeclaredDead(let node):
                 if node == nodeID { loseDatabase("the other nodes declared this node dead (silent for \(configuration.nodeTimeout) s)") }
@@ -692,11 +643,15 @@ public actor MatcherHost {
 
     private func push(_ frame: ServerFrame, to number: UInt64) {
         guard let stream = streams[number] else { return }
-        if !stream.outbox.push(frame) {
-            logger.info("stream \(number) does not read: cut off")
-            metrics.cutOff.increment()
-            stream.outbox.finish(cutOff: .slowReader)
-            detach(stream: number)
-        }
+        if !stream.outbox.push(frame) { cutOffSlowReader(number) }
+    }
+
+    /// Cuts off a stream whose client does not read (its outbox is full).
+    private func cutOffSlowReader(_ number: UInt64) {
+        guard let stream = streams[number] else { return }
+        logger.info("stream \(number) does not read: cut off")
+        metrics.cutOff.increment()
+        stream.outbox.finish(cutOff: .slowReader)
+        detach(stream: number)
     }
 }
