@@ -62,9 +62,10 @@ public enum ServiceLoad {
         public var errors: [String: Int]
         /// Pairs of neighbours heard at least once.
         public var pairs = 0
-        /// The noisy neighbour's frames sent, and those the service refused (RATE_LIMITED).
+        /// The noisy neighbour's frames sent.
         public var noisyFrames = 0
-        /// The noisy neighbour's frames refused.
+        /// Rate-limit notices the noisy neighbour received (the service sends at most one a second per session,
+        /// whatever it refused: its `sotto_rate_limited_total` counts the refused frames).
         public var noisyRefused = 0
 
         func percentile(_ p: Double) -> Double? {
@@ -84,7 +85,7 @@ public enum ServiceLoad {
                 "found: \(found) of \(expectedFound) expected (\(pairs) pairs heard, found again after a lost included); latency from the first report of a pair not found: median \(ms(medianLatency)), p99 \(ms(p99Latency)), max \(ms(percentile(1)))",
             ]
             if noisyFrames > 0 {
-                lines.append("noisy neighbour: \(noisyFrames) frames of \(ExchangeLimits.maxSightingsPerReport) sightings sent, \(noisyRefused) refused (rate limited)")
+                lines.append("noisy neighbour: \(noisyFrames) frames of \(ExchangeLimits.maxSightingsPerReport) sightings sent, \(noisyRefused) rate-limit notices received (at most one a second per session)")
             }
             if !errors.isEmpty { lines.append("errors: " + errors.sorted { $0.key < $1.key }.map { "\($0.key) x\($0.value)" }.joined(separator: ", ")) }
             return lines.joined(separator: "\n")
