@@ -128,6 +128,7 @@ extension MatcherCore {
         matchingDeadlines = Heap(matching)
         tokenDeadlines = Heap(token)
         deadlineSequence = try reader.read()
+        recountPublicationBytes()
         guard reader.remaining == 0 else { throw .corrupt("\(reader.remaining) bytes after the state") }
     }
 

@@ -80,7 +80,8 @@ extension MatcherCore {
                     markSubscriptions(of: other, viewing: .session(observer), lostTimeout: lostTimeout, in: &work)
                 }
             case .publicationExpiry(let id, let op, let expires):
-                guard sessions[id]?.publications[op]?.expires == expires else { continue }
+                guard let publication = sessions[id]?.publications[op], publication.expires == expires else { continue }
+                countPublicationBytes(-Self.heldBytes(of: publication.message), app: sessions[id]?.appID ?? "")
                 sessions[id]?.publications[op] = nil
                 events.append(.expired(id, op))
                 markPeers(of: id, in: &work)

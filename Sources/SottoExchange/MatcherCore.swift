@@ -120,6 +120,11 @@ public struct MatcherCore: Sendable {
     var tokenDeadlines = Heap<Deadline>()
     /// Tie-break for deadlines due at the same time: first scheduled, first handled.
     var deadlineSequence: UInt64 = 0
+    /// The sweep slot in which stale sightings were last dropped (not in snapshots: a restored core sweeps
+    /// at its first tick, which drops only sightings that can support nothing).
+    var lastSightingSweep: Double?
+    /// App -> bytes its live publications hold (derived from `sessions`; not in snapshots).
+    var publicationBytesPerApp: [String: Int] = [:]
 
     public init(tokenLength: Int = 8, rotationInterval: Double = 900, rotationGrace: Double = 10,
                 generator: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()) {
@@ -150,6 +155,7 @@ public struct MatcherCore: Sendable {
             // Reopening an existing ID replaces the session: its operations go (others lose its messages),
             // its edges stay.
             if sessions[id] != nil { markPeers(of: id, in: &work) }
+            uncountPublications(of: id)
             sessions[id] = Session(appID: appID, broadcasts: broadcasts)
             if broadcasts { events += issueToken(for: id, now: now) }
         case .closeSession(let id):
@@ -159,11 +165,15 @@ public struct MatcherCore: Sendable {
             let previous = session.publications[op]
             if let previous, previous.message == message, previous.strategy == strategy { break }  // re-sent: no-op
             let expires = strategy.seconds.map { now + $0 }
+            countPublicationBytes(Self.heldBytes(of: message) - (previous.map { Self.heldBytes(of: $0.message) } ?? 0), app: session.appID)
             sessions[id]?.publications[op] = Publication(message: message, strategy: strategy, expires: expires)
             if let expires { scheduleMatching(.publicationExpiry(id, op, expires: expires), due: expires) }
             if previous?.message != message || previous?.strategy.distanceType != strategy.distanceType { markPeers(of: id, in: &work) }
         case .unpublish(let id, let op):
-            if sessions[id]?.publications.removeValue(forKey: op) != nil { markPeers(of: id, in: &work) }
+            if let removed = sessions[id]?.publications.removeValue(forKey: op) {
+                countPublicationBytes(-Self.heldBytes(of: removed.message), app: sessions[id]?.appID ?? "")
+                markPeers(of: id, in: &work)
+            }
         case .subscribe(let id, let op, let filter, let strategy, let lostTimeout):
             subscribe(id, op, filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: now, work: &work)
         case .unsubscribe(let id, let op):
@@ -195,6 +205,7 @@ public struct MatcherCore: Sendable {
             recordSighting(by: observer, of: source, snr: snr, level: level, now: now, work: &work)
         case .tick:
             events += rotateTokens(now: now)
+            sweepSightings(now: now, work: &work)
         }
         events += handleDueDeadlines(now: now, work: &work)
         events += reconcile(work, now: now)
@@ -239,6 +250,7 @@ public struct MatcherCore: Sendable {
             retire(token, now: now)
         }
         markPeers(of: id, in: &work)
+        uncountPublications(of: id)
         sessions[id] = nil
         if let heard = sightings.removeValue(forKey: id) {
             for source in heard.keys {
@@ -283,12 +295,16 @@ public struct MatcherCore: Sendable {
     /// both ends of the edge for reconciling.
     private mutating func recordSighting(by observer: SessionID, of source: Source, snr: Double, level: Double,
                                          now: Double, work: inout PendingWork) {
-        let previous = sightings[observer]?[source]
+        let held = sightings[observer]?[source]
+        if held == nil { makeRoomForSighting(by: observer, work: &work) }
+        // A sighting past its memory counts as none whether or not a sweep dropped it yet (the sweeps' times
+        // then decide nothing): the smoothing starts again.
+        let previous = held.flatMap { now - $0.last > Self.sightingMemory ? nil : $0 }
         // Exponentially weighted: later sightings count more (like Nearby's BLE signal).
         let smoothed = previous.map { 0.7 * $0.snr + 0.3 * snr } ?? snr
         let smoothedLevel = previous.map { 0.7 * $0.level + 0.3 * level } ?? level
         sightings[observer, default: [:]][source] = Sighting(last: now, snr: smoothed, level: smoothedLevel)
-        if previous == nil { hearers[source, default: []].insert(observer) }
+        if held == nil { hearers[source, default: []].insert(observer) }
 
         var lostTimeouts: [Double] = []
         for (op, subscription) in sessions[observer]?.subscriptions ?? [:] {

@@ -4,6 +4,10 @@ public enum ExchangeLimits {
     public static let maxContentBytes = 102_400
     /// Longest message type (Unicode scalars).
     public static let maxTypeLength = 32
+    /// Longest namespace (Unicode scalars), of messages, attachments and filters. Nearby's namespaces are
+    /// project-scoped names (a Cloud project id is at most 30 characters); 100 leaves room and bounds what
+    /// a matcher service holds and queues per message.
+    public static let maxNamespaceLength = 100
     /// Largest audio-bytes payload (bytes).
     public static let maxAudioBytes = 10
     /// Largest beacon attachment (bytes).
@@ -32,6 +36,11 @@ public enum ExchangeLimits {
 public enum ExchangeError: Error, Sendable, Hashable, CustomStringConvertible {
     case contentTooLarge(Int)
     case typeTooLong(Int)
+    /// A namespace longer than ``ExchangeLimits/maxNamespaceLength`` (Unicode scalars).
+    case namespaceTooLong(Int)
+    /// A filter's type longer than ``ExchangeLimits/maxAttachmentTypeLength`` (Unicode scalars; filters
+    /// name attachment types, which may be longer than message types).
+    case filterTypeTooLong(Int)
     case reservedNamespace(String)
     case invalidNamespace(String)
     case invalidType(String)
@@ -51,6 +60,9 @@ public enum ExchangeError: Error, Sendable, Hashable, CustomStringConvertible {
     case rateLimited(Double)
     /// The project already has this many sessions, its quota.
     case sessionQuotaExceeded(Int)
+    /// The project's publications would hold more than its quota of bytes (namespace, type and content of
+    /// every live publication of its sessions).
+    case publicationBytesExceeded(Int)
     /// The API key is unknown or revoked.
     case unauthenticated
     /// The matcher service could not take the request (unreachable, shutting down, its store failing).
@@ -62,6 +74,8 @@ public enum ExchangeError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .contentTooLarge(let n): return "message content is \(n) bytes; at most \(ExchangeLimits.maxContentBytes) are allowed"
         case .typeTooLong(let n): return "message type is \(n) characters; at most \(ExchangeLimits.maxTypeLength) are allowed"
+        case .namespaceTooLong(let n): return "namespace is \(n) characters; at most \(ExchangeLimits.maxNamespaceLength) are allowed"
+        case .filterTypeTooLong(let n): return "filter type is \(n) characters; at most \(ExchangeLimits.maxAttachmentTypeLength) are allowed"
         case .reservedNamespace(let ns): return "namespace '\(ns)' is reserved for audio bytes and beacon IDs"
         case .invalidNamespace(let ns): return "namespace '\(ns)' is invalid: no '*' or '/' (and non-empty in a namespaced-type filter)"
         case .invalidType(let t): return "type '\(t)' is invalid: no '*' or '/'"
@@ -77,6 +91,7 @@ public enum ExchangeError: Error, Sendable, Hashable, CustomStringConvertible {
         case .duplicateOperation: return "an operation with this id is already active in the session"
         case .rateLimited(let rate): return "too many requests: this API key allows \(rate) per second"
         case .sessionQuotaExceeded(let n): return "the project already has \(n) sessions, its quota"
+        case .publicationBytesExceeded(let n): return "the project's publications would exceed its quota of \(n) bytes (unpublish some first)"
         case .unauthenticated: return "the API key is unknown or revoked"
         case .unavailable(let reason): return "the matcher service is unavailable: \(reason)"
         case .protocolViolation(let what): return "protocol violation: \(what)"
@@ -97,6 +112,7 @@ public struct Message: Sendable, Hashable, Codable, CustomStringConvertible {
         guard content.count <= ExchangeLimits.maxContentBytes else { throw .contentTooLarge(content.count) }
         guard type.unicodeScalars.count <= ExchangeLimits.maxTypeLength else { throw .typeTooLong(type.unicodeScalars.count) }
         guard !type.contains("*"), !type.contains("/") else { throw .invalidType(type) }
+        guard namespace.unicodeScalars.count <= ExchangeLimits.maxNamespaceLength else { throw .namespaceTooLong(namespace.unicodeScalars.count) }
         guard namespace != ExchangeLimits.reservedNamespace else { throw .reservedNamespace(namespace) }
         guard !namespace.contains("*"), !namespace.contains("/") else { throw .invalidNamespace(namespace) }
         self.namespace = namespace
@@ -152,6 +168,7 @@ public enum BeaconAttachment {
     /// characters) and data (at most 1024 bytes).
     public static func message(namespace: String, type: String, data: [UInt8]) throws(ExchangeError) -> Message {
         guard data.count <= ExchangeLimits.maxAttachmentBytes else { throw .attachmentTooLarge(data.count) }
+        guard namespace.unicodeScalars.count <= ExchangeLimits.maxNamespaceLength else { throw .namespaceTooLong(namespace.unicodeScalars.count) }
         guard !namespace.isEmpty, !namespace.contains("/"), !namespace.contains("*") else { throw .invalidNamespace(namespace) }
         guard type.count <= ExchangeLimits.maxAttachmentTypeLength, !type.contains("/"), !type.contains("*") else { throw .invalidType(type) }
         return Message(namespace: namespace, type: type, validatedContent: data)
@@ -180,6 +197,8 @@ public struct MessageFilter: Sendable, Hashable {
         for include in includes {
             switch include {
             case .namespacedType(let namespace, let type):
+                guard namespace.unicodeScalars.count <= ExchangeLimits.maxNamespaceLength else { throw .namespaceTooLong(namespace.unicodeScalars.count) }
+                guard type.unicodeScalars.count <= ExchangeLimits.maxAttachmentTypeLength else { throw .filterTypeTooLong(type.unicodeScalars.count) }
                 guard !namespace.isEmpty, !namespace.contains("*"), !namespace.contains("/") else { throw .invalidNamespace(namespace) }
                 guard !type.contains("*"), !type.contains("/") else { throw .invalidType(type) }
             case .audioBytes(let n):

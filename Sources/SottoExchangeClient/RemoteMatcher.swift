@@ -32,6 +32,16 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         public var clientVersion: String
         /// First and longest wait between reconnection attempts (s).
         public var backoff: ClosedRange<Double> = 0.2...5
+        /// Allows sending the API key in plaintext to an endpoint beyond loopback and Unix sockets (anyone on
+        /// the path can read it then). False: such an endpoint without TLS is refused.
+        public var insecure = false
+
+        /// Refuses plaintext to an endpoint that is not loopback or a Unix socket, unless ``insecure`` is set.
+        /// - Throws: ``PlaintextKeyRefused`` naming the first such endpoint.
+        public func checkKeyTransport() throws(PlaintextKeyRefused) {
+            guard tls == nil, !insecure, let remote = endpoints.first(where: { !$0.isLocal }) else { return }
+            throw PlaintextKeyRefused(endpoint: remote)
+        }
 
         public init(endpoint: MatcherAddress, apiKey: String, tls: TLSOptions? = nil, broadcasts: Bool = true,
                     clientVersion: String = "sotto-swift") {
@@ -47,6 +57,17 @@ public final class RemoteMatcher: MatcherLink, Sendable {
             self.tls = tls
             self.broadcasts = broadcasts
             self.clientVersion = clientVersion
+        }
+    }
+
+    /// The API key would go in plaintext to an endpoint beyond this machine.
+    public struct PlaintextKeyRefused: Error, Sendable, CustomStringConvertible {
+        /// The first endpoint that is neither loopback nor a Unix socket.
+        public let endpoint: MatcherAddress
+        /// Why, and what to do instead.
+        public var description: String {
+            "\(endpoint) is not loopback or a Unix socket and no TLS was asked for: the API key would cross the network "
+                + "in plaintext. Use TLS (sottos://, --tls or --ca) or, knowingly, --insecure"
         }
     }
 
@@ -84,6 +105,7 @@ public final class RemoteMatcher: MatcherLink, Sendable {
     /// - Throws: when an endpoint cannot be used (a malformed address), or none is given.
     public init(options: Options, logger: Logger = Logger(label: "sotto.client")) throws {
         guard !options.endpoints.isEmpty else { throw ExchangeError.unavailable("no endpoint to connect to") }
+        try options.checkKeyTransport()
         self.options = options
         self.logger = logger
         (notices, continuation) = AsyncStream.makeStream(of: MatcherNotice.self)

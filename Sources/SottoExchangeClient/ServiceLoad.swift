@@ -30,6 +30,14 @@ public enum ServiceLoad {
         public var connections = 8
         /// Bytes of each device's message.
         public var messageBytes = 64
+        /// The noisy neighbour: a key (of another project) whose sessions report random beacon IDs, 64 per
+        /// frame, while the load is measured; nil for none.
+        public var noisyKey: String?
+        /// Sessions of the noisy key.
+        public var noisySessions = 4
+        /// Frames per second the noisy sessions send in all (each with 64 sightings, the most a report may
+        /// carry).
+        public var noisyFramesPerSecond = 1_000.0
 
         public init(address: MatcherAddress, apiKey: String) {
             self.init(addresses: [address], apiKey: apiKey)
@@ -54,6 +62,11 @@ public enum ServiceLoad {
         public var errors: [String: Int]
         /// Pairs of neighbours heard at least once.
         public var pairs = 0
+        /// The noisy neighbour's frames sent.
+        public var noisyFrames = 0
+        /// Rate-limit notices the noisy neighbour received (the service sends at most one a second per session,
+        /// whatever it refused: its `sotto_rate_limited_total` counts the refused frames).
+        public var noisyRefused = 0
 
         func percentile(_ p: Double) -> Double? {
             guard !foundLatencies.isEmpty else { return nil }
@@ -71,6 +84,9 @@ public enum ServiceLoad {
                 "sightings: \(sightingsSent) in \(String(format: "%.1f", sightingSeconds)) s = \(String(format: "%.0f", Double(sightingsSent) / max(sightingSeconds, 1e-9)))/s",
                 "found: \(found) of \(expectedFound) expected (\(pairs) pairs heard, found again after a lost included); latency from the first report of a pair not found: median \(ms(medianLatency)), p99 \(ms(p99Latency)), max \(ms(percentile(1)))",
             ]
+            if noisyFrames > 0 {
+                lines.append("noisy neighbour: \(noisyFrames) frames of \(ExchangeLimits.maxSightingsPerReport) sightings sent, \(noisyRefused) rate-limit notices received (at most one a second per session)")
+            }
             if !errors.isEmpty { lines.append("errors: " + errors.sorted { $0.key < $1.key }.map { "\($0.key) x\($0.value)" }.joined(separator: ", ")) }
             return lines.joined(separator: "\n")
         }
@@ -107,6 +123,8 @@ public enum ServiceLoad {
             var expected = 0
             var errors: [String: Int] = [:]
             var stopping = false
+            var noisyFrames = 0
+            var noisyRefused = 0
         }
         let state = Mutex(State())
         /// The service's heartbeat interval (s), from its Welcome.
@@ -220,6 +238,15 @@ public enum ServiceLoad {
                 throw LoadError(description: "no session opened on \(configuration.addresses.map(\.description).joined(separator: ", ")): \(why)")
             }
             onOpen()
+            if let noisyKey = configuration.noisyKey {
+                let noisy = (0..<max(1, configuration.noisySessions)).map { Device(index: -1 - $0) }
+                for device in noisy {
+                    let client = clients[(-device.index) % clients.count]
+                    group.addTask { await noisySession(device, key: noisyKey, client: client, tally: tally) }
+                }
+                let perSession = configuration.noisyFramesPerSecond / Double(noisy.count), duration = configuration.duration
+                group.addTask { await sendNoise(noisy, framesPerSecond: perSession, duration: duration, tally: tally) }
+            }
             progress("sessions open: \(open) of \(devices.count) in \(String(format: "%.1f", report.openSeconds)) s; reporting sightings")
             // Sightings: a random device reports a random neighbour's token, at the configured rate.
             var generator = SystemRandomNumberGenerator()
@@ -274,6 +301,8 @@ public enum ServiceLoad {
             report.errors = state.errors
             report.expectedFound = state.expected
             report.pairs = state.pairsHeard.count
+            report.noisyFrames = state.noisyFrames
+            report.noisyRefused = state.noisyRefused
         }
         return report
     }
@@ -343,6 +372,61 @@ public enum ServiceLoad {
         } catch {
             tally.error("stream: \(type(of: error))")
         }
+    }
+
+    /// A noisy neighbour's session: says Hello and counts the service's refusals.
+    static func noisySession(_ device: Device, key: String, client: GRPCClient<HTTP2ClientTransport.Posix>, tally: Tally) async {
+        var hello = Sotto_Exchange_V1_Hello()
+        hello.apiKey = key
+        hello.clientVersion = "sotto-bench-noisy"
+        var helloFrame = ClientFrame()
+        helloFrame.kind = .hello(hello)
+        let first = helloFrame
+        let exchange = Sotto_Exchange_V1_Exchange.Client(wrapping: client)
+        var options = CallOptions.defaults
+        options.waitForReady = false
+        defer { device.ended.store(true, ordering: .releasing) }
+        do {
+            try await exchange.session(options: options, requestProducer: { writer in
+                try await writer.write(first)
+                for await frame in device.outboundStream { try await writer.write(frame) }
+            }, onResponse: { response in
+                for try await frame in response.messages {
+                    switch frame.kind {
+                    case .welcome: device.welcomed.store(true, ordering: .relaxed)
+                    case .error(let body) where body.code == .rateLimited: tally.state.withLock { $0.noisyRefused += 1 }
+                    default: break
+                    }
+                }
+            })
+        } catch let error as RPCError {
+            if error.code != .cancelled { tally.error("noisy stream: \(error.code)") }
+        } catch {
+            tally.error("noisy stream: \(type(of: error))")
+        }
+    }
+
+    /// Sends the noisy sessions' reports (random beacon IDs, 64 per frame) at `framesPerSecond` each, for
+    /// `duration` seconds, with heartbeats between.
+    static func sendNoise(_ devices: [Device], framesPerSecond: Double, duration: Double, tally: Tally) async {
+        var generator = SystemRandomNumberGenerator()
+        let start = tally.now
+        var sent = 0
+        while tally.now - start < duration, !Task.isCancelled {
+            let due = Int((tally.now - start) * framesPerSecond)
+            while sent < due {
+                for device in devices where device.welcomed.load(ordering: .relaxed) {
+                    let sightings = (0..<ExchangeLimits.maxSightingsPerReport).map { _ in
+                        Sighting(payload: .beacon((0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) }), snr: 10, level: -40)
+                    }
+                    device.outbound.yield(ClientFrame(.observe(sightings)))
+                    tally.state.withLock { $0.noisyFrames += 1 }
+                }
+                sent += 1
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        for device in devices { device.outbound.finish() }
     }
 }
 

@@ -88,6 +88,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                     case .silent: throw RPCError(code: .deadlineExceeded, message: "no frame for three heartbeat intervals")
                     case .replaced: throw RPCError(code: .aborted, message: "the session was resumed on another stream")
                     case .shutdown: throw RPCError(code: .unavailable, message: "the service is shutting down")
+                    case .revoked: throw RPCError(code: .unauthenticated, message: "the API key of this session was revoked")
                     case .databaseUnreachable:
                         throw RPCError(code: .unavailable, message: "this node lost its database: resume the session on another node")
                     case nil: return true
@@ -127,6 +128,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                                 throw RPCError(code: .unavailable, message: "the service cannot check keys now: \(error)")
                             }
                             guard let key else {
+                                logger.warning("audit: authentication failed for key \(AuditText.keyID(of: hello.apiKey)) from \(context.remotePeer)")
                                 metrics.authenticationFailures.increment()
                                 metrics.rejected.increment()
                                 let id = APIKeys.parse(hello.apiKey)?.id

@@ -25,6 +25,23 @@ public struct ServiceConfiguration: Sendable {
     public var rotationGrace: Double = 10
     /// How often the beacon registry is checked for changes (s).
     public var registryPollInterval: Double = 1
+    /// Most bytes the live publications of one project may hold (namespaces, types and contents), over all
+    /// its sessions; a publication beyond it is rejected (QUOTA_EXCEEDED, detail `publication-bytes`).
+    /// Nodes sharing a PostgreSQL must use the same value.
+    public var projectPublicationBytes = ServiceConfiguration.defaultProjectPublicationBytes
+    /// The default of ``projectPublicationBytes``: 64 MiB.
+    public static let defaultProjectPublicationBytes = 64 << 20
+    /// Work units (frames, and sightings: a report of n sightings counts n) per second that one project's
+    /// sessions on one node may send, summed over its keys, and the burst above it.
+    public var projectRate: Double = 20_000
+    /// Work units one project may send at once above ``projectRate``.
+    public var projectBurst: Double = 40_000
+    /// Session opens (and resumes) per second a key may make, as a share of its rate (at least one per
+    /// second; the burst is the same share of the key's burst, at least ten).
+    public var sessionOpenShare: Double = 0.1
+    /// How often the store is checked for revoked keys (s): a revoked key's streams are cut off within
+    /// this, plus one query.
+    public var revocationPollInterval: Double = 0.25
     /// Shared log: a node that appended nothing for this long is declared dead, and its sessions wait to be
     /// resumed on another node (s).
     public var nodeTimeout: Double = 5
@@ -48,7 +65,7 @@ public struct ServiceConfiguration: Sendable {
 
     var timings: ReplicaTimings {
         ReplicaTimings(sessionGrace: sessionGrace, heartbeatInterval: heartbeatInterval, defaultLostTimeout: defaultLostTimeout,
-                       nodeTimeout: nodeTimeout, outageGap: outageGap)
+                       nodeTimeout: nodeTimeout, outageGap: outageGap, projectPublicationBytes: projectPublicationBytes)
     }
 }
 
@@ -67,17 +84,12 @@ public actor MatcherHost {
         public let stream: UInt64
     }
 
-    /// A token bucket per API key (requests per second, burst).
-    struct Bucket {
-        var tokens: Double
-        var last: Double
-    }
-
     /// A client stream of this node. A class: looked up for every frame and every delivery, it is shared,
     /// not copied (copying its fields cost a busy node a few per cent in retains and releases).
     final class Stream {
         let outbox: Outbox
         let keyID: String
+        let projectID: String
         /// The resume secret of a new session, and the one the client presented to resume (Welcome carries
         /// whichever applies; the log only ever holds their hashes).
         let newSecret: [UInt8]
@@ -85,9 +97,10 @@ public actor MatcherHost {
         var session: SessionID?
         var waiter: CheckedContinuation<Result<Opened, ExchangeError>, Never>?
 
-        init(outbox: Outbox, keyID: String, newSecret: [UInt8], presentedSecret: [UInt8]) {
+        init(outbox: Outbox, keyID: String, projectID: String, newSecret: [UInt8], presentedSecret: [UInt8]) {
             self.outbox = outbox
             self.keyID = keyID
+            self.projectID = projectID
             self.newSecret = newSecret
             self.presentedSecret = presentedSecret
         }
@@ -102,8 +115,8 @@ public actor MatcherHost {
     public private(set) var nodeID: String
     private var nextStream: UInt64 = 0
     private var streams: [UInt64: Stream] = [:]
-    private var buckets: [String: Bucket] = [:]
-    private var rates: [String: (rate: Double, burst: Double)] = [:]
+    /// The rate limits, checked before frames reach this actor.
+    nonisolated let limiter: RateLimiter
     public let configuration: ServiceConfiguration
     private let metrics: ServiceMetrics
     private let logger: Logger
@@ -138,6 +151,7 @@ public actor MatcherHost {
         self.metrics = metrics
         self.logger = logger
         self.log = log
+        limiter = RateLimiter(configuration: configuration)
         nodeID = Self.freshNodeID()
         replica = ExchangeReplica(core: MatcherCore(tokenLength: configuration.tokenLength,
                                                     rotationInterval: configuration.rotationInterval,
@@ -198,6 +212,7 @@ public actor MatcherHost {
         wakeReader?.finish()
         let held = streams
         streams = [:]
+        limiter.forgetAllStreams()
         for (number, stream) in held {
             stream.outbox.finish(cutOff: .shutdown)
             stream.waiter?.resume(returning: .failure(.unavailable("the service is shutting down")))
@@ -216,6 +231,9 @@ public actor MatcherHost {
     /// Streams held by this node.
     public var streamCount: Int { streams.count }
 
+    /// Sightings held over all sessions (each session at most `MatcherCore.maxSourcesPerSession`).
+    public var sightingsHeld: Int { replica.core.totalSightingCount }
+
     // MARK: Streams
 
     /// Opens (or resumes) a session for an authenticated key on a new stream whose frames go to `outbox`.
@@ -224,13 +242,18 @@ public actor MatcherHost {
     public func open(key: AuthenticatedKey, broadcasts: Bool, resume: (session: String, secret: [UInt8])?,
                      outbox: Outbox) async throws(ExchangeError) -> Opened {
         guard serving else { throw .unavailable("this node cannot reach its database; try another node") }
+        if let openRate = limiter.admitOpen(key: key) {
+            metrics.rateLimited.increment()
+            throw .rateLimited(openRate)
+        }
         var generator = SystemRandomNumberGenerator()
         let id = SessionID("s_" + APIKeys.hex((0..<12).map { _ in UInt8.random(in: 0...255, using: &generator) }))
         let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         nextStream += 1
         let number = nextStream
         let presented = resume?.secret ?? []
-        streams[number] = Stream(outbox: outbox, keyID: key.keyID, newSecret: secret, presentedSecret: presented)
+        streams[number] = Stream(outbox: outbox, keyID: key.keyID, projectID: key.project.id, newSecret: secret, presentedSecret: presented)
+        limiter.register(stream: number, keyID: key.keyID, projectID: key.project.id, outbox: outbox)
         var resumeRequest: (session: SessionID, secretHash: [UInt8])?
         if let resume, !resume.session.isEmpty {
             resumeRequest = (SessionID(resume.session), Array(SHA256.hash(data: resume.secret)))
@@ -247,6 +270,7 @@ public actor MatcherHost {
         case .success(let opened): return opened
         case .failure(let error):
             streams[number] = nil
+            limiter.forget(stream: number)
             throw error
         }
     }
@@ -267,37 +291,40 @@ public actor MatcherHost {
 
     /// The stream went away: its session stays for the grace period, to be resumed.
     public func detach(stream number: UInt64) {
+        limiter.forget(stream: number)
         guard let stream = streams.removeValue(forKey: number), let session = stream.session else { return }
         submit(.detach(session, stream: number))
     }
 
     /// The client ended its session: everything it published is withdrawn at once.
     public func end(stream number: UInt64) {
+        limiter.forget(stream: number)
         guard let stream = streams.removeValue(forKey: number), let session = stream.session else { return }
         submit(.end(session, stream: number))
     }
 
-    /// One frame from the client of a stream.
-    public func receive(_ frame: ClientFrame, stream number: UInt64) {
-        guard let stream = streams[number], let session = stream.session else { return }
+    /// One frame from the client of a stream. The rate limits are checked first, on the caller's task: a
+    /// refused frame never waits for this actor (a publish or subscribe is answered RATE_LIMITED, a report
+    /// with an Error at most once a second).
+    public nonisolated func receive(_ frame: ClientFrame, stream number: UInt64) async {
         if case .heartbeat = frame.kind { return }
-        // Ending an operation is always taken (it only lightens the load, and a client that was refused
-        // would believe it ended while the service kept it).
-        let ends: Bool
-        switch frame.kind {
-        case .unpublish, .unsubscribe: ends = true
-        default: ends = false
-        }
-        guard ends || admit(key: stream.keyID, now: now) else {
-            metrics.rateLimited.increment()
-            let error = ExchangeError.rateLimited(rates[stream.keyID]?.rate ?? 0)
-            switch frame.kind {
-            case .publish(let body): push(.status(.rejected(body.opID, error)), to: number)
-            case .subscribe(let body): push(.status(.rejected(body.opID, error)), to: number)
-            default: push(.error(error), to: number)
-            }
+        guard case .refused(let rate, let notify, let outbox) = limiter.admit(frame, stream: number) else {
+            await receiveAdmitted(frame, stream: number)
             return
         }
+        metrics.rateLimited.increment()
+        let error = ExchangeError.rateLimited(rate)
+        let answer: ServerFrame?
+        switch frame.kind {
+        case .publish(let body): answer = .status(.rejected(body.opID, error))
+        case .subscribe(let body): answer = .status(.rejected(body.opID, error))
+        default: answer = notify ? .error(error) : nil
+        }
+        if let answer, !outbox.push(answer) { await cutOffSlowReader(number) }
+    }
+
+    private func receiveAdmitted(_ frame: ClientFrame, stream number: UInt64) {
+        guard let stream = streams[number], let session = stream.session else { return }
         if case .observe(let body) = frame.kind {
             metrics.reports.increment()
             metrics.sightings.increment(by: Int64(body.sightings.count))
@@ -308,19 +335,38 @@ public actor MatcherHost {
     // MARK: Rate limits
 
     /// Registers a key's limits (called when it authenticates). Each node enforces them on its own streams.
+    /// - Parameter key: the key that authenticated.
     public func limit(key: AuthenticatedKey) {
-        rates[key.keyID] = (key.ratePerSecond, key.burst)
+        limiter.limit(key: key)
     }
 
-    private func admit(key: String, now: Double) -> Bool {
-        guard let (rate, burst) = rates[key] else { return true }
-        var bucket = buckets[key] ?? Bucket(tokens: burst, last: now)
-        bucket.tokens = min(burst, bucket.tokens + (now - bucket.last) * rate)
-        bucket.last = now
-        let admitted = bucket.tokens >= 1
-        if admitted { bucket.tokens -= 1 }
-        buckets[key] = bucket
-        return admitted
+    // MARK: Revocation
+
+    /// The keys of this node's streams.
+    public var keyIDsInUse: Set<String> { Set(streams.values.map(\.keyID)) }
+
+    /// Cuts off this node's streams of the `revoked` keys (UNAUTHENTICATED at their clients, which do not
+    /// reconnect) and ends their sessions, withdrawing what they published; logs an audit line per key.
+    /// - Parameter revoked: ids of keys revoked in the store.
+    public func revoke(keys revoked: Set<String>) {
+        let hit = streams.filter { revoked.contains($0.value.keyID) }
+        guard !hit.isEmpty else { return }
+        var perKey: [String: Int] = [:]
+        for (number, stream) in hit.sorted(by: { $0.key < $1.key }) {
+            perKey[stream.keyID, default: 0] += 1
+            metrics.cutOff.increment()
+            streams[number] = nil
+            limiter.forget(stream: number)
+            stream.outbox.finish(cutOff: .revoked)
+            if let waiter = stream.waiter {
+                stream.waiter = nil
+                waiter.resume(returning: .failure(.unauthenticated))
+            }
+            if let session = stream.session { submit(.end(session, stream: number)) }
+        }
+        for (keyID, count) in perKey.sorted(by: { $0.key < $1.key }) {
+            logger.warning("audit: API key \(keyID) revoked: cut off \(count) stream\(count == 1 ? "" : "s") and ended their sessions")
+        }
     }
 
     // MARK: Beacons
@@ -503,6 +549,7 @@ public actor MatcherHost {
         appendInFlight?.cancel()
         let held = streams
         streams = [:]
+        limiter.forgetAllStreams()
         for (_, stream) in held {
             metrics.cutOff.increment()
             stream.outbox.finish(cutOff: .databaseUnreachable)
@@ -583,6 +630,7 @@ public actor MatcherHost {
                 waiter.resume(returning: result)
             case .cutOff(let attachment, let reason):
                 guard attachment.node == nodeID, let stream = streams.removeValue(forKey: attachment.stream) else { continue }
+                limiter.forget(stream: attachment.stream)
                 stream.outbox.finish(cutOff: reason)
             case .nodeDeclaredDead(let node):
                 if node == nodeID { loseDatabase("the other nodes declared this node dead (silent for \(configuration.nodeTimeout) s)") }
@@ -595,11 +643,15 @@ public actor MatcherHost {
 
     private func push(_ frame: ServerFrame, to number: UInt64) {
         guard let stream = streams[number] else { return }
-        if !stream.outbox.push(frame) {
-            logger.info("stream \(number) does not read: cut off")
-            metrics.cutOff.increment()
-            stream.outbox.finish(cutOff: .slowReader)
-            detach(stream: number)
-        }
+        if !stream.outbox.push(frame) { cutOffSlowReader(number) }
+    }
+
+    /// Cuts off a stream whose client does not read (its outbox is full).
+    private func cutOffSlowReader(_ number: UInt64) {
+        guard let stream = streams[number] else { return }
+        logger.info("stream \(number) does not read: cut off")
+        metrics.cutOff.increment()
+        stream.outbox.finish(cutOff: .slowReader)
+        detach(stream: number)
     }
 }

@@ -142,6 +142,7 @@ public struct MatcherServer: Service {
                     onListening(text, httpAddress)
                 }
                 group.addTask { await self.followRegistry() }
+                group.addTask { await self.followRevocations() }
                 group.addTask {
                     // Ends the registry loop with the server.
                     try await gracefulShutdown()

@@ -13,6 +13,8 @@ public enum CutOff: Sendable, Hashable {
     case replaced
     /// The service is shutting down.
     case shutdown
+    /// The session's API key was revoked.
+    case revoked
     /// This node lost its database (or the other nodes declared it dead): the session moves to another node.
     case databaseUnreachable
 }
@@ -21,7 +23,8 @@ public enum CutOff: Sendable, Hashable {
 /// waits for a client, and a client that does not read is cut off (its memory bounded) instead of slowing
 /// the others down.
 public final class Outbox: Sendable {
-    /// Most frames and bytes (approximate: message contents plus a fixed overhead each) held for one stream.
+    /// Most frames and bytes held for one stream (bytes: namespaces, types, contents and every other text a
+    /// frame carries, plus its framing: at least what the frames take on the wire).
     public struct Limits: Sendable {
         public var frames: Int
         public var bytes: Int
@@ -52,20 +55,39 @@ public final class Outbox: Sendable {
         let last = lastActivity.load(ordering: .relaxed), now = DispatchTime.now().uptimeNanoseconds
         return now > last ? Double(now - last) * 1e-9 : 0
     }
-    /// Bytes counted per frame beyond its message content.
+    /// Bytes counted per frame beyond the texts and bytes it carries (field tags, lengths, numbers, gRPC's
+    /// 5-byte message prefix and HTTP/2 framing), and per message inside a frame. Both are at least what
+    /// protobuf spends on them, so the count is an upper bound of the bytes written.
     static let frameOverhead = 64
+    static let messageOverhead = 16
 
     public init(limits: Limits = Limits()) { self.limits = limits }
 
+    /// Bytes a message takes in a frame: namespace, type and content (UTF-8) plus its framing.
+    static func size(of message: WireMessage) -> Int {
+        messageOverhead + message.namespace.utf8.count + message.type.utf8.count + message.content.count
+    }
+
+    /// Bytes counted for a frame: every text and byte string it carries (namespaces, types, contents, tokens,
+    /// error texts) plus its framing; at least its serialized size.
     static func size(of frame: ServerFrame) -> Int {
         switch frame.kind {
-        case .found(let body): return frameOverhead + body.message.content.count
-        case .lost(let body): return frameOverhead + body.message.content.count
-        case .signalChanged(let body): return frameOverhead + body.message.content.count
-        case .opStatus(let body): return frameOverhead + body.visible.reduce(0) { $0 + $1.content.count + frameOverhead }
-        default: return frameOverhead
+        case .found(let body): return frameOverhead + size(of: body.message)
+        case .lost(let body): return frameOverhead + size(of: body.message)
+        case .signalChanged(let body): return frameOverhead + size(of: body.message)
+        case .opStatus(let body):
+            return frameOverhead + body.message.utf8.count + body.detail.utf8.count + body.visible.reduce(0) { $0 + size(of: $1) }
+        case .error(let body): return frameOverhead + body.message.utf8.count
+        case .welcome(let body): return frameOverhead + body.sessionID.utf8.count + body.project.utf8.count + body.resumeSecret.count
+        case .token(let body): return frameOverhead + body.token.count
+        case .tokenStatus(let body): return frameOverhead + body.token.count
+        case .expired, .none: return frameOverhead
         }
     }
+
+    /// Bytes queued now: every text and byte string of the frames plus their framing (at least their size on
+    /// the wire).
+    public var queuedBytes: Int { state.withLock { $0.bytes } }
 
     /// Queues a frame. Returns false (and queues nothing) when the stream is over its limits: the caller cuts
     /// the session off.

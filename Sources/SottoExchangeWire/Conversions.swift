@@ -122,6 +122,9 @@ public struct WireError: Sendable, Hashable {
         switch error {
         case .contentTooLarge(let n): code = .contentTooLarge; limit = Int64(ExchangeLimits.maxContentBytes); value = Int64(n)
         case .typeTooLong(let n): code = .typeTooLong; limit = Int64(ExchangeLimits.maxTypeLength); value = Int64(n)
+        case .namespaceTooLong(let n):
+            code = .invalidNamespace; limit = Int64(ExchangeLimits.maxNamespaceLength); value = Int64(n); detail = "too long"
+        case .filterTypeTooLong(let n): code = .typeTooLong; limit = Int64(ExchangeLimits.maxAttachmentTypeLength); value = Int64(n)
         case .reservedNamespace(let ns): code = .reservedNamespace; detail = ns
         case .invalidNamespace(let ns): code = .invalidNamespace; detail = ns
         case .invalidType(let t): code = .invalidType; detail = t
@@ -137,6 +140,7 @@ public struct WireError: Sendable, Hashable {
         case .duplicateOperation: code = .duplicateOperation
         case .rateLimited(let rate): code = .rateLimited; limit = Int64(rate.isFinite ? min(rate, 1e15) : 0)
         case .sessionQuotaExceeded(let n): code = .quotaExceeded; value = Int64(n); detail = "sessions"
+        case .publicationBytesExceeded(let n): code = .quotaExceeded; limit = Int64(n); detail = "publication-bytes"
         case .unauthenticated: code = .protocol; detail = "unauthenticated"
         case .unavailable(let why): code = .unavailable; detail = why
         case .protocolViolation(let what): code = .protocol; detail = what
@@ -156,14 +160,17 @@ public struct WireError: Sendable, Hashable {
         switch code {
         case .contentTooLarge:
             return limit == Int64(ExchangeLimits.maxAttachmentBytes) ? .attachmentTooLarge(Int(clamping: value)) : .contentTooLarge(Int(clamping: value))
-        case .typeTooLong: return .typeTooLong(Int(clamping: value))
+        case .typeTooLong:
+            return limit == Int64(ExchangeLimits.maxAttachmentTypeLength) ? .filterTypeTooLong(Int(clamping: value)) : .typeTooLong(Int(clamping: value))
         case .reservedNamespace: return .reservedNamespace(detail)
-        case .invalidNamespace: return .invalidNamespace(detail)
+        case .invalidNamespace: return limit > 0 ? .namespaceTooLong(Int(clamping: value)) : .invalidNamespace(detail)
         case .invalidType: return .invalidType(detail)
         case .invalidTtl: return .invalidTTL(Int(clamping: value))
         case .audioBytesLength: return .audioBytesLength(Int(clamping: value))
         case .emptyFilter: return .emptyFilter
-        case .quotaExceeded: return detail == "sessions" ? .sessionQuotaExceeded(Int(clamping: value)) : .quotaExceeded(Int(clamping: value))
+        case .quotaExceeded:
+            if detail == "publication-bytes" { return .publicationBytesExceeded(Int(clamping: limit)) }
+            return detail == "sessions" ? .sessionQuotaExceeded(Int(clamping: value)) : .quotaExceeded(Int(clamping: value))
         case .invalidLostTimeout: return .invalidLostTimeout(Double(value) / 1000)
         case .unknownOperation: return .unknownOperation
         case .duplicateOperation: return .duplicateOperation
@@ -181,6 +188,15 @@ extension Sotto_Exchange_V1_OperationStatus {
         status.opID = op
         status.state = .active
         status.visible = visible.map(WireMessage.init)
+        return status
+    }
+
+    /// The acknowledgement of an unpublish or unsubscribe: the operation is over.
+    /// - Parameter op: the operation's id.
+    public static func ended(_ op: UInt32) -> Self {
+        var status = Self()
+        status.opID = op
+        status.state = .ended
         return status
     }
 

@@ -24,6 +24,9 @@ struct Load: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Sightings per second over all devices.") var rate: Double = 1_000
     @Option(parsing: .unconditional, help: "Seconds of sightings.") var duration: Double = 20
     @Option(parsing: .unconditional, help: "HTTP/2 connections shared by the sessions, per server.") var connections: Int = 8
+    @Option(help: "The noisy-neighbour probe: an API key (of another project) whose sessions report 64 random beacon IDs per frame during the load.")
+    var noisyKey: String?
+    @Option(parsing: .unconditional, help: "Frames per second the noisy key's 4 sessions send in all.") var noisyRate: Double = 1_000
     @Option(help: "Process ids of the service's nodes, to report their memory per session (from /proc).") var serverPid: [Int32] = []
 
     func validate() throws {
@@ -32,6 +35,7 @@ struct Load: AsyncParsableCommand {
         try NumericOption("--rate", above: 0, upTo: 1_000_000, unit: "per s").check(rate)
         try NumericOption("--duration", above: 0, upTo: 3_600, unit: "s").check(duration)
         try NumericOption("--connections", 1...1_024).check(connections)
+        try NumericOption("--noisy-rate", above: 0, upTo: 100_000, unit: "per s").check(noisyRate)
     }
 
     func run() async throws {
@@ -47,6 +51,8 @@ struct Load: AsyncParsableCommand {
         configuration.sightingsPerSecond = rate
         configuration.duration = duration
         configuration.connections = connections
+        configuration.noisyKey = noisyKey
+        configuration.noisyFramesPerSecond = noisyRate
         let pids = serverPid
         let before = Self.residentMemory(pids)
         let during = Mutex<Int?>(nil)

@@ -14,9 +14,22 @@ struct ServerOptions: ParsableArguments {
     @Option(help: "API key of a project (default: $SOTTO_API_KEY).") var apiKey: String?
     @Option(help: "CA certificate (PEM) to verify the service with (implies TLS).") var ca: String?
     @Flag(help: "TLS with the system's trust roots.") var tls = false
+    @Flag(help: "Allow sending the API key in plaintext to a service beyond loopback or a Unix socket.") var insecure = false
 
     /// Whether a service was given.
     var given: Bool { !server.isEmpty }
+
+    private var secure: Bool { tls || ca != nil || server.contains { $0.hasPrefix("sottos://") } }
+
+    /// Refuses, before anything runs, to send the key in plaintext beyond loopback and Unix sockets (a usage
+    /// error naming --insecure).
+    func validate() throws {
+        let addresses = server.compactMap { try? MatcherAddress(parsing: $0) }
+        guard !addresses.isEmpty else { return }
+        var options = RemoteMatcher.Options(endpoints: addresses, apiKey: "", tls: secure ? .init(trustRoots: ca) : nil)
+        options.insecure = insecure
+        do { try options.checkKeyTransport() } catch { throw ValidationError("--server: \(error)") }
+    }
 
     /// A link to the service, for a session that broadcasts or not.
     func link(broadcasts: Bool) throws -> RemoteMatcher {
@@ -28,11 +41,12 @@ struct ServerOptions: ParsableArguments {
         for text in server {
             do { addresses.append(try MatcherAddress(parsing: text)) } catch { throw ValidationError("--server \(text): \(error)") }
         }
-        let secure = tls || ca != nil || server.contains { $0.hasPrefix("sottos://") }
         if let ca, !FileManager.default.isReadableFile(atPath: ca) { throw CommandError("cannot read \(ca)") }
         var options = RemoteMatcher.Options(endpoints: addresses, apiKey: key, tls: secure ? .init(trustRoots: ca) : nil,
                                             broadcasts: broadcasts, clientVersion: "sotto-cli")
         options.backoff = 0.2...5
+        options.insecure = insecure
+        do { try options.checkKeyTransport() } catch { throw ValidationError("--server: \(error)") }
         do { return try RemoteMatcher(options: options) } catch { throw CommandError("--server: \(error)") }
     }
 }

@@ -89,6 +89,11 @@ struct Serve: AsyncParsableCommand {
     var databaseGrace: Double = 10
     @Option(parsing: .unconditional, help: "Shared store: seconds between snapshots of the shared state (the log before them is deleted).")
     var snapshotInterval: Double = 60
+    @Option(parsing: .unconditional, help: "Work units (frames; a report of n sightings counts n) per second one project's keys may send to this node together.")
+    var projectRate: Double = 20_000
+    @Option(parsing: .unconditional, help: "Work units one project may send at once above --project-rate.") var projectBurst: Double = 40_000
+    @Option(parsing: .unconditional, help: "Bytes (namespace, type and content) one project's live publications may hold; the same on every node of a shared store.")
+    var projectPublicationBytes: Int = ServiceConfiguration.defaultProjectPublicationBytes
     @Option(parsing: .unconditional, help: .hidden) var clockSkew: Double = 0
     @OptionGroup(title: "Transport bounds") var transport: TransportOptions
     @Flag(help: "Log every session.") var verbose = false
@@ -102,6 +107,9 @@ struct Serve: AsyncParsableCommand {
         try NumericOption("--node-timeout", above: 0.2, upTo: 600, unit: "s").check(nodeTimeout)
         try NumericOption("--database-grace", above: 0, upTo: 3_600, unit: "s").check(databaseGrace)
         try NumericOption("--snapshot-interval", above: 0.1, upTo: 86_400, unit: "s").check(snapshotInterval)
+        try NumericOption("--project-rate", above: 0, upTo: 1e9, unit: "per s").check(projectRate)
+        try NumericOption("--project-burst", above: 0, upTo: 1e9, unit: "units").check(projectBurst)
+        guard (1_024...(1 << 40)).contains(projectPublicationBytes) else { throw ValidationError("--project-publication-bytes must be 1024 to 2^40") }
         guard clockSkew.isFinite, abs(clockSkew) <= 86_400 else { throw ValidationError("--clock-skew must be within a day") }
         try transport.check()
     }
@@ -124,6 +132,9 @@ struct Serve: AsyncParsableCommand {
         configuration.databaseGrace = databaseGrace
         configuration.snapshotInterval = snapshotInterval
         configuration.clockSkew = clockSkew
+        configuration.projectRate = projectRate
+        configuration.projectBurst = projectBurst
+        configuration.projectPublicationBytes = projectPublicationBytes
         var logger = Logger(label: "sotto.serve")
         logger.logLevel = verbose ? .debug : .notice
         let exchangeStore = try await store.open(service: true)

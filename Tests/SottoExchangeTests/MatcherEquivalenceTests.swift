@@ -499,7 +499,8 @@ struct ReferenceMatcher {
                 if owner.session == observer { return events }  // own token: the self-check's business
                 source = .session(owner.session)
             }
-            let previous = sightings[observer]?[source]
+            // A sighting older than the matcher's memory of sightings is forgotten: smoothing starts again.
+            let previous = sightings[observer]?[source].flatMap { now - $0.last > MatcherCore.sightingMemory ? nil : $0 }
             // Exponentially weighted: later sightings count more (like Nearby's BLE signal).
             let smoothed = previous.map { 0.7 * $0.snr + 0.3 * snr } ?? snr
             let smoothedLevel = previous.map { 0.7 * $0.level + 0.3 * level } ?? level

@@ -76,6 +76,8 @@ struct ReplicaTimings: Sendable {
     /// A pause of the whole log longer than this is a database outage, not a dead node: liveness restarts (s).
     /// A pause longer than half the node timeout is one too (see ``outageThreshold``).
     var outageGap: Double
+    /// Most bytes the live publications of one project may hold (namespaces, types and contents).
+    var projectPublicationBytes: Int = ServiceConfiguration.defaultProjectPublicationBytes
 
     /// The pause of the whole log beyond which it counts as an outage (s): the outage gap, or half the node
     /// timeout when that is shorter. A node is declared dead only for a silence during which the log moved
@@ -181,8 +183,9 @@ struct ExchangeReplica: Sendable {
     }
 
     private mutating func open(_ open: ReplicaCommand.Open, at attachment: NodeStream, now: Double, into outputs: inout [ReplicaOutput]) {
+        // A session resumes only with the key that opened it: a rotated or revoked key's sessions stay behind.
         if let resume = open.resume, let existing = sessions[resume.session], existing.project.id == open.project.id,
-           APIKeys.constantTimeEqual(existing.secretHash, resume.secretHash) {
+           existing.keyID == open.keyID, APIKeys.constantTimeEqual(existing.secretHash, resume.secretHash) {
             let id = resume.session
             if let previous = existing.attachment, previous != attachment { outputs.append(.cutOff(previous, .replaced)) }
             sessions[id]?.attachment = attachment
@@ -265,6 +268,13 @@ struct ExchangeReplica: Sendable {
             guard body.hasMessage else { throw .protocolViolation("a publication needs a message") }
             let message = try body.message.validated()
             let strategy = try (body.hasStrategy ? body.strategy : Sotto_Exchange_V1_Strategy()).validated(subscription: false)
+            if let project = sessions[session]?.project.id {
+                let replaced = core.publishedMessage(session: session, operation: op).map(MatcherCore.heldBytes) ?? 0
+                let added = MatcherCore.heldBytes(of: message) - replaced
+                if added > 0, core.publicationBytes(ofApp: project) + added > timings.projectPublicationBytes {
+                    throw .publicationBytesExceeded(timings.projectPublicationBytes)
+                }
+            }
             try record(.publication(message, strategy), op: op, session: session, attachment: attachment, into: &outputs) { core in
                 core.handle(.publish(session, op, message, strategy), now: now)
             }
@@ -331,6 +341,8 @@ struct ExchangeReplica: Sendable {
         }
         sessions[session]?.operations[op] = nil
         handle(publication ? .unpublish(session, op) : .unsubscribe(session, op), now: now, into: &outputs)
+        // The acknowledgement (STATE_ENDED), after the events the end caused.
+        outputs.append(.deliver(attachment, .status(.ended(raw))))
     }
 
     private mutating func observe(_ body: Sotto_Exchange_V1_Observe, session: SessionID, attachment: NodeStream, now: Double,

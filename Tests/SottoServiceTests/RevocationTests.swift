@@ -1,0 +1,121 @@
+import Foundation
+import GRPCCore
+import SottoExchange
+import SottoExchangeService
+import SottoExchangeWire
+import Testing
+
+/// Revoking a key bites on the sessions it opened, on every node, within a second; a session resumes only
+/// with the key that opened it.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct RevocationTests {
+    /// How long after the revocation's write a stream may take to end (the service polls every 0.25 s; the
+    /// rest is room for a loaded machine).
+    static let bound = 1.0
+
+    /// Waits until the session's stream ended; returns the seconds since `start`, or nil.
+    static func endTime(of session: RawSession, since start: ContinuousClock.Instant) async -> Double? {
+        guard await eventually(5, { session.ended != nil }) else { return nil }
+        return (ContinuousClock.now - start).inSeconds
+    }
+
+    static func isUnauthenticated(_ session: RawSession) -> Bool {
+        guard case .some(.some(let error)) = session.ended else { return false }
+        return (error as? RPCError)?.code == .unauthenticated
+    }
+
+    static func keyID(_ key: String) -> String { String(key.split(separator: "_")[1]) }
+
+    @Test func revokingAKeyEndsItsSessionsAndWithdrawsTheirPublications() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let revokedKey = try await service.store.createKey(project: service.project.id, label: "to revoke", ratePerSecond: 1_000, burst: 1_000).key
+        let client = try RawClient(service.address)
+        defer { Task { await client.close() } }
+        let publisher = RawSession(client)
+        #expect(await publisher.hello(key: revokedKey) != nil)
+        guard let token = await publisher.frame(where: { $0.tokenDirective != nil })?.tokenDirective else { Issue.record("no token"); return }
+        publisher.send(Frames.publish(1, content: Array("revoked soon".utf8)))
+        #expect(await publisher.status(1)?.state == .active)
+
+        let subscriber = RawSession(client)
+        #expect(await subscriber.hello(key: service.apiKey) != nil)
+        subscriber.send(Frames.subscribe(1, lostTimeoutMs: 30_000))
+        subscriber.send(Frames.observe(token: token))
+        #expect(await subscriber.frame { $0.isFound } != nil)
+
+        try await service.store.revokeKey(id: Self.keyID(revokedKey))
+        let start = ContinuousClock.now
+        let ended = await Self.endTime(of: publisher, since: start)
+        #expect(ended.map { $0 < Self.bound } == true, "the revoked key's stream ended after \(ended.map { "\($0) s" } ?? "never")")
+        #expect(Self.isUnauthenticated(publisher), "\(String(describing: publisher.ended))")
+        // Its publication went with its session: lost at once (the lost timeout is 30 s).
+        #expect(await subscriber.frame(2) { $0.isLost } != nil, "the revoked session's publication is withdrawn")
+        #expect(subscriber.ended == nil, "the other key's session goes on")
+        // And the key opens nothing any more.
+        let again = RawSession(client)
+        #expect(await again.hello(key: revokedKey) == nil)
+        #expect(Self.isUnauthenticated(again))
+        subscriber.cancel()
+    }
+
+    @Test func aSessionResumesOnlyWithTheKeyThatOpenedIt() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let otherKey = try await service.store.createKey(project: service.project.id, label: "same project", ratePerSecond: 1_000, burst: 1_000).key
+        let first = try RawClient(service.address)
+        let original = RawSession(first)
+        guard let welcome = await original.hello(key: service.apiKey) else { Issue.record("no welcome"); return }
+        first.kill()  // the session waits for its grace period (3 s)
+        #expect(await eventually(3) { await service.server.host.streamCount == 0 })
+
+        func resume(with key: String) async -> Sotto_Exchange_V1_Welcome? {
+            let client = try? RawClient(service.address)
+            guard let client else { return nil }
+            let session = RawSession(client)
+            var hello = Sotto_Exchange_V1_Hello()
+            hello.apiKey = key
+            hello.resumeSessionID = welcome.sessionID
+            hello.resumeSecret = welcome.resumeSecret
+            var frame = ClientFrame()
+            frame.kind = .hello(hello)
+            session.send(frame)
+            let answer = await session.frame { if case .welcome = $0.kind { return true } else { return false } }
+            session.cancel()
+            await client.close()
+            if case .welcome(let body)? = answer?.kind { return body }
+            return nil
+        }
+        let withOther = await resume(with: otherKey)
+        #expect(withOther != nil && withOther?.resumed == false && withOther?.sessionID != welcome.sessionID,
+                "another key of the same project gets a new session, not this one")
+        let withOwn = await resume(with: service.apiKey)
+        #expect(withOwn?.resumed == true && withOwn?.sessionID == welcome.sessionID, "its own key resumes it")
+    }
+
+    @Test func revocationBitesOnEveryNodeWithinASecond() async throws {
+        try await withCluster(nodes: 2) { cluster in
+            let revokedKey = try await cluster.admin.createKey(project: cluster.project.id, label: "to revoke", ratePerSecond: 1_000, burst: 1_000).key
+            var clients: [RawClient] = []
+            var sessions: [RawSession] = []
+            for node in 0..<2 {
+                let client = try RawClient(cluster.node(node).address)
+                clients.append(client)
+                let session = RawSession(client)
+                #expect(await session.hello(key: revokedKey) != nil, "node \(node) opens a session")
+                sessions.append(session)
+            }
+            let survivor = RawSession(clients[1])
+            #expect(await survivor.hello(key: cluster.apiKey) != nil)
+            try await cluster.admin.revokeKey(id: Self.keyID(revokedKey))
+            let start = ContinuousClock.now
+            for (node, session) in sessions.enumerated() {
+                let ended = await Self.endTime(of: session, since: start)
+                #expect(ended.map { $0 < Self.bound } == true, "node \(node): ended after \(ended.map { "\($0) s" } ?? "never")")
+                #expect(Self.isUnauthenticated(session))
+            }
+            #expect(survivor.ended == nil)
+            survivor.cancel()
+            for client in clients { await client.close() }
+        }
+    }
+}
