@@ -128,7 +128,6 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                                 throw RPCError(code: .unavailable, message: "the service cannot check keys now: \(error)")
                             }
                             guard let key else {
-                                logger.warning("audit: authentication failed for key \(AuditText.keyID(of: hello.apiKey)) from \(context.remotePeer)")
                                 metrics.authenticationFailures.increment()
                                 metrics.rejected.increment()
                                 let id = APIKeys.parse(hello.apiKey)?.id
