@@ -130,10 +130,10 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                             guard let key else {
                                 metrics.authenticationFailures.increment()
                                 metrics.rejected.increment()
-                                let id = APIKeys.parse(hello.apiKey)?.id
+                                let id = AuditText.keyID(of: hello.apiKey)
                                 failedAuthentications.log { suppressed in
                                     let more = suppressed > 0 ? " (\(suppressed) more failures since the last line)" : ""
-                                    logger.warning("audit: authentication failed for key \(id ?? "(not an API key)") from \(peer)\(more)")
+                                    logger.warning("audit: authentication failed for key \(id) from \(peer)\(more)")
                                 }
                                 throw RPCError(code: .unauthenticated, message: ExchangeError.unauthenticated.description)
                             }
