@@ -163,8 +163,8 @@ def crowd(records: str, output: str) -> None:
         share = [float(r["pairs heard"].rstrip("%")) for _, r in points]
         median = [float(r["median first hearing (s)"]) if r["median first hearing (s)"] != "-" else math.nan for _, r in points]
         found = [float(r["pairs found"].rstrip("%")) for _, r in points]
-        line, = heard.plot(devices, share, marker="o", label=name + ": heard")
-        heard.plot(devices, found, marker="s", linestyle="--", color=line.get_color(), label=name + ": found")
+        line, = heard.plot(devices, share, marker="o")
+        heard.plot(devices, found, marker="s", linestyle="--", color=line.get_color())
         latency.plot(devices, median, marker="o", label=name)
     for axis in (heard, latency):
         axis.set_xscale("log")
@@ -176,7 +176,11 @@ def crowd(records: str, output: str) -> None:
     heard.set_ylim(0, 102)
     heard.set_ylabel("ordered pairs heard / found within 10 s (%)")
     latency.set_ylabel("median first hearing of the pairs heard (s)")
-    heard.legend(fontsize=7, loc="lower left")
+    # Variants named once, on the right; on the left only what solid and dashed mean.
+    latency.legend(fontsize=7, loc="upper left")
+    heard.legend(handles=[matplotlib.lines.Line2D([], [], color="grey", marker="o", label="heard"),
+                          matplotlib.lines.Line2D([], [], color="grey", marker="s", linestyle="--", label="found")],
+                 fontsize=8, loc="lower left")
     figure.suptitle("A room full of devices (7 x 5 x 2.6 m, RT60 0.5 s), every device broadcasting its token and listening",
                     fontsize=9)
     figure.savefig(output, dpi=90)
