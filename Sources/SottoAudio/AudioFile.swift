@@ -239,6 +239,8 @@ public final class AudioFileReader {
     /// Set when the header promises more data than the file holds (libsndfile then reads what is there and
     /// says so only in its log): the file was cut short. For the caller to print as a warning.
     public private(set) var headerWarning: String?
+    /// A damaged Ogg Vorbis file, read as its runs of whole pages with silence for the damaged ones.
+    private var oggSegments: OggSegmentReader?
     /// A read error met after some frames of the same read were returned: thrown by the next read, so that
     /// the caller first gets every frame decoded before it.
     private var pendingError: AudioFileError?
@@ -319,6 +321,12 @@ public final class AudioFileReader {
         lengthIsExact = Int(sfInfo.format) & SF_FORMAT_TYPEMASK != SF_FORMAT_MPEG
         if !streamed { headerWarning = Self.cutWarning(handle, info: info) }
         isFLAC = !streamed && !standardInput && Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_FLAC
+        // libogg drops a damaged page without a word, and every later sample would come early: the pages' own
+        // granule positions place what follows.
+        if !standardInput, Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_OGG,
+           Int(sfInfo.format) & SF_FORMAT_SUBMASK == SF_FORMAT_VORBIS, let damage = OggDamage.scan(path: path) {
+            oggSegments = OggSegmentReader(path: path, damage: damage, channels: Int(sfInfo.channels))
+        }
         switch Int(sfInfo.format) & SF_FORMAT_SUBMASK {
         case SF_FORMAT_PCM_S8, SF_FORMAT_PCM_U8: bytesPerSample = 1
         case SF_FORMAT_PCM_24: bytesPerSample = 3
@@ -396,6 +404,12 @@ public final class AudioFileReader {
                 throw .empty(path: path == "-" ? "standard input" : path)
             }
             if headerWarning == nil, isFLAC { headerWarning = flacSurplusWarning() }
+            if headerWarning == nil, let oggSegments { headerWarning = oggSegments.warning(sampleRate: info.sampleRate) }
+            if let oggSegments, oggSegments.truncated {
+                let error = AudioFileError.readFailed(path: path, reason: "the Ogg stream ends after \(framesRead) frames without its last page (cut short?)")
+                pendingError = error
+                throw error
+            }
             if headerWarning == nil, let pipeSource, pipeSource.hasMore() {
                 headerWarning = "its header announces \(framesRead) samples, but more data follows on the stream: a damaged header? the audio after them was not decoded"
             }
@@ -437,6 +451,9 @@ public final class AudioFileReader {
     /// Reads up to `frames` interleaved frames into `interleaved` as Floats in [-1, 1]; libsndfile's
     /// count (negative on failure).
     private func readInterleaved(frames: Int, channels: Int) -> sf_count_t {
+        if let oggSegments {
+            return sf_count_t(interleaved.withUnsafeMutableBufferPointer { oggSegments.read(into: $0.baseAddress!, frames: frames) })
+        }
         guard var shorts = pcm16 else {
             return interleaved.withUnsafeMutableBufferPointer { sf_readf_float(file, $0.baseAddress, sf_count_t(frames)) }
         }

@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+
+/// Start times (s) of the frames `decode --format hex`-less output lists (the first column).
+private func frameTimes(_ text: String) -> [Double] {
+    text.split(separator: "\n").compactMap { line in line.split(separator: " ").first.flatMap { Double($0) } }
+}
+
+@Suite struct OggDamageTests {
+    /// S4: one flipped byte in an Ogg page makes libogg drop the page. The frames after it keep their times
+    /// (the granule positions place them; silence stands for the lost audio) and the loss is a warning naming
+    /// the damaged bytes. A cut inside the stream is still an error.
+    @Test(.timeLimit(.minutes(1))) func flippedByteInOggKeepsLaterTimesAndWarns() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let reference = dir.appendingPathComponent("ref.ogg").path, damaged = dir.appendingPathComponent("damaged.ogg").path
+        let sent = try Sotto.run(["send", "0x0123456789abcdef", "--repeat", "6", "--interval", "1.7", "--seed", "2", "--out", reference], timeout: 50)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: reference)))
+        // A byte inside the page that starts after the first quarter of the file (a body byte: its checksum fails).
+        let capture = Array("OggS".utf8)
+        let page = try #require((bytes.count / 4..<(bytes.count - 200)).first { bytes[$0..<($0 + 4)].elementsEqual(capture) })
+        bytes[page + 27 + Int(bytes[page + 26]) + 40] ^= 0x10
+        try Data(bytes).write(to: URL(fileURLWithPath: damaged))
+        let good = try Sotto.run(["decode", reference], timeout: 50)
+        let bad = try Sotto.run(["decode", damaged], timeout: 50)
+        #expect(good.status == 0 && bad.status == 0, "\(good.stderr) \(bad.stderr)")
+        let goodTimes = frameTimes(good.stdout), badTimes = frameTimes(bad.stdout)
+        #expect(goodTimes.count == 6)
+        #expect(badTimes.count < goodTimes.count, "\(bad.stdout)")
+        // Every frame found in the damaged file is found at its time in the intact one (within 2 ms).
+        for time in badTimes {
+            #expect(goodTimes.contains { abs($0 - time) < 0.002 }, "frame at \(time) s; intact: \(goodTimes)")
+        }
+        #expect(badTimes.last.map { t in goodTimes.last.map { abs($0 - t) < 0.002 } ?? false } == true, "\(badTimes) vs \(goodTimes)")
+        #expect(bad.stderr.contains("warning") && bad.stderr.contains("damaged Ogg pages") && bad.stderr.contains("audio lost"), "\(bad.stderr)")
+        // The same file cut inside its stream: an error, as before.
+        try Data(bytes[0..<(bytes.count * 2 / 3)]).write(to: URL(fileURLWithPath: damaged))
+        let cut = try Sotto.run(["decode", damaged], timeout: 50)
+        #expect(cut.status == 2 && cut.stderr.contains("cut short"), "\(cut.status) \(cut.stderr)")
+    }
+}
