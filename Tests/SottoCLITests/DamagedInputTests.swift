@@ -6,7 +6,7 @@ private func frameTimes(_ text: String) -> [Double] {
     text.split(separator: "\n").compactMap { line in line.split(separator: " ").first.flatMap { Double($0) } }
 }
 
-@Suite struct OggDamageTests {
+@Suite struct DamagedInputTests {
     /// S4: one flipped byte in an Ogg page makes libogg drop the page. The frames after it keep their times
     /// (the granule positions place them; silence stands for the lost audio) and the loss is a warning naming
     /// the damaged bytes. A cut inside the stream is still an error.
@@ -38,5 +38,36 @@ private func frameTimes(_ text: String) -> [Double] {
         try Data(bytes[0..<(bytes.count * 2 / 3)]).write(to: URL(fileURLWithPath: damaged))
         let cut = try Sotto.run(["decode", damaged], timeout: 50)
         #expect(cut.status == 2 && cut.stderr.contains("cut short"), "\(cut.status) \(cut.stderr)")
+    }
+
+    /// Found by FuzzCommandLine: an MP3 cut at two thirds decoded 2 of its 3 frames with exit 0 and no word. Its
+    /// Xing/Info tag states the frame count (libsndfile's MP3s, LAME's): reading fewer is a cut file.
+    @Test(.timeLimit(.minutes(1))) func cutTaggedMP3IsAnError() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let whole = dir.appendingPathComponent("whole.mp3").path, cut = dir.appendingPathComponent("cut.mp3").path
+        #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--out", whole], timeout: 50).status == 0)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        try bytes.prefix(bytes.count * 2 / 3).write(to: URL(fileURLWithPath: cut))
+        let intact = try Sotto.run(["decode", whole], timeout: 50)
+        #expect(intact.status == 0 && frameTimes(intact.stdout).count == 3, "\(intact.stderr)")
+        let result = try Sotto.run(["decode", cut], timeout: 50)
+        #expect(result.status == 2 && result.stderr.contains("cut short"), "\(result.status) \(result.stderr)")
+        #expect(frameTimes(result.stdout).count == 2)
+    }
+
+    /// Found by FuzzCommandLine: an AU (or WAV) cut short on standard input decoded 1 of its 3 frames with exit 0
+    /// and no word. Their headers state the data's size: a stream that ends before it was cut.
+    @Test(.timeLimit(.minutes(1)), arguments: ["au", "wav"]) func cutStreamWithStatedLengthIsAnError(format: String) throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let whole = dir.appendingPathComponent("whole.\(format)").path
+        #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--out", whole], timeout: 50).status == 0)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        let intact = try Sotto.run(["decode", "-"], timeout: 50, input: bytes)
+        #expect(intact.status == 0 && frameTimes(intact.stdout).count == 3, "\(intact.stderr)")
+        let cut = try Sotto.run(["decode", "-"], timeout: 50, input: bytes.prefix(50_000))
+        #expect(cut.status == 2 && cut.stderr.contains("cut short"), "\(cut.status) \(cut.stderr)")
+        #expect(frameTimes(cut.stdout).count == 1)
     }
 }
