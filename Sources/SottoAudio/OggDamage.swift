@@ -16,6 +16,8 @@ struct OggPage: Sendable, Hashable {
     var serial: UInt32
     /// Page number within the logical stream.
     var sequence: UInt32
+    /// Packets that end on this page (lacing values below 255).
+    var packetsEnded: Int
 }
 
 /// Pages of an Ogg Vorbis file that libogg drops without a word (a checksum that fails, bytes that are no page),
@@ -80,11 +82,19 @@ struct OggDamage: Sendable {
         var gapsAfter = Set<Int>()
         for i in 1..<max(1, pages.count) where pages[i].sequence != pages[i - 1].sequence &+ 1 { gapsAfter.insert(i - 1) }
         guard !damaged.isEmpty || !gapsAfter.isEmpty || truncated else { return nil }
-        // Vorbis: three header packets end on the pages before the first audio page (granule > 0 or -1 after 0s).
-        guard let firstAudio = pages.firstIndex(where: { $0.granule != 0 }), firstAudio >= 1,
-              pages[0..<firstAudio].enumerated().allSatisfy({ $0.element.sequence == UInt32($0.offset) }) else { return nil }
+        // Vorbis: three header packets, the last one ending its page (audio starts on a fresh page). The header
+        // pages must be whole and in order.
+        var packets = 0
+        guard let lastHeader = pages.firstIndex(where: { packets += $0.packetsEnded; return packets >= 3 }),
+              lastHeader + 1 < pages.count,
+              pages[0...lastHeader].enumerated().allSatisfy({ $0.element.sequence == UInt32($0.offset) }),
+              pages[lastHeader].offset + pages[lastHeader].length == pages[lastHeader + 1].offset
+                || !damaged.isEmpty && damaged[0].lowerBound == pages[lastHeader].offset + pages[lastHeader].length
+        else { return nil }
+        let firstAudio = lastHeader + 1
         // The damage must lie among the audio pages: damaged headers are libsndfile's to refuse.
-        guard damaged.allSatisfy({ $0.lowerBound >= pages[firstAudio].offset }) else { return nil }
+        let audioStart = pages[lastHeader].offset + pages[lastHeader].length
+        guard damaged.allSatisfy({ $0.lowerBound >= audioStart }) else { return nil }
         var segments: [(bytes: Range<Int>, endGranule: Int64)] = []
         var start = firstAudio
         for i in firstAudio..<pages.count {
@@ -100,7 +110,7 @@ struct OggDamage: Sendable {
             damaged.append(pages[i + 1].offset..<pages[i + 1].offset)
         }
         guard segments.count > 1 || !damaged.isEmpty || truncated else { return nil }
-        return OggDamage(headerRanges: [0..<pages[firstAudio].offset], segments: segments,
+        return OggDamage(headerRanges: [0..<audioStart], segments: segments,
                          damaged: damaged.sorted { $0.lowerBound < $1.lowerBound }, truncated: truncated)
     }
 
@@ -129,7 +139,7 @@ struct OggDamage: Sendable {
         guard crc == stated else { return nil }
         let granule = (0..<8).reduce(UInt64(0)) { $0 | UInt64(header[6 + $1]) << (8 * $1) }
         return OggPage(offset: offset, length: length, flags: header[5], granule: Int64(bitPattern: granule),
-                       serial: u32(14), sequence: u32(18))
+                       serial: u32(14), sequence: u32(18), packetsEnded: header[27..<(27 + segmentCount)].filter { $0 < 255 }.count)
     }
 }
 
@@ -263,7 +273,8 @@ final class OggSegmentReader {
               let (file, opened) = Self.open(path: path, ranges: ranges) else { return false }
         source = file
         handle = opened
-        if index > 0 {
+        // The first run starts the audio unless damage came before it.
+        if index > 0 || damage.damaged.contains(where: { $0.lowerBound < segment.bytes.lowerBound }) {
             let start = segment.endGranule - count
             let gap = max(0, start - position)
             gaps.append((position, gap))
