@@ -47,7 +47,7 @@ public final class ChannelStream {
     ///   - signalPower: the input's active power (mean square); needed with noise or interference.
     ///   - interference: the interfering recording at `sampleRate`, held in memory.
     ///   - measuredImpulseResponse: a measured room response at `sampleRate` (normalised to its peak here).
-    /// - Throws: ``Failure`` when what the model needs was not given; ``SottoDSP/FFTError`` when the
+    /// - Throws: ``Failure`` when what the model needs was not given; `FFTError` (SottoDSP) when the
     ///   reverberation's transforms cannot be made.
     public init(model: ChannelModel, sampleRate: Double, inputFrames: Int? = nil, signalPower: Double? = nil,
                 interference: [Float]? = nil, measuredImpulseResponse: [Float]? = nil) throws {

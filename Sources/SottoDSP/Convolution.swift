@@ -34,7 +34,7 @@ public final class OverlapAddConvolver {
     private let forward: RealFFT
     private let inverse: InverseRealFFT
     /// The response's spectrum scaled by 1 / size (interleaved re, im).
-    private let response: [Float]
+    private let spectrum: [Float]
     /// Input gathered for the next block.
     private var pending: [Float] = []
     /// The tail of earlier blocks still to be added (`responseLength - 1` samples).
@@ -45,7 +45,8 @@ public final class OverlapAddConvolver {
     ///   - response: the impulse response (samples).
     ///   - minimumBlock: fewest input samples per transform (more only cost memory; default 16 384).
     /// - Throws: ``FFTError`` when the transforms cannot be allocated or planned.
-    public init(response h: [Float], minimumBlock: Int = 16_384) throws(FFTError) {
+    public init(response: [Float], minimumBlock: Int = 16_384) throws(FFTError) {
+        let h = response
         responseLength = max(1, h.count)
         let size = fastFFTSize(atLeast: max(2 * responseLength, minimumBlock + responseLength - 1))
         blockLength = size - responseLength + 1
@@ -54,7 +55,7 @@ public final class OverlapAddConvolver {
         for i in 0..<size { forward.input[i] = i < h.count ? h[i] : 0 }
         forward.execute()
         let scale = 1 / Float(size)
-        response = forward.output.map { $0 * scale }
+        spectrum = forward.output.map { $0 * scale }
         overlap = [Float](repeating: 0, count: responseLength - 1)
         pending.reserveCapacity(blockLength)
     }
@@ -91,7 +92,7 @@ public final class OverlapAddConvolver {
         pending.removeAll(keepingCapacity: true)
         forward.execute()
         for k in 0...(size / 2) {
-            let ar = forward.output[2 * k], ai = forward.output[2 * k + 1], br = response[2 * k], bi = response[2 * k + 1]
+            let ar = forward.output[2 * k], ai = forward.output[2 * k + 1], br = spectrum[2 * k], bi = spectrum[2 * k + 1]
             inverse.input[2 * k] = ar * br - ai * bi
             inverse.input[2 * k + 1] = ar * bi + ai * br
         }

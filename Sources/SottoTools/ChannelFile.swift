@@ -19,7 +19,7 @@ public enum ChannelFile {
     /// output). Returns what was written: samples, sample rate (Hz) and the gain applied to keep it below
     /// full scale (dB, 0 when none was needed).
     ///
-    /// The input streams through the channel block by block (``SottoChannel/ChannelStream``): memory does not
+    /// The input streams through the channel block by block (`ChannelStream` of SottoChannel): memory does not
     /// grow with its length. What the channel takes from the whole input is measured in passes of their own
     /// over it: its active power (for `snrDB` and the interference's level) and, unless the model clips or
     /// quantises, the output's peak. Standard input is copied to an unlinked temporary file first (4 bytes a
