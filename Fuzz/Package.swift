@@ -26,6 +26,8 @@ let package = Package(
         .executableTarget(name: "FuzzControlFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoDaemon", package: "sotto")]),
         // Matcher snapshots as a node reads them from the shared database (whole, or a busy core's state overwritten).
         .executableTarget(name: "FuzzMatcherSnapshot", dependencies: ["CFuzzerDriver", .product(name: "SottoExchange", package: "sotto")]),
+        // The whole program: recipes of commands, formats, cuts, flips, stdin and outputs, run as `sotto` processes.
+        .executableTarget(name: "FuzzCommandLine", dependencies: ["CFuzzerDriver"]),
         // The command line's hex, text and number parsers (Sources/sotto/Arguments.swift, linked here).
         .executableTarget(name: "FuzzParsers",
                           dependencies: ["CFuzzerDriver", .product(name: "SottoModem", package: "sotto"), .product(name: "SottoAudio", package: "sotto"),

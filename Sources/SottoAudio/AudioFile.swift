@@ -230,6 +230,10 @@ public final class AudioFileReader {
     public private(set) var framesRead: Int64 = 0
     /// True when the header's frame count is exact (not MP3's estimate): reading fewer is a cut file.
     private var lengthIsExact = true
+    /// Frames an MP3 with a Xing or Info tag (which states its frame count: LAME writes one) may come short of
+    /// it (two MPEG frames, for decoders without the tag's gapless figures); beyond them the file was cut. Nil
+    /// for an MP3 without the tag (its length is estimated from its size) and for every other format.
+    private var taggedMP3Tolerance: Int64?
     /// Standard input read for libsndfile (a FLAC stream), kept alive as long as the file is open.
     private var pipeSource: PipeSource?
     /// A FLAC file (not a stream), whose size is checked against the samples read at its end.
@@ -239,6 +243,8 @@ public final class AudioFileReader {
     /// Set when the header promises more data than the file holds (libsndfile then reads what is there and
     /// says so only in its log): the file was cut short. For the caller to print as a warning.
     public private(set) var headerWarning: String?
+    /// A damaged Ogg Vorbis file, read as its runs of whole pages with silence for the damaged ones.
+    private var oggSegments: OggSegmentReader?
     /// A read error met after some frames of the same read were returned: thrown by the next read, so that
     /// the caller first gets every frame decoded before it.
     private var pendingError: AudioFileError?
@@ -268,7 +274,9 @@ public final class AudioFileReader {
         }
         let standardInput = path == "-"
         var pipeSource: PipeSource?
+        var pipeHead: [UInt8]?
         if standardInput && raw == nil, let head = PipeHead.peek(descriptor: 0) {
+            pipeHead = head
             // On a pipe, only containers that stream: the others read nothing there, or spin on a cut header.
             if head.isEmpty { throw .empty(path: "standard input") }
             if let refusal = PipeHead.refusal(head) { throw .cannotOpen(path: "standard input", reason: refusal) }
@@ -311,14 +319,26 @@ public final class AudioFileReader {
         sf_command(handle, Int32(SFC_SET_NORM_FLOAT), nil, Int32(SF_TRUE))
         // libsndfile reports an unknown length (FLAC streamed without a total) as SF_COUNT_MAX.
         // A FLAC stream read through PipeSource states its length in STREAMINFO (0: unknown).
-        let announcedFrames: Int64? = sfInfo.frames == Int64.max || sfInfo.frames <= 0 || (streamed && pipeSource == nil) ? nil : Int64(sfInfo.frames)
+        var announcedFrames: Int64? = sfInfo.frames == Int64.max || sfInfo.frames <= 0 || (streamed && pipeSource == nil) ? nil : Int64(sfInfo.frames)
+        // A WAV or AU on a pipe whose header states its data size: a stream that ends before it was cut.
+        if streamed && pipeSource == nil, let head = pipeHead, let bytes = PipeHead.statedDataBytes(head),
+           let width = Self.sampleBytes(sfInfo.format) {
+            announcedFrames = bytes / Int64(width * Int(sfInfo.channels))
+        }
         info = AudioFileInfo(sampleRate: Double(sfInfo.samplerate), channels: Int(sfInfo.channels),
                              frames: announcedFrames, format: describeFormat(sfInfo.format))
         selection = channel
         if sfInfo.format & Int32(SF_FORMAT_SUBMASK) == Int32(SF_FORMAT_PCM_16) { pcm16 = [] }
         lengthIsExact = Int(sfInfo.format) & SF_FORMAT_TYPEMASK != SF_FORMAT_MPEG
+        if !lengthIsExact && !standardInput && Self.hasXingTag(path) { taggedMP3Tolerance = 2 * 1_152 }
         if !streamed { headerWarning = Self.cutWarning(handle, info: info) }
         isFLAC = !streamed && !standardInput && Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_FLAC
+        // libogg drops a damaged page without a word, and every later sample would come early: the pages' own
+        // granule positions place what follows.
+        if !standardInput, Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_OGG,
+           Int(sfInfo.format) & SF_FORMAT_SUBMASK == SF_FORMAT_VORBIS, let damage = OggDamage.scan(path: path) {
+            oggSegments = OggSegmentReader(path: path, damage: damage, channels: Int(sfInfo.channels))
+        }
         switch Int(sfInfo.format) & SF_FORMAT_SUBMASK {
         case SF_FORMAT_PCM_S8, SF_FORMAT_PCM_U8: bytesPerSample = 1
         case SF_FORMAT_PCM_24: bytesPerSample = 3
@@ -349,6 +369,30 @@ public final class AudioFileReader {
         let most = framesRead * Int64(info.channels * bytesPerSample) + (framesRead / 16 + 1) * 32 + 8_192
         guard audioBytes > most else { return nil }
         return "its header announces \(framesRead) samples, but \(audioBytes) bytes of audio follow, more than they can take (\(most) bytes): a damaged header? the audio after them was not decoded"
+    }
+
+    /// Bytes of one sample of libsndfile's `format` in a WAV or AU stream; nil for compressed encodings.
+    private static func sampleBytes(_ format: Int32) -> Int? {
+        switch Int(format) & SF_FORMAT_SUBMASK {
+        case SF_FORMAT_PCM_S8, SF_FORMAT_PCM_U8, SF_FORMAT_ULAW, SF_FORMAT_ALAW: return 1
+        case SF_FORMAT_PCM_16: return 2
+        case SF_FORMAT_PCM_24: return 3
+        case SF_FORMAT_PCM_32, SF_FORMAT_FLOAT: return 4
+        case SF_FORMAT_DOUBLE: return 8
+        default: return nil
+        }
+    }
+
+    /// True when the first 8 KiB of the file at `path` hold an MP3 Xing or Info tag (its frame count).
+    private static func hasXingTag(_ path: String) -> Bool {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var head = [UInt8](repeating: 0, count: 8_192)
+        let count = head.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        guard count > 4 else { return false }
+        let xing = Array("Xing".utf8), info = Array("Info".utf8)
+        return (0..<(count - 4)).contains { i in head[i..<(i + 4)].elementsEqual(xing) || head[i..<(i + 4)].elementsEqual(info) }
     }
 
     /// libsndfile's log of the header, when it found a data size larger than the file ("data : 895696 (should
@@ -396,10 +440,17 @@ public final class AudioFileReader {
                 throw .empty(path: path == "-" ? "standard input" : path)
             }
             if headerWarning == nil, isFLAC { headerWarning = flacSurplusWarning() }
+            if headerWarning == nil, let oggSegments { headerWarning = oggSegments.warning(sampleRate: info.sampleRate) }
+            if let oggSegments, oggSegments.truncated {
+                let error = AudioFileError.readFailed(path: path, reason: "the Ogg stream ends after \(framesRead) frames without its last page (cut short?)")
+                pendingError = error
+                throw error
+            }
             if headerWarning == nil, let pipeSource, pipeSource.hasMore() {
                 headerWarning = "its header announces \(framesRead) samples, but more data follows on the stream: a damaged header? the audio after them was not decoded"
             }
-            if let announced = info.frames, framesRead < announced, lengthIsExact {
+            if let announced = info.frames, framesRead < announced,
+               lengthIsExact || taggedMP3Tolerance.map({ announced - framesRead > $0 }) == true {
                 let error = AudioFileError.readFailed(path: path, reason: "the file ends after \(framesRead) of the \(announced) frames its header announces (cut short?)")
                 pendingError = error
                 throw error
@@ -437,6 +488,9 @@ public final class AudioFileReader {
     /// Reads up to `frames` interleaved frames into `interleaved` as Floats in [-1, 1]; libsndfile's
     /// count (negative on failure).
     private func readInterleaved(frames: Int, channels: Int) -> sf_count_t {
+        if let oggSegments {
+            return sf_count_t(interleaved.withUnsafeMutableBufferPointer { oggSegments.read(into: $0.baseAddress!, frames: frames) })
+        }
         guard var shorts = pcm16 else {
             return interleaved.withUnsafeMutableBufferPointer { sf_readf_float(file, $0.baseAddress, sf_count_t(frames)) }
         }

@@ -6,8 +6,9 @@ import Glibc
 /// a pipe only the containers libsndfile reads as a stream. Others (CAF, SDS, 8SVX, G.72x AU...) need to
 /// seek: on a pipe libsndfile reads nothing from them, or spins forever on a truncated one.
 enum PipeHead {
-    /// Bytes needed to tell the containers apart (AU's encoding field ends at byte 16).
-    static let length = 16
+    /// Bytes peeked: enough to tell the containers apart (AU's encoding field ends at byte 16) and to find
+    /// the length a WAV header states (its data chunk follows the format chunk and any short ones).
+    static let length = 512
 
     /// Up to ``length`` bytes at the head of the pipe `descriptor`, waiting (at most `timeout` s) for them or
     /// the end of the stream; nil when the descriptor is not a pipe or tee(2) fails.
@@ -46,6 +47,29 @@ enum PipeHead {
             }
             usleep(10_000)
         }
+    }
+
+    /// Bytes of sample data that a WAV or AU header at the start of `head` states, or nil when it states none
+    /// (the sizes of a stream written before its length was known: 0, 0xFFFFFFFF and the like) or `head` does
+    /// not hold it. A stream that ends before them was cut.
+    static func statedDataBytes(_ head: [UInt8]) -> Int64? {
+        func text(_ range: Range<Int>) -> String { String(decoding: head[range], as: UTF8.self) }
+        func little(_ at: Int) -> Int64 { (0..<4).reduce(Int64(0)) { $0 | Int64(head[at + $1]) << (8 * $1) } }
+        guard head.count >= 12 else { return nil }
+        if text(0..<4) == ".snd" {
+            let size = head[8..<12].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+            return size == 0xFFFF_FFFF || size == 0 ? nil : size
+        }
+        guard text(0..<4) == "RIFF", text(8..<12) == "WAVE" else { return nil }
+        var offset = 12
+        while offset + 8 <= head.count {
+            let size = little(offset + 4)
+            if text(offset..<(offset + 4)) == "data" {
+                return size == 0 || size >= 0x7FFF_0000 ? nil : size
+            }
+            offset += 8 + Int(size) + Int(size & 1)
+        }
+        return nil
     }
 
     /// Why a stream starting with `head` is not read from a pipe, or nil when it streams (WAV, RF64, AIFF,

@@ -17,11 +17,12 @@ struct FFTPlanner {
     var flags = UInt32(FFTW_ESTIMATE)
     private var systemWisdomRead = false
 
-    /// A plan made by `make` with the current flags, under the planner lock, after `prepare()`.
-    static func plan(_ make: (_ flags: UInt32) -> OpaquePointer?) -> OpaquePointer {
+    /// A plan made by `make` with the current flags, under the planner lock, after `prepare()`; nil when FFTW
+    /// could not make one (out of memory).
+    static func plan(_ make: (_ flags: UInt32) -> OpaquePointer?) -> OpaquePointer? {
         fftwPlannerLock.withLock { planner in
             planner.prepare()
-            return make(planner.flags)!
+            return make(planner.flags)
         }
     }
 
@@ -68,6 +69,36 @@ public enum FFTWisdom {
     }
 }
 
+/// A transform FFTW could not make: its buffers could not be allocated, or no plan made (out of memory,
+/// or a size beyond what FFTW takes).
+public struct FFTError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Points of the transform asked for.
+    public let size: Int
+    /// What failed.
+    public let description: String
+
+    static func allocation(_ size: Int) -> FFTError {
+        FFTError(size: size, description: "cannot allocate the buffers of a \(size)-point FFT (out of memory)")
+    }
+
+    static func planning(_ size: Int) -> FFTError {
+        FFTError(size: size, description: "FFTW cannot plan a \(size)-point FFT (out of memory?)")
+    }
+
+    /// Checks a size before any allocation: positive and within FFTW's 32-bit sizes.
+    static func check(_ size: Int) throws(FFTError) {
+        guard size > 0, size <= Int(Int32.max) / 2 else {
+            throw FFTError(size: size, description: "a \(size)-point FFT is outside the sizes FFTW takes (1...\(Int(Int32.max) / 2))")
+        }
+    }
+}
+
+/// Ends the program for a transform of a size fixed by the code (not by its input) that cannot be made: as
+/// Swift does when any other allocation fails.
+func fixedSizeFailure(_ error: FFTError) -> Never {
+    preconditionFailure("\(error)")
+}
+
 /// The direction of a complex transform. Both directions are unnormalised (FFTW's convention):
 /// a forward transform followed by an inverse one multiplies the data by the size.
 public enum FFTDirection: Sendable {
@@ -90,15 +121,32 @@ public final class ComplexFFT {
     public let output: UnsafeMutableBufferPointer<Float>
     private let plan: OpaquePointer
 
-    /// - Precondition: `size > 0` (a programming error otherwise, never input-driven).
-    public init(size: Int, direction: FFTDirection) {
-        precondition(size > 0, "FFT size must be positive")
+    /// A transform whose size is fixed by the program: ends it if FFTW cannot allocate or plan it, as Swift
+    /// does when any allocation fails. For a size that depends on the input, use ``init(checkedSize:direction:)``.
+    /// - Parameters:
+    ///   - size: complex points (positive).
+    ///   - direction: forward or inverse.
+    public convenience init(size: Int, direction: FFTDirection) {
+        do { try self.init(checkedSize: size, direction: direction) } catch { fixedSizeFailure(error) }
+    }
+
+    /// A transform of `size` complex points, or an error when FFTW cannot allocate its buffers or plan it.
+    /// - Parameters:
+    ///   - size: complex points (positive).
+    ///   - direction: forward or inverse.
+    public init(checkedSize size: Int, direction: FFTDirection) throws(FFTError) {
+        try FFTError.check(size)
         self.size = size
         self.direction = direction
-        let inRaw = fftwf_alloc_complex(size)!
-        let outRaw = fftwf_alloc_complex(size)!
+        guard let inRaw = fftwf_alloc_complex(size) else { throw .allocation(size) }
+        guard let outRaw = fftwf_alloc_complex(size) else { fftwf_free(inRaw); throw .allocation(size) }
         let sign: Int32 = direction == .forward ? FFTW_FORWARD : FFTW_BACKWARD
-        plan = FFTPlanner.plan { flags in fftwf_plan_dft_1d(Int32(size), inRaw, outRaw, sign, flags) }
+        guard let made = FFTPlanner.plan({ flags in fftwf_plan_dft_1d(Int32(size), inRaw, outRaw, sign, flags) }) else {
+            fftwf_free(inRaw)
+            fftwf_free(outRaw)
+            throw .planning(size)
+        }
+        plan = made
         // After planning: a measured plan overwrites both buffers.
         let inFloats = UnsafeMutableRawPointer(inRaw).bindMemory(to: Float.self, capacity: 2 * size)
         let outFloats = UnsafeMutableRawPointer(outRaw).bindMemory(to: Float.self, capacity: 2 * size)
@@ -131,14 +179,27 @@ public final class RealFFT {
     public let output: UnsafeMutableBufferPointer<Float>
     private let plan: OpaquePointer
 
-    /// - Precondition: `size > 0`.
-    public init(size: Int) {
-        precondition(size > 0, "FFT size must be positive")
+    /// A transform whose size is fixed by the program: ends it if FFTW cannot allocate or plan it, as Swift
+    /// does when any allocation fails. For a size that depends on the input, use ``init(checkedSize:)``.
+    /// - Parameter size: real input points (positive).
+    public convenience init(size: Int) {
+        do { try self.init(checkedSize: size) } catch { fixedSizeFailure(error) }
+    }
+
+    /// A transform of `size` real points, or an error when FFTW cannot allocate its buffers or plan it.
+    /// - Parameter size: real input points (positive).
+    public init(checkedSize size: Int) throws(FFTError) {
+        try FFTError.check(size)
         self.size = size
         let bins = size / 2 + 1
-        let inFloats = fftwf_alloc_real(size)!
-        let outRaw = fftwf_alloc_complex(bins)!
-        plan = FFTPlanner.plan { flags in fftwf_plan_dft_r2c_1d(Int32(size), inFloats, outRaw, flags) }
+        guard let inFloats = fftwf_alloc_real(size) else { throw .allocation(size) }
+        guard let outRaw = fftwf_alloc_complex(bins) else { fftwf_free(inFloats); throw .allocation(size) }
+        guard let made = FFTPlanner.plan({ flags in fftwf_plan_dft_r2c_1d(Int32(size), inFloats, outRaw, flags) }) else {
+            fftwf_free(inFloats)
+            fftwf_free(outRaw)
+            throw .planning(size)
+        }
+        plan = made
         // After planning: a measured plan overwrites both buffers.
         let outFloats = UnsafeMutableRawPointer(outRaw).bindMemory(to: Float.self, capacity: 2 * bins)
         inFloats.initialize(repeating: 0, count: size)
@@ -282,14 +343,27 @@ public final class InverseRealFFT {
     public let output: UnsafeMutableBufferPointer<Float>
     private let plan: OpaquePointer
 
-    /// - Precondition: `size > 0`.
-    public init(size: Int) {
-        precondition(size > 0, "FFT size must be positive")
+    /// A transform whose size is fixed by the program: ends it if FFTW cannot allocate or plan it, as Swift
+    /// does when any allocation fails. For a size that depends on the input, use ``init(checkedSize:)``.
+    /// - Parameter size: real output points (positive).
+    public convenience init(size: Int) {
+        do { try self.init(checkedSize: size) } catch { fixedSizeFailure(error) }
+    }
+
+    /// A transform to `size` real points, or an error when FFTW cannot allocate its buffers or plan it.
+    /// - Parameter size: real output points (positive).
+    public init(checkedSize size: Int) throws(FFTError) {
+        try FFTError.check(size)
         self.size = size
         let bins = size / 2 + 1
-        let inRaw = fftwf_alloc_complex(bins)!
-        let outFloats = fftwf_alloc_real(size)!
-        plan = FFTPlanner.plan { flags in fftwf_plan_dft_c2r_1d(Int32(size), inRaw, outFloats, flags) }
+        guard let inRaw = fftwf_alloc_complex(bins) else { throw .allocation(size) }
+        guard let outFloats = fftwf_alloc_real(size) else { fftwf_free(inRaw); throw .allocation(size) }
+        guard let made = FFTPlanner.plan({ flags in fftwf_plan_dft_c2r_1d(Int32(size), inRaw, outFloats, flags) }) else {
+            fftwf_free(inRaw)
+            fftwf_free(outFloats)
+            throw .planning(size)
+        }
+        plan = made
         // After planning: a measured plan overwrites both buffers.
         let inFloats = UnsafeMutableRawPointer(inRaw).bindMemory(to: Float.self, capacity: 2 * bins)
         inFloats.initialize(repeating: 0, count: 2 * bins)

@@ -8,7 +8,7 @@ struct Simulate: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
         abstract: "Pass audio through a simulated acoustic channel (reverberation, roll-off, clock offset, resampling, interference, noise, clipping, quantisation).",
-        discussion: "Stages are applied in this order; each is off unless asked for. Seeded and reproducible. Recordings of at most \(Int(ChannelFile.longestInput)) s (held in memory).")
+        discussion: "Stages are applied in this order; each is off unless asked for. Seeded and reproducible. Recordings of any length stream through in bounded memory (standard input is copied to a temporary file in TMPDIR first, to be read again); the output holds at most \(Int(FrameScheduleWriter.longestDuration)) s, an --rir at most \(Int(ChannelFile.longestResponse)) s, an --interference at most \(Int(ChannelFile.longestInterference)) s.")
 
     @Argument(help: "Input recording; - reads standard input.") var input: String
     @Argument(help: "Output file (format by extension: \(AudioFileFormat.byExtension.keys.sorted().joined(separator: ", "))); - writes WAV to standard output.") var output: String
@@ -62,7 +62,8 @@ struct Simulate: ParsableCommand {
             model.clipLevel = clip.map { Float($0) }
             model.quantize16 = quantize16
             model.sirDB = interference == nil ? nil : sir
-            let written = try ChannelFile.simulate(input: input, output: output, model: model, impulseResponse: rir, interference: interference)
+            let written = try ChannelFile.simulate(input: input, output: output, model: model, impulseResponse: rir, interference: interference,
+                                                      stop: Interruption.stop)
             printError("simulated \(input == "-" ? "standard input" : input) -> \(output == "-" ? "standard output" : output) (\(fixed(Double(written.samples) / written.sampleRate, 2)) s at \(Int(written.sampleRate)) Hz)")
             if written.gainDB < 0 {
                 printError("note: the channel took the signal above full scale; the output was scaled by \(fixed(written.gainDB, 1)) dB to peak at -1 dBFS instead of clipping (--clip models clipping)")

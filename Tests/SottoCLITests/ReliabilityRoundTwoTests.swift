@@ -326,7 +326,9 @@ extension ReliabilityRoundTwoTests {
         #expect(try Sotto.run(["send", "0x0102", "--out", wav]).status == 0)
         let whole = try Data(contentsOf: URL(fileURLWithPath: wav))
         let headerOnly = try Sotto.run(["decode", "-"], timeout: 20, input: whole.prefix(44))
-        #expect(headerOnly.status == 2 && headerOnly.stderr.contains("holds no audio"), "\(headerOnly.status) \(headerOnly.stderr)")
+        // Its header states the data's size: the stream announced frames and held none.
+        #expect(headerOnly.status == 2 && headerOnly.stderr.contains("no sample could be read, though the header announces"),
+                "\(headerOnly.status) \(headerOnly.stderr)")
         // What streams still decodes from a pipe: WAV, AIFF, AU, and FLAC (S5b: libsndfile lost sync there).
         for ext in ["wav", "aif", "au", "flac"] {
             let file = dir.appendingPathComponent("p.\(ext)").path
@@ -390,24 +392,6 @@ extension ReliabilityRoundTwoTests {
         try Data(lengthByte).write(to: URL(fileURLWithPath: skipped))
         let lost = try Sotto.run(["decode", "--format", "hex", skipped], timeout: 60)
         #expect(lost.status == 2 && lost.stderr.contains("no sample could be read"), "\(lost.status) \(lost.stderr)")
-    }
-
-    /// `simulate` of a recording longer than it can hold (C2: 12 h, a sparse WAV) is refused before it is
-    /// read, not a crash when an allocation fails.
-    @Test(.timeLimit(.minutes(1))) func simulateRefusesInputsLongerThanItHolds() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let long = dir.appendingPathComponent("s.wav").path
-        let frames = 12 * 3600 * 48_000
-        func u32(_ v: Int) -> [UInt8] { withUnsafeBytes(of: UInt32(v).littleEndian, Array.init) }
-        func u16(_ v: Int) -> [UInt8] { withUnsafeBytes(of: UInt16(v).littleEndian, Array.init) }
-        let header = Array("RIFF".utf8) + u32(36 + 2 * frames) + Array("WAVEfmt ".utf8) + u32(16) + u16(1) + u16(1) + u32(48_000)
-            + u32(96_000) + u16(2) + u16(16) + Array("data".utf8) + u32(2 * frames)
-        try Data(header).write(to: URL(fileURLWithPath: long))
-        #expect(truncate(long, off_t(44 + 2 * frames)) == 0)  // sparse: 4 GB of zeros that take no disk
-        let result = try Sotto.run(["simulate", long, dir.appendingPathComponent("o.flac").path], timeout: 50)
-        #expect(result.status == 2 && result.stderr.contains("longer than 1200 s"), "\(result.status) \(result.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("o.flac").path))
     }
 
     /// A WAV to a pipe is streamed (C3): memory stays flat, and the header states the exact length.

@@ -1,0 +1,239 @@
+import RealModule
+import SottoDSP
+
+/// ``ChannelModel/apply(_:sampleRate:interference:measuredImpulseResponse:)`` block by block, for recordings of
+/// any length in bounded memory: the same stages in the same order, seeded the same way, so that the outputs
+/// joined are `apply`'s (bit for bit but for the reverberation, whose block transforms round differently).
+///
+/// What `apply` takes from the whole input is given up front: the input's length (frames) when interference or
+/// noise with quantisation is on (the interference's offset and the dither's random numbers depend on the
+/// output's length) and its active power (``Channel/activePower(_:sampleRate:)``, for SNR and SIR), which a
+/// caller reading a file measures in a pass of its own with ``ActivePowerMeter``.
+///
+/// One owner; not for concurrent use.
+public final class ChannelStream {
+    /// Output sample rate (Hz).
+    public let outputRate: Double
+    /// Output samples in all, when the input's length was given.
+    public let outputFrames: Int?
+    private let model: ChannelModel
+    private let sampleRate: Double
+    private let convolver: OverlapAddConvolver?
+    private var clock: StreamingResampler?
+    private var rate: StreamingResampler?
+    /// Two sections' (x1, x2, y1, y2) for the roll-off.
+    private var rollOffState: [(Double, Double, Double, Double)] = []
+    private let rollOffCoefficients: (b0: Double, b1: Double, b2: Double, a1: Double, a2: Double)?
+    /// The interference at the output rate, from its random offset on, and its gain.
+    private let interference: [Float]
+    private let interferenceGain: Float
+    private let noiseSigma: Float?
+    private var noiseRandom: SeededRandom
+    private var ditherRandom: SeededRandom
+    /// Output samples produced so far.
+    private var position = 0
+
+    /// Why a channel cannot be streamed.
+    public struct Failure: Error, CustomStringConvertible {
+        /// What is missing or failed.
+        public let description: String
+    }
+
+    /// Prepares the stages of `model` for an input at `sampleRate` (Hz).
+    /// - Parameters:
+    ///   - model: the channel.
+    ///   - sampleRate: the input's rate (Hz).
+    ///   - inputFrames: the input's length (samples); needed with interference, or with noise and quantisation.
+    ///   - signalPower: the input's active power (mean square); needed with noise or interference.
+    ///   - interference: the interfering recording at `sampleRate`, held in memory.
+    ///   - measuredImpulseResponse: a measured room response at `sampleRate` (normalised to its peak here).
+    /// - Throws: ``Failure`` when what the model needs was not given; `FFTError` (SottoDSP) when the
+    ///   reverberation's transforms cannot be made.
+    public init(model: ChannelModel, sampleRate: Double, inputFrames: Int? = nil, signalPower: Double? = nil,
+                interference: [Float]? = nil, measuredImpulseResponse: [Float]? = nil) throws {
+        self.model = model
+        self.sampleRate = sampleRate
+        var rng = SeededRandom(seed: model.seed)
+        var responseLength = 0
+        if var response = measuredImpulseResponse, !response.isEmpty {
+            let peak = response.map { abs($0) }.max() ?? 1
+            if peak > 0 { for i in response.indices { response[i] /= peak } }
+            convolver = try OverlapAddConvolver(response: response)
+            responseLength = response.count
+        } else if let rt60 = model.rt60 {
+            let response = Room(rt60: rt60, distance: model.distance, volume: model.volume, directivity: model.directivity)
+                .impulseResponse(sampleRate: sampleRate, rng: &rng)
+            convolver = try OverlapAddConvolver(response: response)
+            responseLength = response.count
+        } else {
+            convolver = nil
+        }
+        if let corner = model.rollOffCornerHz, corner < sampleRate / 2 {
+            let w0 = 2 * Double.pi * corner / sampleRate
+            let alpha = Double.sin(w0) / (2 * 0.7071067811865476)
+            let cosW = Double.cos(w0)
+            let a0 = 1 + alpha
+            let b0 = (1 - cosW) / 2 / a0
+            rollOffCoefficients = (b0, (1 - cosW) / a0, b0, -2 * cosW / a0, (1 - alpha) / a0)
+            rollOffState = Array(repeating: (0, 0, 0, 0), count: max(1, Int((24.0 / 12).rounded())))
+        } else {
+            rollOffCoefficients = nil
+        }
+        // The output's length, as apply's stages make it.
+        var frames = inputFrames.map { $0 == 0 ? 0 : $0 + max(0, responseLength - 1) }
+        if let ppm = model.ppm, ppm != 0 {
+            clock = StreamingResampler(ratio: 1 + ppm * 1e-6)
+            frames = frames.map { Int((Double($0) * (1 + ppm * 1e-6)).rounded()) }
+        }
+        var outRate = sampleRate
+        if let target = model.outputRate, target != sampleRate {
+            rate = StreamingResampler(ratio: target / sampleRate)
+            frames = frames.map { Int((Double($0) * (target / sampleRate)).rounded()) }
+            outRate = target
+        }
+        outputRate = outRate
+        outputFrames = frames
+        let needsPower = model.snrDB != nil || (model.sirDB != nil && !(interference ?? []).isEmpty)
+        if needsPower && signalPower == nil { throw Failure(description: "noise and interference need the input's active power") }
+        if let sirDB = model.sirDB, var other = interference, !other.isEmpty {
+            guard let frames else { throw Failure(description: "interference needs the input's length") }
+            if outRate != sampleRate { other = Channel.resample(other, from: sampleRate, to: outRate) }
+            let offset = Int(rng.uniform() * Double(max(0, other.count - frames)))
+            let slice = Array(other[offset..<min(other.count, offset + frames)])
+            self.interference = slice
+            let p = Channel.power(slice)
+            interferenceGain = p > 0 ? Float((signalPower! / Double.pow(10, sirDB / 10) / p).squareRoot()) : 0
+        } else {
+            self.interference = []
+            interferenceGain = 0
+        }
+        noiseSigma = model.snrDB.map { Float((signalPower! / Double.pow(10, $0 / 10)).squareRoot()) }
+        noiseRandom = rng
+        // apply draws every noise sample (two numbers each) before the first dither.
+        if noiseSigma != nil && model.quantize16 {
+            guard let frames else { throw Failure(description: "noise with quantisation needs the input's length") }
+            for _ in 0..<(2 * frames) { _ = rng.next() }
+        }
+        ditherRandom = rng
+    }
+
+    /// Takes the next input samples; returns the output samples now complete.
+    /// - Parameter input: the next samples of the recording.
+    public func process(_ input: [Float]) -> [Float] {
+        var y = convolver.map { $0.process(input) } ?? input
+        return later(&y)
+    }
+
+    /// Ends the input: returns the rest of the output.
+    public func finish() -> [Float] {
+        var y = convolver?.finish() ?? []
+        y = rollOff(y)
+        var tail: [Float] = []
+        if clock != nil {
+            y = clock!.process(y) + clock!.finish()
+        }
+        if rate != nil { y = rate!.process(y) + rate!.finish() }
+        tail = y
+        return pointwise(tail)
+    }
+
+    /// The stages after the reverberation, on samples that are not the last.
+    private func later(_ y: inout [Float]) -> [Float] {
+        var z = rollOff(y)
+        if clock != nil { z = clock!.process(z) }
+        if rate != nil { z = rate!.process(z) }
+        return pointwise(z)
+    }
+
+    private func rollOff(_ x: [Float]) -> [Float] {
+        guard let c = rollOffCoefficients else { return x }
+        var y = x
+        for s in rollOffState.indices {
+            var (x1, x2, y1, y2) = rollOffState[s]
+            for i in y.indices {
+                let input = Double(y[i])
+                let output = c.b0 * input + c.b1 * x1 + c.b2 * x2 - c.a1 * y1 - c.a2 * y2
+                x2 = x1; x1 = input; y2 = y1; y1 = output
+                y[i] = Float(output)
+            }
+            rollOffState[s] = (x1, x2, y1, y2)
+        }
+        return y
+    }
+
+    /// Interference, noise, clipping and quantisation, sample by sample.
+    private func pointwise(_ x: [Float]) -> [Float] {
+        var y = x
+        for i in y.indices {
+            let at = position + i
+            if at < interference.count { y[i] += interferenceGain * interference[at] }
+            if let noiseSigma { y[i] += noiseSigma * Float(noiseRandom.gaussian()) }
+            if let level = model.clipLevel { y[i] = min(level, max(-level, y[i])) }
+            if model.quantize16 {
+                let step: Float = 1 / 32768
+                let d = Float(ditherRandom.uniform() - ditherRandom.uniform()) * step
+                let q = ((y[i] + d) / step).rounded() * step
+                y[i] = min(32767 * step, max(-1, q))
+            }
+        }
+        position += y.count
+        return y
+    }
+}
+
+/// ``Channel/activePower(_:sampleRate:)`` over a recording read twice, block by block: the first pass finds
+/// the loudest 10 ms, the second averages the blocks within 40 dB of it. The same sums in the same order,
+/// so the same value, bit for bit.
+public struct ActivePowerMeter: Sendable {
+    private let window: Int
+    /// The loudest 10 ms block's mean square, after the first pass.
+    private var loudest = 0.0
+    private var secondPass = false
+    private var sum = 0.0
+    private var filled = 0
+    private var activeSum = 0.0
+    private var activeCount = 0
+    /// Samples taken in the first pass.
+    public private(set) var frames = 0
+
+    /// - Parameter sampleRate: the recording's rate (Hz).
+    public init(sampleRate: Double) {
+        window = max(1, Int(0.01 * sampleRate))
+    }
+
+    /// Takes the next samples of the current pass.
+    /// - Parameter samples: the next samples of the recording.
+    public mutating func add(_ samples: some Collection<Float>) {
+        if !secondPass { frames += samples.count }
+        for v in samples {
+            sum = sum + Double(v) * Double(v)
+            filled += 1
+            if filled == window { closeBlock() }
+        }
+    }
+
+    /// Ends the first pass (the recording is then read again from its start).
+    public mutating func startSecondPass() {
+        if filled > 0 { closeBlock() }
+        secondPass = true
+    }
+
+    /// Ends the second pass: the active power (0 for silence).
+    public mutating func finish() -> Double {
+        if filled > 0 { closeBlock() }
+        guard loudest > 0, activeCount > 0 else { return 0 }
+        return activeSum / Double(activeCount)
+    }
+
+    private mutating func closeBlock() {
+        let power = sum / Double(filled)
+        sum = 0
+        filled = 0
+        if !secondPass {
+            loudest = max(loudest, power)
+        } else if power >= loudest * 1e-4 {
+            activeSum += power
+            activeCount += 1
+        }
+    }
+}
