@@ -57,16 +57,19 @@ import Testing
         defer { bus.stop() }
         let server = try RecordingNotificationServer(address: bus.address)
         defer { server.stop() }
-        // A 2 s window: the five deliveries fall in it even on a loaded machine (0.5 s was not enough on CI).
         let notifier = try DesktopNotifier(busAddress: bus.address, configuration: configuration(window: 2))
         for i in 0..<5 { await notifier.deliver(event(.found, "m\(i)")) }
-        #expect(await server.wait(timeout: 10) { $0.notifies.count == 2 })
+        // The last notification counts all five and shows the latest.
+        #expect(await server.wait(timeout: 15) { $0.notifies.last?.summary.hasSuffix("(5)") == true })
         try await Task.sleep(for: .milliseconds(700))
         let notifies = server.notifies
-        #expect(notifies.count == 2)  // the first at once, one summary for the other four
-        #expect(notifies[1].replacesID == notifies[0].assignedID)
-        #expect(notifies[1].summary.hasSuffix("(5)"))
-        #expect(notifies[1].body.hasPrefix("4 new messages; latest:\nm4\n"))
+        // The first at once, then summaries that replace it in place: with the five within one 2 s window, one
+        // summary for the other four. (On a machine so loaded that the deliveries themselves spread over more
+        // than a window, more summaries; never one notification per find.)
+        #expect(notifies.count >= 2 && notifies.count < 5, "\(notifies.map(\.summary))")
+        #expect(notifies.dropFirst().allSatisfy { $0.replacesID == notifies[0].assignedID })
+        #expect(notifies.last?.body.contains("latest:\nm4\n") == true)
+        if notifies.count == 2 { #expect(notifies[1].body.hasPrefix("4 new messages; latest:\nm4\n")) }
         await notifier.close()
     }
 

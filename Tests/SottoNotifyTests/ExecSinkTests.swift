@@ -73,7 +73,9 @@ import Testing
         let status = try await sink.deliver(NotificationEvent(kind: .found, subscriptionID: "s",
                                                               content: [UInt8](repeating: 1, count: 200_000), foundAt: Date()))
         #expect(status == 128 + SIGKILL)
-        #expect(ContinuousClock.now - started < .seconds(3))
+        // Killed by the 0.3 s limit, not ended by itself after 30 s (the bound leaves room for a loaded machine:
+        // 4.1 s was seen on CI).
+        #expect(ContinuousClock.now - started < .seconds(20))
         #expect(try await ExecSink(command: ["/bin/sh", "-c", "exit 3"]).deliver(
             NotificationEvent(kind: .expired, subscriptionID: "s", content: [], foundAt: Date())) == 3)
     }
