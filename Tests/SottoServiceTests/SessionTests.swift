@@ -124,7 +124,9 @@ import Testing
 
     @Test func silentSessionIsCutOff() async throws {
         var configuration = TestServer.fastConfiguration
-        configuration.heartbeatInterval = 0.4
+        // A 2 s interval: silence is cut off after 6 s, so that the beating session's heartbeats (every 0.5 s)
+        // survive a test runner starved for seconds (0.4 s, cut off after 1.2 s, failed on CI).
+        configuration.heartbeatInterval = 2
         let service = try await TestServer(configuration: configuration)
         defer { Task { await service.stop() } }
         let client = try RawClient(service.address)
@@ -132,9 +134,9 @@ import Testing
         let silent = RawSession(client, heartbeats: false)
         let beating = RawSession(client, heartbeats: true)
         let welcome = await silent.hello(key: service.apiKey)
-        #expect(welcome?.heartbeatIntervalMs == 400)
+        #expect(welcome?.heartbeatIntervalMs == 2000)
         #expect(await beating.hello(key: service.apiKey) != nil)
-        let end = await silent.end(4)
+        let end = await silent.end(15)
         guard case .some(.some(let error)) = end else { Issue.record("a silent session was not cut off"); return }
         #expect((error as? RPCError)?.code == .deadlineExceeded)
         #expect(service.metric("sotto_cut_off_total") == 1)
