@@ -263,22 +263,24 @@ import Testing
         let a = RawSession(client), b = RawSession(client)
         #expect(await a.hello(key: service.apiKey) != nil)
         #expect(await b.hello(key: service.apiKey) != nil)
-        a.send(Frames.publish(1, content: exhibit.content, ttl: 1))
+        // TTLs of 3 and 5 s: long enough for the subscription and the sighting to arrive first on a loaded machine
+        // (a 1 s publication expired before them on CI).
+        a.send(Frames.publish(1, content: exhibit.content, ttl: 3))
         #expect(await a.status(1)?.state == .active)
         guard let token = await a.frame(where: { $0.tokenDirective != nil })?.tokenDirective else { Issue.record("no token"); return }
         var subscribe = Frames.subscribe(1, lostTimeoutMs: 30_000)
         if case .subscribe(var body) = subscribe.kind {
-            body.strategy.ttlSeconds = 2
+            body.strategy.ttlSeconds = 5
             subscribe.kind = .subscribe(body)
         }
         b.send(subscribe)
         #expect(await b.status(1)?.state == .active)
         b.send(Frames.observe(token: token))
         #expect(await b.frame { $0.isFound } != nil)
-        let expired = await a.frame(3) { if case .expired(let e) = $0.kind { return e.opID == 1 } else { return false } }
+        let expired = await a.frame(6) { if case .expired(let e) = $0.kind { return e.opID == 1 } else { return false } }
         #expect(expired != nil, "the publication expired")
         #expect(await b.frame(2) { $0.isLost } != nil, "its subscriber lost it")
-        let subscriptionExpired = await b.frame(3) { if case .expired(let e) = $0.kind { return e.opID == 1 } else { return false } }
+        let subscriptionExpired = await b.frame(6) { if case .expired(let e) = $0.kind { return e.opID == 1 } else { return false } }
         #expect(subscriptionExpired != nil, "the subscription expired")
         a.cancel()
         b.cancel()
