@@ -240,12 +240,26 @@ private func fileType(_ path: String) -> mode_t? {
         let out = dir.appendingPathComponent("long.au").path
         let send = try BackgroundSotto(["-c", "ulimit -f 2048000; exec \"$0\" \"$@\"", Sotto.executable.path,
                                         "send", "0x01", "--repeat", "80000", "--interval", "1", "--out", out], launcher: "/bin/sh")
-        try await Task.sleep(for: .seconds(2))
+        // Interrupted once the hidden output has grown past 1 MiB (not after a fixed sleep: a fast disk reached the
+        // 1 GB limit within 2 s on CI, and the run ended with "File too large" before Ctrl-C).
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, send.process.isRunning, Self.largestFile(in: dir) < 1 << 20 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(Self.largestFile(in: dir) >= 1 << 20, "the output never grew: \(send.standardError)")
         await send.interrupt()
         // Standard error is read on another thread: its last line may land just after the exit.
         #expect(send.process.terminationStatus == 2, "\(send.standardError)")
         #expect(await send.saidOnStandardError("interrupted"), "\(send.standardError)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
+    /// The size in bytes of the largest file in `dir`, hidden ones included (0 when there is none).
+    private static func largestFile(in dir: URL) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
+        return names.compactMap { name in
+            (try? FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent(name).path))?[.size] as? Int
+        }.max() ?? 0
     }
 
     /// `sotto load` against nothing fails fast with exit 2, without numbers.
