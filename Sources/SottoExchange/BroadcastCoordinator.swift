@@ -65,15 +65,15 @@ public struct BroadcastCoordinator: Sendable {
 
     public let rules: Rules
     /// `heard[speaker][listener]`: when `listener` last heard `speaker` (service time, s).
-    private var heard: [SessionID: [SessionID: Double]] = [:]
+    var heard: [SessionID: [SessionID: Double]] = [:]
     /// The frame airtime of each member that takes turns (s).
-    private var airtimes: [SessionID: Double] = [:]
+    var airtimes: [SessionID: Double] = [:]
     /// When the last slot planned for each member's room ends (service time, s); the open gap follows it.
-    private var slotsEnd: [SessionID: Double] = [:]
+    var slotsEnd: [SessionID: Double] = [:]
     /// The start of each member's last planned slot (service time, s).
-    private var lastSlot: [SessionID: Double] = [:]
+    var lastSlot: [SessionID: Double] = [:]
     /// Until when each member's room was planned to stay quiet (service time, s): a newcomer ends it early.
-    private var quietUntil: [SessionID: Double] = [:]
+    var quietUntil: [SessionID: Double] = [:]
 
     /// - Parameter rules: how the coordinator plans.
     public init(rules: Rules) { self.rules = rules }

@@ -105,9 +105,8 @@ public struct MatcherCore: Sendable {
     /// SNR is the louder direction's, smoothed over its sightings.
     public var earshotSNR = MatcherCore.defaultEarshotSNR
     /// The turns the matcher gives sessions that hear each other and ``MatcherInput/takeTurns(_:frameAirtime:)``;
-    /// nil (the default): none, every device keeps its own sender's rules. Planned on ticks. Not in snapshots:
-    /// a restored core plans again from the hearings it resolves next, and sessions that took turns before
-    /// the snapshot keep their own rules until they open a new session.
+    /// nil (the default): none, every device keeps its own sender's rules. Planned on ticks; part of snapshots,
+    /// so that every replica of a cluster plans alike.
     public var turns: BroadcastCoordinator?
 
     var generator: any RandomNumberGenerator & Sendable

@@ -73,4 +73,27 @@ import Testing
         let planned = turns(core.handle(.tick, now: 1.1))
         #expect(Set(planned.keys) == [s(1)], "\(planned.keys)")
     }
+
+    /// The turns are replicated state: a core restored from a snapshot mid-round plans what the original plans.
+    @Test func aRestoredCorePlansTheSameTurnsAsTheOriginal() throws {
+        var (core, tokens) = room()
+        for i in 1...3 { _ = core.handle(.takeTurns(s(i), frameAirtime: 0.4), now: 0) }
+        for (observer, speaker) in [(1, 2), (2, 3)] {
+            _ = core.handle(.observe(s(observer), .token(tokens[s(speaker)]!), snr: 20, level: -30), now: 1)
+        }
+        #expect(!turns(core.handle(.tick, now: 1.1)).isEmpty)
+        var restored = try MatcherCore(snapshot: core.snapshot(), generator: SystemRandomNumberGenerator())
+        #expect(restored.turns?.rules == core.turns?.rules && restored.turns?.takesTurns(s(2)) == true)
+        var now = 1.1
+        for step in 0..<60 {
+            now += 0.1
+            var input = MatcherInput.tick
+            if step % 7 == 3 {  // more hearings, in every direction over time
+                let observer = 1 + step % 3, speaker = 1 + (step / 3) % 3
+                if observer != speaker { input = .observe(s(observer), .token(tokens[s(speaker)]!), snr: 20, level: -30) }
+            }
+            let a = core.handle(input, now: now), b = restored.handle(input, now: now)
+            #expect(a == b, "at \(now)")
+        }
+    }
 }

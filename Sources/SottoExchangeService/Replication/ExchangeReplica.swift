@@ -128,7 +128,10 @@ struct ExchangeReplica: Sendable {
 
     init(core: MatcherCore, timings: ReplicaTimings) {
         self.core = core
-        self.core.turns = timings.broadcastTurns.map(BroadcastCoordinator.init(rules:))
+        // A core restored from a snapshot keeps its turns' state when the rules are the same.
+        if core.turns?.rules != timings.broadcastTurns {
+            self.core.turns = timings.broadcastTurns.map(BroadcastCoordinator.init(rules:))
+        }
         self.timings = timings
     }
 
