@@ -34,6 +34,9 @@ public struct BroadcastCoordinator: Sendable {
         public var memory: Double
         /// How long after its room's planned rounds end a member keeps following the service (s).
         public var hold: Double
+        /// Rounds are planned at most once per slot of this length of the service's time (s), however often it
+        /// ticks (a service ticks on every log entry).
+        public static let planInterval = 0.1
 
         /// - Parameters:
         ///   - slotGuard: what a slot adds to the member's frame airtime (s).
@@ -72,6 +75,8 @@ public struct BroadcastCoordinator: Sendable {
     var slotsEnd: [SessionID: Double] = [:]
     /// The start of each member's last planned slot (service time, s).
     var lastSlot: [SessionID: Double] = [:]
+    /// The plan slot (``Rules/planInterval``) in which rounds were last planned.
+    var lastPlan: Double?
     /// Until when each member's room was planned to stay quiet (service time, s): a newcomer ends it early.
     var quietUntil: [SessionID: Double] = [:]
 
@@ -79,8 +84,9 @@ public struct BroadcastCoordinator: Sendable {
     public init(rules: Rules) { self.rules = rules }
 
     /// `listener`'s session decoded `speaker`'s token at `now` (service time, s).
+    /// Nothing is kept while no session takes turns.
     public mutating func heard(speaker: SessionID, by listener: SessionID, at now: Double) {
-        guard speaker != listener else { return }
+        guard speaker != listener, !airtimes.isEmpty else { return }
         heard[speaker, default: [:]][listener] = now
     }
 
@@ -135,14 +141,28 @@ public struct BroadcastCoordinator: Sendable {
     /// Plans the rounds due at `now` (service time, s): for every room whose planned round ends within
     /// ``Rules/lead``, the next round; for a room a newcomer joined, slots appended to the round under way.
     /// Returns the schedules to send, one per member taking turns of every room planned.
+    /// Plans at most once per ``Rules/planInterval``, and not at all while no session takes turns.
     public mutating func tick(now: Double) -> [Schedule] {
+        let plan = ((now + 1e-9) / Rules.planInterval).rounded(.down)
+        guard plan != lastPlan else { return [] }
+        lastPlan = plan
+        guard !airtimes.isEmpty else {
+            heard = [:]; slotsEnd = [:]; lastSlot = [:]; quietUntil = [:]
+            return []
+        }
         // Hearings older than the memory no longer join anyone.
         for speaker in Array(heard.keys) {
             heard[speaker] = heard[speaker]?.filter { now - $0.value <= rules.memory }
             if heard[speaker]?.isEmpty == true { heard[speaker] = nil }
         }
         var schedules: [Schedule] = []
-        for room in rooms(at: now) {
+        let rooms = rooms(at: now)
+        // A session in no room (it left, or was never heard) is a newcomer when it next joins one.
+        let inRooms = Set(rooms.joined())
+        for session in Set(slotsEnd.keys).union(quietUntil.keys).union(lastSlot.keys) where !inRooms.contains(session) {
+            slotsEnd[session] = nil; quietUntil[session] = nil; lastSlot[session] = nil
+        }
+        for room in rooms {
             let planned = room.compactMap { slotsEnd[$0] }.max()
             let roundEnd = planned.map { $0 + rules.openGap } ?? now
             let quiet = room.compactMap { quietUntil[$0] }.max() ?? now
@@ -169,12 +189,16 @@ public struct BroadcastCoordinator: Sendable {
             if needs.isEmpty {
                 // Everyone heard everyone lately (or will in the slots planned): the room stays quiet until the
                 // first hearing grows stale.
+                // Over the members that take turns only (the others' hearings would end it at once, and again on
+                // every plan).
                 var next = Double.infinity
-                for speaker in room { for listener in room where listener != speaker { next = min(next, (heard[speaker]?[listener] ?? now) + rules.refresh) } }
+                for speaker in room where airtimes[speaker] != nil {
+                    for listener in room where listener != speaker { next = min(next, (heard[speaker]?[listener] ?? now) + rules.refresh) }
+                }
+                if !next.isFinite { next = now + rules.refresh }
                 let quietEnd = max(next, start, roundEnd)
-                for member in room {
+                for member in room where airtimes[member] != nil {
                     quietUntil[member] = quietEnd
-                    guard airtimes[member] != nil else { continue }
                     schedules.append(Schedule(session: member, slots: [], until: quietEnd + rules.hold))
                 }
                 continue
@@ -192,10 +216,9 @@ public struct BroadcastCoordinator: Sendable {
                 lastSlot[need.session] = end
                 end += (airtimes[need.session] ?? 0) + rules.slotGuard
             }
-            for member in room {
+            for member in room where airtimes[member] != nil {
                 slotsEnd[member] = end
                 quietUntil[member] = nil
-                guard airtimes[member] != nil else { continue }
                 schedules.append(Schedule(session: member, slots: slots[member] ?? [], until: end + rules.openGap + rules.hold))
             }
         }

@@ -169,6 +169,7 @@ extension BroadcastCoordinator: SnapshotCodable {
         writer.write(slotsEnd)
         writer.write(lastSlot)
         writer.write(quietUntil)
+        writer.write(lastPlan)
     }
 
     package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
@@ -182,6 +183,13 @@ extension BroadcastCoordinator: SnapshotCodable {
         slotsEnd = try reader.read()
         lastSlot = try reader.read()
         quietUntil = try reader.read()
+        lastPlan = try reader.read()
+        // Times that would turn into NaN or overflow when a schedule is put on the wire.
+        let times = heard.values.flatMap(\.values) + slotsEnd.values + lastSlot.values + quietUntil.values + [lastPlan ?? 0]
+        guard times.allSatisfy({ $0.isFinite && abs($0) < 1e12 }) else { throw .corrupt("a time of the turns is not finite") }
+        guard airtimes.values.allSatisfy({ $0 > 0 && $0 <= Double(ExchangeLimits.maxFrameAirtimeMs) / 1000 }) else {
+            throw .corrupt("a frame airtime of the turns is out of range")
+        }
     }
 }
 

@@ -33,6 +33,10 @@ public enum ExchangeLimits {
     /// Longest token-frame airtime a session may give for the matcher's turns (ms): beyond any profile's
     /// 16-byte frame.
     public static let maxFrameAirtimeMs: UInt32 = 5_000
+    /// Longest a client follows one set of the matcher's turns (s): a round of 50 devices and then some.
+    public static let maxTurnsFollow = 60.0
+    /// Most slots a client takes from one set of the matcher's turns.
+    public static let maxTurnsSlots = 16
 }
 
 /// Every way an exchange request can be wrong; each says what is allowed.

@@ -88,7 +88,8 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         var closed = false
         /// Operations ended while the link was down: the resumed session still has them.
         var endedWhileDown: [MatcherRequest] = []
-        /// The session's last TakeTurns (sent again on a new session); nil: none, or it stopped.
+        /// The session's last TakeTurns, 0 included (sent again after every Welcome: a resumed session may have
+        /// missed it while the link was down); nil: never sent.
         var takeTurns: MatcherRequest?
         /// When a frame was last sent (heartbeats only fill silences).
         var lastSent = ContinuousClock.now
@@ -153,8 +154,8 @@ public final class RemoteMatcher: MatcherLink, Sendable {
                 if !state.welcomed && wasLive { state.endedWhileDown.append(request) }
             case .observe:
                 break
-            case .takeTurns(let airtime):
-                state.takeTurns = airtime > 0 ? request : nil
+            case .takeTurns:
+                state.takeTurns = request
             }
             // While not welcomed, operations wait to be sent with the others; sightings are dropped.
             if state.welcomed {

@@ -42,6 +42,9 @@ public final class AudioRadio: @unchecked Sendable {
     private var tokenAccess: MediumAccess?
     /// The airtime (s) this radio last told the manager its token frames take for the matcher's turns (0: none).
     private var turnsAirtime = 0.0
+    /// The matcher's last turns, in this process's clock: given again to a token sender that replaces the one
+    /// they were for (a new publication or a rotated token restarts the broadcasters).
+    private var lastTurns: (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant)?
     private let lock = NSLock()
     private var listener: Listener?
     private var broadcasters: [Broadcaster] = []
@@ -95,8 +98,13 @@ public final class AudioRadio: @unchecked Sendable {
         ticker = Task.detached { [weak self] in
             // The matcher's turns for the token frame, if it gives any (a service that coordinates the room).
             await self?.manager.setTurnsHandler { [weak self] offsets, follow in
-                guard let self, let access = self.lock.withLock({ self.tokenAccess }) else { return }
-                access.follow(slotOffsets: offsets, followFor: follow)
+                guard let self else { return }
+                let now = ContinuousClock.now
+                let access = self.lock.withLock { () -> MediumAccess? in
+                    self.lastTurns = (offsets.map { now + .seconds($0) }, now + .seconds(follow))
+                    return self.tokenAccess
+                }
+                access?.follow(slotOffsets: offsets, followFor: follow)
             }
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(200))
@@ -207,9 +215,14 @@ public final class AudioRadio: @unchecked Sendable {
                 }
                 if let rules {
                     let access = MediumAccess(rules: rules, airtime: broadcaster.airtime, ownFrames: ownFrames)
-                    lock.withLock {
+                    let turns = lock.withLock { () -> (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant)? in
                         accesses.append(access)
                         if isToken { tokenAccess = access }
+                        return isToken ? lastTurns : nil
+                    }
+                    if let turns, turns.until > .now {
+                        let now = ContinuousClock.now
+                        access.follow(slotOffsets: turns.slots.map { ($0 - now).inSeconds }, followFor: (turns.until - now).inSeconds)
                     }
                     if isToken { tokenAirtime = broadcaster.airtime }
                     broadcaster.start(access: access, onSent: onSent, onStatus: onStatus, onEnd: onEnd)

@@ -275,8 +275,11 @@ extension ServerFrame {
             kind = .opStatus(.rejected(UInt32(clamping: op.value), error))
         case .turns(let offsets, let follow):
             var body = Sotto_Exchange_V1_BroadcastTurns()
-            body.slotOffsetsMs = offsets.map { UInt32(clamping: Int(($0 * 1000).rounded())) }
-            body.followMs = UInt32(clamping: Int((follow * 1000).rounded()))
+            func milliseconds(_ seconds: Double) -> UInt32 {
+                seconds.isFinite ? UInt32((min(max(seconds, 0), 4e6) * 1000).rounded()) : 0
+            }
+            body.slotOffsetsMs = offsets.map(milliseconds)
+            body.followMs = milliseconds(follow)
             kind = .turns(body)
         case .connected, .disconnected, .failed:
             break  // the link's own state, never sent
@@ -300,7 +303,10 @@ extension ServerFrame {
             case .ended, .UNRECOGNIZED: return nil
             }
         case .turns(let body):
-            return .turns(slotOffsets: body.slotOffsetsMs.map { Double($0) / 1000 }, followFor: Double(body.followMs) / 1000)
+            // Bounded whatever the service says: a damaged or hostile frame cannot mute the token for long.
+            let follow = min(Double(body.followMs) / 1000, ExchangeLimits.maxTurnsFollow)
+            let offsets = body.slotOffsetsMs.prefix(ExchangeLimits.maxTurnsSlots).map { Double($0) / 1000 }.filter { $0 <= follow }
+            return .turns(slotOffsets: offsets, followFor: follow)
         case .welcome, .error, .none: return nil
         }
     }

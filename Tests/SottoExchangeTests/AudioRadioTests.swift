@@ -131,7 +131,7 @@ import SottoExchangeRadio
     @Test func theRadioFollowsTheMatchersTurns() async throws {
         let rate = 48_000.0
         var rng = SystemRandomNumberGenerator()
-        try Self.writeCapture((0..<Int(16 * rate)).map { _ in Float.random(in: -0.001...0.001, using: &rng) }, name: "turns-in.raw")
+        try Self.writeCapture((0..<Int(19 * rate)).map { _ in Float.random(in: -0.001...0.001, using: &rng) }, name: "turns-in.raw")
         let out = Self.directory.appendingPathComponent("turns-out.raw")
         try? FileManager.default.removeItem(at: out)
         var core = MatcherCore()
@@ -146,20 +146,26 @@ import SottoExchangeRadio
         try radio.start()
         let subscription = try await manager.subscribe(now: 0)
         let otherSubscription = try await other.subscribe(now: 0)
-        let otherToken = try #require(await other.token)
+        var otherToken = await other.token
+        while otherToken == nil, elapsed() < 10 {
+            try await Task.sleep(for: .milliseconds(20))
+            otherToken = await other.token
+        }
+        let otherTokenBytes = try #require(otherToken)
         // Own rules first: 2.5 s without hearings.
         while elapsed() < 2.5 { try await Task.sleep(for: .milliseconds(50)) }
         let token = try #require(await manager.token)
-        // Then the two hear each other every half second until 9 s: one room, everyone heard, quiet.
+        // Then the two hear each other every half second until 8 s: one room, everyone heard, quiet.
         let quietFrom = elapsed()
-        while elapsed() < 9 {
+        while elapsed() < 8 {
             await other.heard(frame: Payload.token(token).frameBytes, snr: 20, level: -30, now: 0)
-            await manager.heard(frame: Payload.token(otherToken).frameBytes, snr: 20, level: -30, now: 0)
+            await manager.heard(frame: Payload.token(otherTokenBytes).frameBytes, snr: 20, level: -30, now: 0)
             try await Task.sleep(for: .milliseconds(500))
         }
         let quietUntil = elapsed()
-        // Then nothing is heard: within the refresh (5 s) the matcher gives the radio a slot again.
-        while elapsed() < 15 { try await Task.sleep(for: .milliseconds(50)) }
+        // Then nothing is heard: within the refresh (5 s after the last report, which the manager sends at most
+        // every 2 s) the matcher gives the radio a slot again.
+        while elapsed() < 17.5 { try await Task.sleep(for: .milliseconds(50)) }
         let stoppedAt = elapsed()
         await subscription.cancel()
         await otherSubscription.cancel()

@@ -215,6 +215,8 @@ import Testing
         var handler: @Sendable ([Double], Double) -> Void { { offsets, follow in self.turns.withLock { $0.append((.now, offsets, follow)) } } }
         /// The absolute starts of the slots received.
         var slots: [ContinuousClock.Instant] { turns.withLock { $0.flatMap { t in t.offsets.map { t.at + .seconds($0) } } } }
+        /// Every slot offset received (s).
+        var offsets: [Double] { turns.withLock { $0.flatMap(\.offsets) } }
         var count: Int { turns.withLock { $0.count } }
     }
 
@@ -233,12 +235,17 @@ import Testing
         // Each hears the next one: one room of three.
         for i in 0..<3 { await heard(managers[i], token: tokens[(i + 1) % 3]) }
         #expect(await eventually(5) { logs.allSatisfy { $0.count > 0 } }, "every member got its turns")
+        // The first round starts the service's lead (0.3 s) after it was planned, as the offsets say.
+        let first = logs.flatMap(\.offsets).min() ?? 0
+        #expect(abs(first - 0.3) < 0.002, "\(first)")
         let slots = logs.flatMap(\.slots).sorted()
         #expect(slots.count >= 3)
         // 0.5 s of airtime plus the 0.08 s guard apart, give or take the frames' delivery on loopback (which
         // the guard is for: a loaded test machine may take more of it).
         let gaps = zip(slots.dropFirst(), slots).map { ($0 - $1).inSeconds }
         #expect(gaps.allSatisfy { $0 >= 0.45 }, "\(gaps)")
+        // The first round's three slots follow one another (later rounds come after its open gap).
+        #expect(gaps.prefix(2).allSatisfy { $0 <= 0.58 + 0.3 }, "\(gaps)")
         keep(subscriptions)
         for m in managers { await m.close(now: 0) }
     }
