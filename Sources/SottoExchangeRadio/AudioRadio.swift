@@ -214,7 +214,10 @@ public final class AudioRadio: @unchecked Sendable {
                     if let error, !(error is ALSAError) { reportError?(.other("\(error)")) }
                 }
                 if let rules {
-                    let access = MediumAccess(rules: rules, airtime: broadcaster.airtime, ownFrames: ownFrames)
+                    // The device buffer ahead of the period being written: what the matcher's slots are brought forward by.
+                    let format = broadcaster.negotiated
+                    let playoutDelay = Double(max(0, format.bufferFrames - format.periodFrames)) / format.sampleRate
+                    let access = MediumAccess(rules: rules, airtime: broadcaster.airtime, ownFrames: ownFrames, playoutDelay: playoutDelay)
                     let turns = lock.withLock { () -> (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant)? in
                         accesses.append(access)
                         if isToken { tokenAccess = access }

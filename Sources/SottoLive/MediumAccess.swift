@@ -18,6 +18,9 @@ public final class MediumAccess: @unchecked Sendable {
     private var lastBusy: Double?
     /// When sensing started (s since creation); nil before the first captured block.
     private var sensingSince: Double?
+    /// How long after the decision to send a frame its sound leaves the device (s): the playback buffer ahead of
+    /// the period being written. The matcher's slots are for the sound, so the decisions come this much earlier.
+    private let playoutDelay: Double
 
     /// - Parameters:
     ///   - rules: the sender's rules.
@@ -26,9 +29,12 @@ public final class MediumAccess: @unchecked Sendable {
     ///   - band: the band sensed (Hz): by default every inaudible profile's band.
     ///   - seed: seed of the jitter and backoff draws; by default from the system's generator, so that no
     ///     two devices draw alike.
+    ///   - playoutDelay: how long after the decision to send a frame its sound leaves the device (s), by which
+    ///     the matcher's slots are brought forward.
     public init(rules: TransmitScheduler.Rules, airtime: Double, ownFrames: Set<[UInt8]>,
                 band: ClosedRange<Double> = MediumAccess.inaudibleBand,
-                seed: UInt64 = UInt64.random(in: .min ... .max)) {
+                seed: UInt64 = UInt64.random(in: .min ... .max), playoutDelay: Double = 0) {
+        self.playoutDelay = playoutDelay.isFinite ? max(0, playoutDelay) : 0
         scheduler = TransmitScheduler(rules: rules, airtime: airtime, start: 0, seed: seed)
         self.ownFrames = ownFrames
         self.band = band
@@ -66,7 +72,8 @@ public final class MediumAccess: @unchecked Sendable {
         lock.withLock { scheduler.heard(frame, at: now) }
     }
 
-    /// Follows the matcher's turns: start the frame at each of `slotOffsets` (s from now) and at no other time
+    /// Follows the matcher's turns: start the frame's sound at each of `slotOffsets` (s from now; the decision
+    /// comes the playout delay earlier) and at no other time
     /// for `followFor` (s from now), then the sender's own rules again (`TransmitScheduler.follow`).
     /// - Parameters:
     ///   - slotOffsets: starts of the frame's slots (s from now).
@@ -74,7 +81,7 @@ public final class MediumAccess: @unchecked Sendable {
     public func follow(slotOffsets: [Double], followFor: Double) {
         lock.withLock {
             let time = now
-            scheduler.follow(slots: slotOffsets.map { time + $0 }, until: time + followFor, now: time)
+            scheduler.follow(slots: slotOffsets.map { time + $0 - playoutDelay }, until: time + followFor, now: time)
         }
     }
 
