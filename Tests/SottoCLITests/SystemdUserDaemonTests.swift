@@ -1,5 +1,6 @@
 import Foundation
 import SottoDaemon
+@testable import SottoNotify
 import SottoTools
 import Testing
 
@@ -7,7 +8,8 @@ import Testing
 /// checked by `systemd-analyze verify`, then enabled with `systemctl --user`; the first client starts the
 /// daemon through the socket (socket activation), a `kill -9` is followed by systemd's restart with the
 /// persistent subscription restored, and a new manager (a new login or boot) starts the daemon by itself,
-/// which restores the subscription and hears with it, without any new command.
+/// which restores the subscription, hears with it and shows a grouped desktop notification (on the manager's
+/// user bus, through a recording notification server that comes up after the daemon), without any new command.
 ///
 /// The manager runs in a PID and mount namespace of its own (`unshare --pid --mount`): `/run` there is a
 /// private tmpfs holding `/run/systemd/system` (a user manager refuses to start without it, and the machine's
@@ -170,6 +172,10 @@ import Testing
             Issue.record("sotto.service did not start with the manager: \(manager.status)")
             return
         }
+        // The desktop's notification server comes up after the daemon, on the user bus of the manager
+        // (dbus.socket: $XDG_RUNTIME_DIR/bus, which the manager gives its services): one that records.
+        let notifications = try RecordingNotificationServer(address: "unix:path=\(rig.runtime.path)/bus")
+        defer { notifications.stop() }
         let watch = try BackgroundSotto(["ops", "watch", id, "--format", "json"], environment: rig.environment)
         defer { watch.process.terminate() }
         #expect(try rig.operations().map(\.id) == [id])
@@ -181,6 +187,11 @@ import Testing
         try rig.audio.setUnplugged(false)
         let found = await watch.line(timeout: 30) { $0.contains(#""event":"found""#) }
         #expect(found?.contains(#""text":"hi""#) == true && found?.contains(#""group":"door""#) == true, "\(watch.output)")
+        // ...and the user sees it: a desktop notification of the subscription's group.
+        let shown = await notifications.wait(timeout: 20) { $0.notifies.contains { $0.body.contains("hi") } }
+        #expect(shown, "\(notifications.notifies) \(manager.status)")
+        let notify = notifications.notifies.first { $0.body.contains("hi") }
+        #expect(notify?.hints["x-dunst-stack-tag"] == .string("sotto-door"), "\(String(describing: notify?.hints))")
 
         // systemctl --user stop: SIGTERM, a clean end; the subscription stays saved.
         let stop = try manager.systemctl(["stop", "sotto.service"])
