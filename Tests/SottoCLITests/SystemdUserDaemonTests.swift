@@ -197,6 +197,21 @@ import Testing
         let stop = try manager.systemctl(["stop", "sotto.service"])
         #expect(stop.status == 0 && manager.property("ActiveState") == "inactive" && manager.property("Result") == "success", "\(stop.stderr)")
         #expect(try String(contentsOf: rig.paths.operations, encoding: .utf8).contains(id))
+        // The daemon's stop leaves systemd's listening socket working (a shutdown(2) of it failed the unit).
+        #expect(manager.property("SubState", of: "sotto.socket") == "listening", "\(manager.property("SubState", of: "sotto.socket"))")
+
+        // The socket stays systemd's: a daemon started by hand meanwhile is refused with the reason (it does not
+        // replace the socket file), and the daemon runs through the socket again.
+        let byHand = try rig.run(["daemon", "--device", "sotto_faulty_capture"], timeout: 20)
+        #expect(byHand.status == 2 && byHand.stderr.contains("sotto.socket"), "\(byHand.stderr)")
+        #expect(await manager.waitForDaemon(timeout: 30) != nil, "\(manager.status)")
+        var listed: [String]?
+        let again = Date(timeIntervalSinceNow: 30)
+        while listed == nil && Date() < again {
+            listed = (try? rig.operations())?.map(\.id)
+            if listed == nil { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(listed == [id], "\(manager.status)")
         await watch.interrupt()
     }
 
