@@ -212,6 +212,14 @@ import Testing
             if listed == nil { try await Task.sleep(for: .milliseconds(200)) }
         }
         #expect(listed == [id], "\(manager.status)")
+
+        // A usage error in daemon.env: the unit fails with the daemon's status 64 and is not restarted in a
+        // loop (RestartPreventExitStatus: after a failure that systemd retries, it is in auto-restart instead).
+        try Data("SOTTO_DAEMON_OPTIONS=--no-such-option\n".utf8).write(to: rig.config.appendingPathComponent("sotto/daemon.env"))
+        _ = try manager.systemctl(["restart", "sotto.service"])
+        let failing = Date(timeIntervalSinceNow: 30)
+        while manager.property("ActiveState") != "failed" && Date() < failing { try await Task.sleep(for: .milliseconds(200)) }
+        #expect(manager.property("SubState") == "failed" && manager.property("ExecMainStatus") == "64", "\(manager.status)")
         await watch.interrupt()
     }
 
