@@ -62,7 +62,7 @@ import Testing
 
         init?(rig: DaemonRig) async throws {
             self.rig = rig
-            let script = "mount -t tmpfs -o mode=755 tmpfs /run && mkdir -p /run/systemd/system && \(SystemdUserDaemonTests.systemd) --user & wait"
+            let script = "mount -t tmpfs -o mode=755 tmpfs /run && mkdir -p /run/systemd/system && \(SystemdUserDaemonTests.systemd) --user --log-target=null & wait"
             process = try SpawnedProcess(SystemdUserDaemonTests.unshare,
                                          ["--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc", "--kill-child", "/bin/sh", "-c", script],
                                          environment: rig.environment, directory: rig.directory)
