@@ -89,6 +89,9 @@ public final class ControlServer: @unchecked Sendable {
     private var connections: [ObjectIdentifier: ControlConnection] = [:]
     private var stopped = false
     private let acceptDone = DispatchSemaphore(value: 0)
+    /// Written by ``stop()`` to wake the accept thread: a shutdown(2) of the listener would also end a socket
+    /// systemd passed, which it shares (sotto.socket then fails, and no client starts the daemon any more).
+    private let wake: (read: Int32, write: Int32)
     /// Where the server reports refusals and protocol errors (for the daemon's log).
     public let log: @Sendable (String) -> Void
     /// At most this many clients at once; more are refused with an error frame.
@@ -96,7 +99,10 @@ public final class ControlServer: @unchecked Sendable {
     /// A client that stops mid-frame for this long (s) is disconnected.
     public static let frameTimeout = 5.0
 
-    /// Listens on a new socket at `path` (a stale one there is replaced: the caller holds the daemon lock).
+    /// Listens on a new socket at `path` (a stale one there is replaced: the caller holds the daemon lock). A
+    /// socket there that something still listens on, though no daemon holds the lock, is systemd's
+    /// (`sotto.socket`): it is left alone and this daemon refused (the probe's connection makes systemd start
+    /// the daemon it manages).
     /// - Parameters:
     ///   - path: the socket file.
     ///   - handler: answers requests.
@@ -106,6 +112,12 @@ public final class ControlServer: @unchecked Sendable {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw DaemonError("cannot create a socket: \(String(cString: strerror(errno)))") }
         guard var address = UnixSocket.address(path.path) else { close(fd); throw DaemonError("socket path too long: \(path.path)") }
+        if UnixSocket.isListening(path.path) {
+            close(fd)
+            throw DaemonError("\(path.path) is listened on by another program, most likely systemd's sotto.socket, which starts the "
+                              + "daemon for its clients: see 'systemctl --user status sotto'; to run one by hand, first "
+                              + "'systemctl --user stop sotto.socket sotto'")
+        }
         unlink(path.path)
         // Created 0600 from the start (no window with a wider mode).
         let oldMask = umask(0o177)
@@ -119,6 +131,7 @@ public final class ControlServer: @unchecked Sendable {
             throw DaemonError("cannot listen on \(path.path): \(reason)")
         }
         self.listener = fd
+        self.wake = Self.makeWakePipe()
         self.path = path
         self.handler = handler
         self.log = log
@@ -138,6 +151,7 @@ public final class ControlServer: @unchecked Sendable {
         unsetenv("LISTEN_FDNAMES")
         _ = fcntl(3, F_SETFD, FD_CLOEXEC)
         self.listener = 3
+        self.wake = Self.makeWakePipe()
         self.path = nil
         self.handler = handler
         self.log = log
@@ -150,11 +164,24 @@ public final class ControlServer: @unchecked Sendable {
         thread.start()
     }
 
+    private static func makeWakePipe() -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        for fd in fds where fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return (fds[0], fds[1])
+    }
+
     private func acceptLoop() {
+        // Non-blocking: a client that goes away between poll and accept cannot hold the thread.
+        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
         while true {
+            var fds = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&fds, 2, -1)
+            if ready < 0 { if errno == EINTR { continue }; return }
+            if fds[1].revents != 0 || lock.withLock({ stopped }) { return }
             let fd = accept(listener, nil, nil)
             if fd < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
+                if errno == EINTR || errno == ECONNABORTED || errno == EAGAIN || errno == EWOULDBLOCK { continue }
                 if lock.withLock({ stopped }) { return }
                 if errno == EMFILE || errno == ENFILE { Thread.sleep(forTimeInterval: 0.1); continue }
                 return
@@ -246,8 +273,10 @@ public final class ControlServer: @unchecked Sendable {
             stopped = true
             return Array(connections.values)
         }
-        _ = shutdown(listener, Int32(SHUT_RDWR))
+        _ = write(wake.write, [UInt8(1)], 1)
         acceptDone.wait()
+        close(wake.read)
+        close(wake.write)
         close(listener)
         for client in clients { client.interrupt() }
         if let path { unlink(path.path) }

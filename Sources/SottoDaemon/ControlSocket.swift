@@ -45,6 +45,19 @@ enum UnixSocket {
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
+    /// Whether something listens on the Unix socket at `path` (a connection is accepted; a stale socket file
+    /// refuses it). /proc/net/unix and sock_diag, which would tell without connecting, do not list Unix
+    /// sockets on every kernel.
+    static func isListening(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0, var address = address(path) else { if fd >= 0 { close(fd) }; return false }
+        defer { close(fd) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        return result == 0 || errno == EAGAIN || errno == EINPROGRESS
+    }
+
     /// The uid of the process at the other end of a connected Unix socket.
     static func peerUID(_ fd: Int32) -> uid_t? {
         // struct ucred { pid_t pid; uid_t uid; gid_t gid; } (glibc declares it only with _GNU_SOURCE).

@@ -49,9 +49,15 @@ public struct OperationStore: Sendable {
         public var warning: String?
     }
 
-    /// Reads the saved operations; a corrupt or truncated file is renamed aside with a warning.
+    /// Reads the saved operations; a corrupt or truncated file, or one that cannot be read (not a regular
+    /// file, no permission), is renamed aside with a warning (the next save must not replace it unseen).
     public func load() -> Loaded {
-        guard let data = FileManager.default.contents(atPath: file.path) else { return Loaded(operations: []) }
+        var status = stat()
+        if lstat(file.path, &status) != 0 && errno == ENOENT { return Loaded(operations: []) }
+        let data: Data
+        do { data = try Data(contentsOf: file) } catch {
+            return Loaded(operations: [], warning: setAside("it cannot be read (\(error.localizedDescription))"))
+        }
         do {
             let contents = try JSONDecoder().decode(Contents.self, from: data)
             guard contents.version == Self.formatVersion else {

@@ -185,23 +185,30 @@ extension DaemonCommand {
     func notificationSink() throws -> DaemonNotifications? {
         var desktop: DesktopNotifier?
         var media: MediaFetcher?
+        var connect: (@Sendable () throws -> (DesktopNotifier, MediaFetcher?))?
         if notify == .desktop {
             let policy = NotificationPolicy(lost: lost == .withdraw ? .withdraw : .mark)
-            let fetcher = MediaFetcher(cacheDirectory: MediaFetcher.defaultCacheDirectory())
-            do {
-                desktop = try DesktopNotifier(configuration: DesktopNotifier.Configuration(policy: policy), media: fetcher)
-                media = fetcher
-            } catch {
-                printError("warning: \(error); the daemon runs without desktop notifications")
-                Task { await fetcher.shutdown() }
+            // At login the daemon may start before the desktop's notification server: it is asked for again
+            // when something is to be shown.
+            let make: @Sendable () throws -> (DesktopNotifier, MediaFetcher?) = {
+                let fetcher = MediaFetcher(cacheDirectory: MediaFetcher.defaultCacheDirectory())
+                do { return (try DesktopNotifier(configuration: DesktopNotifier.Configuration(policy: policy), media: fetcher), fetcher) } catch {
+                    Task { await fetcher.shutdown() }
+                    throw error
+                }
+            }
+            do { (desktop, media) = try make() } catch {
+                printError("warning: \(error); the daemon runs without desktop notifications until a notification server answers"
+                           + " (asked again when a subscription finds something)")
+                connect = make
             }
         }
         var sink: ExecSink?
         if let exec {
             do { sink = try ExecSink(command: [exec] + execArg) } catch { throw CommandError("\(error)") }
         }
-        guard desktop != nil || sink != nil else { return nil }
-        return DaemonNotifications(desktop: desktop, media: media, exec: sink) { printError($0) }
+        guard desktop != nil || connect != nil || sink != nil else { return nil }
+        return DaemonNotifications(desktop: desktop, media: media, exec: sink, connectDesktop: connect) { printError($0) }
     }
 }
 
@@ -261,7 +268,7 @@ struct OpsCancel: ParsableCommand {
 
 struct OpsWatch: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "watch", abstract: "Print the daemon's events (of one operation, or all) as they happen, until Ctrl-C.")
+        commandName: "watch", abstract: "Print the daemon's events (of one operation, or all) as they happen, until Ctrl-C (or until that operation ends).")
     @Argument(help: "Only this operation's events (and the daemon's own notices).") var id: String?
     @OptionGroup var format: FormatOption
     func validate() throws {
@@ -287,8 +294,11 @@ struct OpsWatch: ParsableCommand {
                 if let text = event.text { line += "  \"\(text)\"" } else if let content = event.content { line += "  \(content)" }
                 Output.line(line)
             } else if let notice = reply.notice {
-                if format.format == .json { Output.record(notice); continue }
-                Output.line("\(notice.operation ?? "-")  \(notice.notice) \(notice.status)\(notice.detail.map { ": \($0)" } ?? "")")
+                if format.format == .json { Output.record(notice) } else {
+                    Output.line("\(notice.operation ?? "-")  \(notice.notice) \(notice.status)\(notice.detail.map { ": \($0)" } ?? "")")
+                }
+                // Watching one operation: its end is the end of the watch.
+                if let id, notice.notice == "operation", notice.operation == id, ["ended", "expired"].contains(notice.status) { return }
             }
         }
     }
