@@ -84,9 +84,11 @@ public struct BroadcastCoordinator: Sendable {
     public init(rules: Rules) { self.rules = rules }
 
     /// `listener`'s session decoded `speaker`'s token at `now` (service time, s).
-    /// Nothing is kept while no session takes turns.
+    /// Only hearings with a session that takes turns at one end or the other are kept (nothing at all while no
+    /// session takes turns): a hearing between two others places no slot (two turn-takers a chain of listen-only
+    /// devices would join have not heard each other).
     public mutating func heard(speaker: SessionID, by listener: SessionID, at now: Double) {
-        guard speaker != listener, !airtimes.isEmpty else { return }
+        guard speaker != listener, airtimes[speaker] != nil || airtimes[listener] != nil else { return }
         heard[speaker, default: [:]][listener] = now
     }
 
@@ -120,9 +122,15 @@ public struct BroadcastCoordinator: Sendable {
     /// members at least, each sorted by session.
     public func rooms(at now: Double) -> [[SessionID]] {
         var parent: [SessionID: SessionID] = [:]
+        // Union-find whose root is the smallest member (so the result does not depend on dictionary order), with
+        // path halving.
         func root(_ s: SessionID) -> SessionID {
             var r = s
-            while let p = parent[r], p != r { r = p }
+            while let p = parent[r], p != r {
+                let grand = parent[p] ?? p
+                parent[r] = grand
+                r = grand
+            }
             return r
         }
         for (speaker, listeners) in heard {
@@ -150,8 +158,8 @@ public struct BroadcastCoordinator: Sendable {
             heard = [:]; slotsEnd = [:]; lastSlot = [:]; quietUntil = [:]
             return []
         }
-        // Hearings older than the memory no longer join anyone.
-        for speaker in Array(heard.keys) {
+        // Hearings older than the memory no longer join anyone (`rooms` skips them); they are dropped once a second.
+        for speaker in Array(heard.keys) where Int(plan) % 10 == 0 {
             heard[speaker] = heard[speaker]?.filter { now - $0.value <= rules.memory }
             if heard[speaker]?.isEmpty == true { heard[speaker] = nil }
         }

@@ -224,12 +224,12 @@ public struct MatcherCore: Sendable {
         case .tick:
             events += rotateTokens(now: now)
             sweepSightings(now: now, work: &work)
-            if var planner = turns {
-                for schedule in planner.tick(now: now) where sessions[schedule.session] != nil {
+            // Mutated in place (a copy would copy its tables on every plan).
+            if let schedules = turns?.tick(now: now) {
+                for schedule in schedules where sessions[schedule.session] != nil {
                     events.append(.broadcastTurns(schedule.session, slotOffsets: schedule.slots.map { $0 - now },
                                                   followFor: schedule.until - now))
                 }
-                turns = planner
             }
         }
         events += handleDueDeadlines(now: now, work: &work)
