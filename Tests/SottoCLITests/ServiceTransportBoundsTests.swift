@@ -105,6 +105,53 @@ import Testing
         #expect(node.process.process.isRunning)
     }
 
+    /// `accept` itself failing for want of descriptors (EMFILE): the descriptor limit is lowered under the
+    /// running service (as when something else of the process, or a smaller limit than it started with,
+    /// takes the room its connection cap left), so that silent connections reach it before the cap. The
+    /// service sheds idle connections, pauses accepting instead of spinning on the readable listener, says so
+    /// once, counts it, and serves a legitimate client once the flood has gone.
+    @Test func acceptRunningOutOfDescriptorsShedsAndLogsOnceWithoutSpinning() async throws {
+        // Long preface and idle time-outs: only the shedding frees descriptors while the flood lasts.
+        let node = try await Node(flags: ["--preface-timeout", "60", "--idle-timeout", "120"])
+        defer { Task { await node.stop() } }
+        let warm = try await node.manager()
+        await warm.close(now: 0)
+        let baseline = Proc.descriptors(node.pid)
+        let limit = baseline + 100
+        // prlimit(1) of util-linux (Glibc's prlimit(2) wrapper is not visible to Swift).
+        let prlimit = Process()
+        prlimit.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+        prlimit.arguments = ["--pid", "\(node.pid)", "--nofile=\(limit):\(limit)"]
+        try prlimit.run()
+        #expect(await Proc.eventually(10) { !prlimit.isRunning })
+        try #require(prlimit.terminationStatus == 0, "prlimit failed")
+        // 250 connections that send nothing: about 100 fit, the rest wait in the listen backlog.
+        let flood = Sockets.open(250, port: node.port)
+        defer { flood.closeAll() }
+        #expect(flood.count >= 240, "opened \(flood.count)")
+        #expect(await Proc.eventually(10) { node.process.standardError.contains("out of file descriptors") },
+                "the exhaustion is logged: \(node.process.standardError)")
+        // It sheds (the oldest idle connections are closed) and stays within its limit.
+        #expect(await Proc.eventually(10) { flood.openCount() < flood.count - 8 }, "no connection shed: \(flood.openCount()) open")
+        #expect(Proc.descriptors(node.pid) <= limit, "descriptors \(Proc.descriptors(node.pid)), limit \(limit)")
+        // Not spinning on the listener while the backlog is full of connections it cannot take.
+        let cpu = await Proc.cpuFraction(node.pid, seconds: 1)
+        #expect(cpu < 0.3, "CPU \(cpu) of a core while out of descriptors")
+        #expect(node.process.process.isRunning, "the service survived: \(node.process.standardError)")
+        // The flood ends: a legitimate client gets its Welcome.
+        flood.closeAll()
+        let manager = try await node.manager(timeout: 20)
+        #expect(try await node.metric("sotto_descriptor_exhaustion_total") ?? 0 >= 1)
+        #expect(try await node.metric("sotto_connections_shed_total") ?? 0 >= 8)
+        #expect(try await node.metric("sotto_sessions") == 1)
+        let lines = node.process.standardError.split(separator: "\n").filter { $0.contains("out of file descriptors") }
+        #expect(lines.count == 1, "logged once: \(lines)")
+        print(String(format: "EMFILE: limit %d (baseline %d), CPU %.3f of a core while out of descriptors, accept failed %.0f times, %.0f connections shed; %@",
+                     limit, baseline, cpu, try await node.metric("sotto_descriptor_exhaustion_total") ?? -1,
+                     try await node.metric("sotto_connections_shed_total") ?? -1, lines.first.map(String.init) ?? "no line"))
+        await manager.close(now: 0)
+    }
+
     @Test func connectionsThatOnlySendThePrefaceAreClosedWhenIdle() async throws {
         let node = try await Node(flags: ["--preface-timeout", "2", "--idle-timeout", "3"])
         defer { Task { await node.stop() } }
@@ -202,6 +249,14 @@ enum Proc {
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         // After the command: state is field 3, utime 14 and stime 15 (1-based over the whole line).
         return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+
+    /// Fraction of one core the process used over `seconds`, waiting without blocking a thread.
+    static func cpuFraction(_ pid: Int32, seconds: Double) async -> Double {
+        let before = cpuTicks(pid), start = ContinuousClock.now
+        try? await Task.sleep(for: .seconds(seconds))
+        let elapsed = ContinuousClock.now - start
+        return Double(cpuTicks(pid) - before) / Double(sysconf(Int32(_SC_CLK_TCK))) / max(0.1, elapsed.inSeconds)
     }
 
     /// Fraction of one core the process used over `seconds`.
