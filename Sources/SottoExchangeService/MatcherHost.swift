@@ -33,7 +33,7 @@ public struct ServiceConfiguration: Sendable {
     public static let defaultProjectPublicationBytes = 64 << 20
     /// Work units (frames, and sightings: a report of n sightings counts n) per second that one project's
     /// sessions may send, summed over its keys; nodes sharing a log share it (and each key's rate) by
-    /// reporting what they spend every ``MatcherHost/usageInterval``. Nodes sharing a PostgreSQL must use
+    /// reporting what they spend every half second. Nodes sharing a PostgreSQL must use
     /// the same value.
     public var projectRate: Double = 20_000
     /// Work units one project may send at once above ``projectRate``.
