@@ -276,7 +276,7 @@ struct AdminKey: AsyncParsableCommand {
     }
 
     struct Revoke: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Revoke a key (new sessions with it are refused).")
+        static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Revoke a key: its sessions end within a second (on every node, those waiting to be resumed too) and new ones are refused.")
         @OptionGroup var store: StoreOption
         @Argument(help: "Key id (the part after sotto_, before the second _).") var id: String
         func run() async throws {

@@ -152,6 +152,36 @@ import Testing
         await manager.close(now: 0)
     }
 
+    /// The audit lines at the default log level: a failed authentication (the key's public id, never its
+    /// secret) and a revocation biting on an open session (`sotto admin key revoke` on the running store).
+    @Test func authenticationFailuresAndRevocationsAreAudited() async throws {
+        let node = try await Node(flags: [])
+        defer { Task { await node.stop() } }
+        let wrong = "sotto_0123456789abcdef_notthesecret"
+        let link = try RemoteMatcher(options: .init(endpoint: .tcp(host: "127.0.0.1", port: node.port), apiKey: wrong))
+        let refused = MessageManager(link: link, appID: "abuse-test", lostTimeout: 5)
+        await #expect(throws: (any Error).self) { try await refused.connect(timeout: 10) }
+        await refused.close(now: 0)
+        #expect(await Proc.eventually(5) { node.process.standardError.contains("audit: authentication failed for key 0123456789abcdef from ") },
+                "\(node.process.standardError)")
+        #expect(!node.process.standardError.contains("notthesecret"), "a secret in the log")
+
+        let manager = try await node.manager()
+        let id = String(node.key.split(separator: "_")[1])
+        let store = "sqlite:" + node.directory.appendingPathComponent("exchange.sqlite").path
+        #expect(try Sotto.run(["admin", "key", "revoke", id, "--store", store], timeout: 30).status == 0)
+        #expect(await Proc.eventually(5) { node.process.standardError.contains("audit: API key \(id) revoked: cut off 1 stream here, ended 1 session") },
+                "\(node.process.standardError)")
+        var sessions = try await node.metric("sotto_sessions")
+        for _ in 0..<50 where sessions != 0 {
+            try await Task.sleep(for: .milliseconds(100))
+            sessions = try await node.metric("sotto_sessions")
+        }
+        #expect(sessions == 0, "the revoked key's session ended")
+        #expect(!node.process.standardError.contains(String(node.key.split(separator: "_")[2])), "a secret in the log")
+        await manager.close(now: 0)
+    }
+
     @Test func connectionsThatOnlySendThePrefaceAreClosedWhenIdle() async throws {
         let node = try await Node(flags: ["--preface-timeout", "2", "--idle-timeout", "3"])
         defer { Task { await node.stop() } }
