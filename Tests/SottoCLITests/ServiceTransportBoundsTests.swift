@@ -182,6 +182,26 @@ import Testing
         await manager.close(now: 0)
     }
 
+    /// One source address holds at most its share of connections: 40 silent ones from 127.0.0.2 leave 10
+    /// open (each new one takes the place of its oldest idle one), and a client from 127.0.0.1 is untouched.
+    @Test func oneAddressHoldsAtMostItsConnections() async throws {
+        let node = try await Node(flags: ["--max-connections-per-address", "10", "--preface-timeout", "60", "--idle-timeout", "120"])
+        defer { Task { await node.stop() } }
+        let manager = try await node.manager()  // from 127.0.0.1
+        let flood = Sockets.open(40, port: node.port, from: "127.0.0.2")
+        defer { flood.closeAll() }
+        #expect(flood.count == 40, "opened \(flood.count)")
+        #expect(await Proc.eventually(10) { flood.openCount() <= 10 }, "\(flood.openCount()) connections from 127.0.0.2 still open")
+        #expect(try await node.metric("sotto_connections_shed_total") ?? 0 >= 30)
+        #expect(try await node.metric("sotto_connections") ?? 0 <= 12, "10 from 127.0.0.2, the client's, and this request's")
+        // The client from 127.0.0.1 keeps its session, and a new one from there gets in.
+        #expect(try await node.metric("sotto_sessions") == 1)
+        let another = try await node.manager()
+        #expect(try await node.metric("sotto_sessions") == 2)
+        await another.close(now: 0)
+        await manager.close(now: 0)
+    }
+
     @Test func connectionsThatOnlySendThePrefaceAreClosedWhenIdle() async throws {
         let node = try await Node(flags: ["--preface-timeout", "2", "--idle-timeout", "3"])
         defer { Task { await node.stop() } }
@@ -313,12 +333,22 @@ final class Sockets: Sendable {
 
     var count: Int { descriptors.count }
 
-    /// Opens up to `count` connections (2 s to connect each), sending `bytes` on each.
-    static func open(_ count: Int, port: Int, sending bytes: [UInt8] = []) -> Sockets {
+    /// Opens up to `count` connections (2 s to connect each), sending `bytes` on each; from the loopback
+    /// address `source` if given (any 127.x.y.z is this machine).
+    static func open(_ count: Int, port: Int, sending bytes: [UInt8] = [], from source: String? = nil) -> Sockets {
         var descriptors: [Int32] = []
         for _ in 0..<count {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { break }
+            if let source {
+                var local = sockaddr_in()
+                local.sin_family = sa_family_t(AF_INET)
+                local.sin_addr.s_addr = inet_addr(source)
+                let bound = withUnsafePointer(to: &local) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                guard bound == 0 else { close(fd); break }
+            }
             var timeout = timeval(tv_sec: 2, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var address = sockaddr_in()
