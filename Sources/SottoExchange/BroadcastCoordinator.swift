@@ -2,9 +2,11 @@
 /// gives them turns to broadcast on its clock instead of letting them contend.
 ///
 /// The service learns who hears whom from the sightings it resolves (a listener's session reported another
-/// session's token). Sessions joined by such hearings within ``Rules/memory`` form a room. For each room the
-/// coordinator plans rounds: a round gives one slot of ``Rules/slot`` seconds to every member that still
-/// needs to be heard (a member some other member has not heard within ``Rules/refresh``), newcomers and the
+/// session's token). Sessions joined by such hearings within ``Rules/memory`` form a room. Only the sessions
+/// that ``join(_:frameAirtime:)`` take turns (they broadcast, and their radio can follow a schedule); others
+/// (listen-only devices, older clients) still join rooms by hearing and being heard. For each room the
+/// coordinator plans rounds: a round gives one slot (the member's frame airtime plus ``Rules/slotGuard``) to
+/// every member taking turns that still needs to be heard (a member some other member has not heard within ``Rules/refresh``), newcomers and the
 /// members a newcomer has not heard first, and ends with ``Rules/openGap`` of free band in which devices the
 /// service does not yet place (a newcomer) can be heard through their own listen-before-talk. Members that
 /// every other member heard recently stay quiet: the room slows down once everyone has found everyone and
@@ -18,9 +20,9 @@
 public struct BroadcastCoordinator: Sendable {
     /// How the coordinator plans.
     public struct Rules: Sendable, Hashable, Codable {
-        /// One slot (s): a frame's airtime plus a guard for the clocks' disagreement, the sound's flight across
-        /// the room, device buffers and the room's reverberation.
-        public var slot: Double
+        /// What a slot adds to the member's frame airtime (s): a guard for the delivery of the schedule and the
+        /// clocks' disagreement, the sound's flight across the room, device buffers and the room's reverberation.
+        public var slotGuard: Double
         /// The earliest a round starts after it is planned (s): time for the schedule to reach every device.
         public var lead: Double
         /// Free band at the end of every round (s), in which devices not yet coordinated can be heard.
@@ -34,15 +36,15 @@ public struct BroadcastCoordinator: Sendable {
         public var hold: Double
 
         /// - Parameters:
-        ///   - slot: one frame's airtime plus a guard (s).
+        ///   - slotGuard: what a slot adds to the member's frame airtime (s).
         ///   - lead: the earliest a round starts after it is planned (s).
         ///   - openGap: free band at the end of every round (s).
         ///   - refresh: how long a hearing by every other member spares a member its slot (s).
         ///   - memory: how long a hearing joins two sessions in one room (s).
         ///   - hold: how long members keep following after the planned rounds end (s).
-        public init(slot: Double, lead: Double = 0.3, openGap: Double = 0.5, refresh: Double = 5,
+        public init(slotGuard: Double = 0.08, lead: Double = 0.3, openGap: Double = 0.5, refresh: Double = 5,
                     memory: Double = 10, hold: Double = 2) {
-            self.slot = slot
+            self.slotGuard = slotGuard
             self.lead = lead
             self.openGap = openGap
             self.refresh = refresh
@@ -63,13 +65,15 @@ public struct BroadcastCoordinator: Sendable {
 
     public let rules: Rules
     /// `heard[speaker][listener]`: when `listener` last heard `speaker` (service time, s).
-    private var heard: [SessionID: [SessionID: Double]] = [:]
+    var heard: [SessionID: [SessionID: Double]] = [:]
+    /// The frame airtime of each member that takes turns (s).
+    var airtimes: [SessionID: Double] = [:]
     /// When the last slot planned for each member's room ends (service time, s); the open gap follows it.
-    private var slotsEnd: [SessionID: Double] = [:]
+    var slotsEnd: [SessionID: Double] = [:]
     /// The start of each member's last planned slot (service time, s).
-    private var lastSlot: [SessionID: Double] = [:]
+    var lastSlot: [SessionID: Double] = [:]
     /// Until when each member's room was planned to stay quiet (service time, s): a newcomer ends it early.
-    private var quietUntil: [SessionID: Double] = [:]
+    var quietUntil: [SessionID: Double] = [:]
 
     /// - Parameter rules: how the coordinator plans.
     public init(rules: Rules) { self.rules = rules }
@@ -80,8 +84,22 @@ public struct BroadcastCoordinator: Sendable {
         heard[speaker, default: [:]][listener] = now
     }
 
+    /// `session` broadcasts frames of `frameAirtime` (s) and follows the turns it is given.
+    public mutating func join(_ session: SessionID, frameAirtime: Double) {
+        airtimes[session] = frameAirtime
+    }
+
+    /// `session` no longer takes turns (it still joins rooms by hearing and being heard).
+    public mutating func leave(_ session: SessionID) {
+        airtimes[session] = nil
+    }
+
+    /// Whether `session` takes turns.
+    public func takesTurns(_ session: SessionID) -> Bool { airtimes[session] != nil }
+
     /// `session` ended: it takes no more slots and joins no room.
     public mutating func remove(_ session: SessionID) {
+        airtimes[session] = nil
         heard[session] = nil
         for speaker in Array(heard.keys) {
             heard[speaker]?[session] = nil
@@ -116,7 +134,7 @@ public struct BroadcastCoordinator: Sendable {
 
     /// Plans the rounds due at `now` (service time, s): for every room whose planned round ends within
     /// ``Rules/lead``, the next round; for a room a newcomer joined, slots appended to the round under way.
-    /// Returns the schedules to send, one per member of every room planned.
+    /// Returns the schedules to send, one per member taking turns of every room planned.
     public mutating func tick(now: Double) -> [Schedule] {
         // Hearings older than the memory no longer join anyone.
         for speaker in Array(heard.keys) {
@@ -128,7 +146,7 @@ public struct BroadcastCoordinator: Sendable {
             let planned = room.compactMap { slotsEnd[$0] }.max()
             let roundEnd = planned.map { $0 + rules.openGap } ?? now
             let quiet = room.compactMap { quietUntil[$0] }.max() ?? now
-            let newcomer = room.contains { slotsEnd[$0] == nil && quietUntil[$0] == nil }
+            let newcomer = room.contains { airtimes[$0] != nil && slotsEnd[$0] == nil && quietUntil[$0] == nil }
             let due = roundEnd - now <= rules.lead && quiet - now <= rules.lead
             guard due || newcomer else { continue }
             // A newcomer's slots follow the last one planned, before the open gap: it need not wait a round.
@@ -136,6 +154,7 @@ public struct BroadcastCoordinator: Sendable {
             // Who still needs to be heard, and by how many members; a member whose slot is still to come is
             // heard then.
             let needs: [(session: SessionID, unheard: Int, stale: Int, oldest: Double)] = room.compactMap { speaker in
+                guard airtimes[speaker] != nil else { return nil }
                 if let slot = lastSlot[speaker], slot > now { return nil }
                 let listeners = heard[speaker] ?? [:]
                 var unheard = 0, stale = 0
@@ -155,6 +174,7 @@ public struct BroadcastCoordinator: Sendable {
                 let quietEnd = max(next, start, roundEnd)
                 for member in room {
                     quietUntil[member] = quietEnd
+                    guard airtimes[member] != nil else { continue }
                     schedules.append(Schedule(session: member, slots: [], until: quietEnd + rules.hold))
                 }
                 continue
@@ -166,15 +186,16 @@ public struct BroadcastCoordinator: Sendable {
                 return $0.session.value < $1.session.value
             }
             var slots: [SessionID: [Double]] = [:]
-            for (i, need) in order.enumerated() {
-                let slot = start + Double(i) * rules.slot
-                slots[need.session] = [slot]
-                lastSlot[need.session] = slot
+            var end = start
+            for need in order {
+                slots[need.session] = [end]
+                lastSlot[need.session] = end
+                end += (airtimes[need.session] ?? 0) + rules.slotGuard
             }
-            let end = start + Double(order.count) * rules.slot
             for member in room {
                 slotsEnd[member] = end
                 quietUntil[member] = nil
+                guard airtimes[member] != nil else { continue }
                 schedules.append(Schedule(session: member, slots: slots[member] ?? [], until: end + rules.openGap + rules.hold))
             }
         }

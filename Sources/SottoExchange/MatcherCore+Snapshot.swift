@@ -41,7 +41,7 @@ public enum MatcherSnapshotError: Error, Sendable, Hashable, CustomStringConvert
 extension MatcherCore {
     /// The snapshot format this build writes and reads. Bump it on any change to what is encoded (or how):
     /// a snapshot of another format is then refused with ``MatcherSnapshotError/unsupportedVersion(found:supported:)``.
-    public static let snapshotFormatVersion: UInt32 = 2
+    public static let snapshotFormatVersion: UInt32 = 3
     /// First bytes of every snapshot.
     static let snapshotMagic: [UInt8] = Array("SMCS".utf8)
     /// Header size (bytes): magic, format version, state length, checksum.
@@ -76,6 +76,7 @@ extension MatcherCore {
         writer.write(Array(matchingDeadlines.unordered))
         writer.write(Array(tokenDeadlines.unordered))
         writer.write(deadlineSequence)
+        writer.write(turns)
 
         var header: [UInt8] = []
         Self.append(Self.snapshotFormatVersion, to: &header)
@@ -128,6 +129,7 @@ extension MatcherCore {
         matchingDeadlines = Heap(matching)
         tokenDeadlines = Heap(token)
         deadlineSequence = try reader.read()
+        turns = try reader.read()
         recountPublicationBytes()
         guard reader.remaining == 0 else { throw .corrupt("\(reader.remaining) bytes after the state") }
     }
@@ -156,6 +158,32 @@ extension MatcherCore {
 }
 
 // MARK: Encoding of the state's types (fields in declaration order; enum tags in case order)
+
+/// The turns are part of the replicated state: every replica of a cluster, restored or not, plans the same
+/// rounds for the same hearings.
+extension BroadcastCoordinator: SnapshotCodable {
+    package func write(to writer: inout SnapshotWriter) {
+        for value in [rules.slotGuard, rules.lead, rules.openGap, rules.refresh, rules.memory, rules.hold] { writer.write(value) }
+        writer.write(heard)
+        writer.write(airtimes)
+        writer.write(slotsEnd)
+        writer.write(lastSlot)
+        writer.write(quietUntil)
+    }
+
+    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
+        var values: [Double] = []
+        for _ in 0..<6 { values.append(try reader.read(Double.self)) }
+        guard values.allSatisfy({ $0.isFinite && $0 >= 0 }) else { throw .corrupt("the turns' rules \(values)") }
+        self.init(rules: Rules(slotGuard: values[0], lead: values[1], openGap: values[2], refresh: values[3],
+                               memory: values[4], hold: values[5]))
+        heard = try reader.read()
+        airtimes = try reader.read()
+        slotsEnd = try reader.read()
+        lastSlot = try reader.read()
+        quietUntil = try reader.read()
+    }
+}
 
 extension SessionID: SnapshotCodable {
     package func write(to writer: inout SnapshotWriter) { writer.write(value) }

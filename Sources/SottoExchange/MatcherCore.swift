@@ -43,6 +43,10 @@ public enum MatcherInput: Sendable {
     case registerBeacon(id: [UInt8], appID: String, attachments: [Message], publicVisibility: Bool, rotation: BeaconRotation?)
     /// `observer` decoded a frame carrying `payload`, with this SNR (dB) and received level (dBFS).
     case observe(SessionID, Payload, snr: Double, level: Double)
+    /// The session's radio follows the matcher's turns (``MatcherCore/turns``), with token frames of
+    /// `frameAirtime` (s); 0: no longer. Ignored for a session that does not broadcast, or when the matcher plans
+    /// no turns.
+    case takeTurns(SessionID, frameAirtime: Double)
     /// Time passes: expiries and lost timeouts.
     case tick
 }
@@ -61,6 +65,9 @@ public enum MatcherEvent: Sendable, Hashable {
     case expired(SessionID, OperationID)
     /// The observer heard a token that resolves to nothing: it should stop reporting it for a while.
     case invalidToken(SessionID, [UInt8])
+    /// The session's turns (``BroadcastCoordinator``): start a token frame at each of `slotOffsets` (s after
+    /// the input that made this event), nothing else for `followFor` (s), then the session's own rules again.
+    case broadcastTurns(SessionID, slotOffsets: [Double], followFor: Double)
 }
 
 /// The matcher: a pure state machine (inputs and the current time in, events out; no clock, no I/O),
@@ -97,6 +104,10 @@ public struct MatcherCore: Sendable {
     /// supported only by edges this loud, and an earshot publication is offered only over them. The edge's
     /// SNR is the louder direction's, smoothed over its sightings.
     public var earshotSNR = MatcherCore.defaultEarshotSNR
+    /// The turns the matcher gives sessions that hear each other and ``MatcherInput/takeTurns(_:frameAirtime:)``;
+    /// nil (the default): none, every device keeps its own sender's rules. Planned on ticks; part of snapshots,
+    /// so that every replica of a cluster plans alike.
+    public var turns: BroadcastCoordinator?
 
     var generator: any RandomNumberGenerator & Sendable
     /// The Unix time (s) of the last input that gave one.
@@ -155,6 +166,7 @@ public struct MatcherCore: Sendable {
             // Reopening an existing ID replaces the session: its operations go (others lose its messages),
             // its edges stay.
             if sessions[id] != nil { markPeers(of: id, in: &work) }
+            turns?.remove(id)
             uncountPublications(of: id)
             sessions[id] = Session(appID: appID, broadcasts: broadcasts)
             if broadcasts { events += issueToken(for: id, now: now) }
@@ -203,9 +215,22 @@ public struct MatcherCore: Sendable {
                 source = .session(owner.session)
             }
             recordSighting(by: observer, of: source, snr: snr, level: level, now: now, work: &work)
+        case .takeTurns(let id, let airtime):
+            guard sessions[id]?.broadcasts == true, airtime > 0, airtime.isFinite else {
+                turns?.leave(id)
+                break
+            }
+            turns?.join(id, frameAirtime: airtime)
         case .tick:
             events += rotateTokens(now: now)
             sweepSightings(now: now, work: &work)
+            if var planner = turns {
+                for schedule in planner.tick(now: now) where sessions[schedule.session] != nil {
+                    events.append(.broadcastTurns(schedule.session, slotOffsets: schedule.slots.map { $0 - now },
+                                                  followFor: schedule.until - now))
+                }
+                turns = planner
+            }
         }
         events += handleDueDeadlines(now: now, work: &work)
         events += reconcile(work, now: now)
@@ -252,6 +277,7 @@ public struct MatcherCore: Sendable {
         markPeers(of: id, in: &work)
         uncountPublications(of: id)
         sessions[id] = nil
+        turns?.remove(id)
         if let heard = sightings.removeValue(forKey: id) {
             for source in heard.keys {
                 hearers[source]?.remove(id)
@@ -305,6 +331,7 @@ public struct MatcherCore: Sendable {
         let smoothedLevel = previous.map { 0.7 * $0.level + 0.3 * level } ?? level
         sightings[observer, default: [:]][source] = Sighting(last: now, snr: smoothed, level: smoothedLevel)
         if held == nil { hearers[source, default: []].insert(observer) }
+        if case .session(let speaker) = source { turns?.heard(speaker: speaker, by: observer, at: now) }
 
         var lostTimeouts: [Double] = []
         for (op, subscription) in sessions[observer]?.subscriptions ?? [:] {

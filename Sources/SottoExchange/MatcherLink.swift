@@ -6,6 +6,9 @@ public enum MatcherRequest: Sendable, Hashable {
     case unsubscribe(OperationID)
     /// Frames the session's modem decoded.
     case observe([Sighting])
+    /// The session's radio follows the matcher's turns for its token frames, which last `frameAirtime` (s);
+    /// 0: no longer.
+    case takeTurns(frameAirtime: Double)
 }
 
 /// One decoded frame as reported to a matcher: the payload, its in-band SNR (dB) and received level (dBFS).
@@ -40,6 +43,10 @@ public enum MatcherNotice: Sendable, Hashable {
     case connected(resumed: Bool)
     /// The link is down and reconnecting; operations are re-established when it is back.
     case disconnected(reason: String)
+    /// The matcher's turns for this session's token frames: start one at each of `slotOffsets` (s after the
+    /// notice was made; the delay of its delivery comes out of the slot's guard), nothing else for `followFor`
+    /// (s), then the sender's own rules again.
+    case turns(slotOffsets: [Double], followFor: Double)
     /// The link gave up for good (a wrong API key, a session quota): nothing more will come.
     case failed(ExchangeError)
 }
@@ -110,6 +117,8 @@ public actor LocalMatcher {
             for sighting in sightings {
                 route(core.handle(.observe(session, sighting.payload, snr: sighting.snr, level: sighting.level), now: now))
             }
+        case .takeTurns(let airtime):
+            route(core.handle(.takeTurns(session, frameAirtime: airtime), now: now))
         }
     }
 
@@ -145,6 +154,7 @@ extension MatcherEvent {
         case .signalChanged(let s, let op, let message, let snr, let level): return (s, .signalChanged(op, message, snr: snr, level: level))
         case .expired(let s, let op): return (s, .expired(op))
         case .invalidToken(let s, let token): return (s, .invalidToken(token))
+        case .broadcastTurns(let s, let offsets, let follow): return (s, .turns(slotOffsets: offsets, followFor: follow))
         }
     }
 }

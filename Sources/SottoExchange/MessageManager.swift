@@ -119,6 +119,8 @@ public actor MessageManager {
     private let started = ContinuousClock.now
     /// Called when the link to a matcher service goes down, comes back or fails for good (with a link only).
     private var connectionHandler: (@Sendable (MatcherNotice) -> Void)?
+    /// Called with the matcher's turns for this session's token frames (the radio follows them).
+    private var turnsHandler: (@Sendable (_ slotOffsets: [Double], _ followFor: Double) -> Void)?
 
     /// An embedded manager with its own matcher core.
     /// - Parameters:
@@ -208,6 +210,13 @@ public actor MessageManager {
 
     private var clock: Double {
         return (ContinuousClock.now - started).inSeconds
+    }
+
+    /// Sets what receives the matcher's turns for this session's token frames: the offsets of the slots and
+    /// how long to follow them (s after the notice was made). The radio that plays the token sets it.
+    /// - Parameter handler: called on the manager's executor for every turns notice; nil: turns are ignored.
+    public func setTurnsHandler(_ handler: (@Sendable (_ slotOffsets: [Double], _ followFor: Double) -> Void)?) {
+        turnsHandler = handler
     }
 
     /// Switches debug logging at run time (also on with SOTTO_DEBUG=1).
@@ -397,6 +406,20 @@ public actor MessageManager {
         }
     }
 
+    /// Tells the matcher that this session's radio follows its turns (``setTurnsHandler(_:)``) for token frames
+    /// of `frameAirtime` (s); 0: no longer. A matcher that plans no turns ignores it.
+    /// - Parameter frameAirtime: the airtime of one token frame as the radio plays it (s).
+    public func takeTurns(frameAirtime: Double) async {
+        switch backend {
+        case .embedded(var core):
+            let events = core.handle(.takeTurns(session, frameAirtime: frameAirtime), now: lastNow)
+            backend = .embedded(core)
+            apply(events)
+        case .linked(let link):
+            await link.send(.takeTurns(frameAirtime: frameAirtime))
+        }
+    }
+
     /// Lets time pass to `now`: TTL expiry, lost timeouts, token rotation (embedded; a linked matcher keeps
     /// its own time).
     public func tick(now: Double) {
@@ -523,6 +546,8 @@ public actor MessageManager {
             connected = false
             for op in Array(pendingAccepts.keys) { resolveAccept(op, with: nil) }
             if !closing { connectionHandler?(notice) }
+        case .turns(let offsets, let follow):
+            turnsHandler?(offsets, follow)
         case .failed(let error):
             connected = false
             linkFailure = error

@@ -88,6 +88,8 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         var closed = false
         /// Operations ended while the link was down: the resumed session still has them.
         var endedWhileDown: [MatcherRequest] = []
+        /// The session's last TakeTurns (sent again on a new session); nil: none, or it stopped.
+        var takeTurns: MatcherRequest?
         /// When a frame was last sent (heartbeats only fill silences).
         var lastSent = ContinuousClock.now
     }
@@ -151,6 +153,8 @@ public final class RemoteMatcher: MatcherLink, Sendable {
                 if !state.welcomed && wasLive { state.endedWhileDown.append(request) }
             case .observe:
                 break
+            case .takeTurns(let airtime):
+                state.takeTurns = airtime > 0 ? request : nil
             }
             // While not welcomed, operations wait to be sent with the others; sightings are dropped.
             if state.welcomed {
@@ -296,6 +300,7 @@ public final class RemoteMatcher: MatcherLink, Sendable {
             if welcome.resumed { for request in state.endedWhileDown { writer.yield(ClientFrame(request)) } }
             state.endedWhileDown = []
             for (_, request) in state.operations { writer.yield(ClientFrame(request)) }
+            if let turns = state.takeTurns { writer.yield(ClientFrame(turns)) }
         }
     }
 }

@@ -37,6 +37,11 @@ public final class AudioRadio: @unchecked Sendable {
     private let rules: TransmitScheduler.Rules?
     /// The sender's rules of each frame broadcast now, fed by the capture thread.
     private var accesses: [MediumAccess] = []
+    /// The sender's rules of the session's token frame, which follow the matcher's turns; nil while no token
+    /// is broadcast on the sender's rules.
+    private var tokenAccess: MediumAccess?
+    /// The airtime (s) this radio last told the manager its token frames take for the matcher's turns (0: none).
+    private var turnsAirtime = 0.0
     private let lock = NSLock()
     private var listener: Listener?
     private var broadcasters: [Broadcaster] = []
@@ -88,6 +93,11 @@ public final class AudioRadio: @unchecked Sendable {
     public func start() throws(AudioDeviceError) {
         try startListening()
         ticker = Task.detached { [weak self] in
+            // The matcher's turns for the token frame, if it gives any (a service that coordinates the room).
+            await self?.manager.setTurnsHandler { [weak self] offsets, follow in
+                guard let self, let access = self.lock.withLock({ self.tokenAccess }) else { return }
+                access.follow(slotOffsets: offsets, followFor: follow)
+            }
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(200))
                 guard let self else { return }
@@ -166,9 +176,10 @@ public final class AudioRadio: @unchecked Sendable {
         let current = lock.withLock { planned }
         guard plan != current else { return }
         let old = lock.withLock { () -> [Broadcaster] in
-            defer { broadcasters = []; accesses = []; planned = plan }
+            defer { broadcasters = []; accesses = []; tokenAccess = nil; planned = plan }
             return broadcasters
         }
+        var tokenAirtime = 0.0
         let ownFrames = Set(plan.map(\.frameBytes))
         for broadcaster in old { broadcaster.stop() }
         for payload in plan {
@@ -196,7 +207,11 @@ public final class AudioRadio: @unchecked Sendable {
                 }
                 if let rules {
                     let access = MediumAccess(rules: rules, airtime: broadcaster.airtime, ownFrames: ownFrames)
-                    lock.withLock { accesses.append(access) }
+                    lock.withLock {
+                        accesses.append(access)
+                        if isToken { tokenAccess = access }
+                    }
+                    if isToken { tokenAirtime = broadcaster.airtime }
                     broadcaster.start(access: access, onSent: onSent, onStatus: onStatus, onEnd: onEnd)
                 } else {
                     broadcaster.start(interval: interval, jitter: jitter, generator: SystemRandomNumberGenerator(),
@@ -208,6 +223,11 @@ public final class AudioRadio: @unchecked Sendable {
             } catch {
                 onDeviceError?(.other("\(error)"))
             }
+        }
+        // The matcher's turns are for the token frame as this radio plays it: say so when that changes.
+        if tokenAirtime != lock.withLock({ turnsAirtime }) {
+            lock.withLock { turnsAirtime = tokenAirtime }
+            await manager.takeTurns(frameAirtime: tokenAirtime)
         }
     }
 

@@ -23,6 +23,10 @@ public struct ServiceConfiguration: Sendable {
     public var tokenLength = 8
     public var rotationInterval: Double = 900
     public var rotationGrace: Double = 10
+    /// How the matcher gives turns to sessions that hear each other and gave their frame airtime in Hello
+    /// (`BroadcastCoordinator`); nil: no turns, every device keeps its own sender's rules. Every node of a
+    /// cluster must use the same.
+    public var broadcastTurns: BroadcastCoordinator.Rules? = BroadcastCoordinator.Rules()
     /// How often the beacon registry is checked for changes (s).
     public var registryPollInterval: Double = 1
     /// Most bytes the live publications of one project may hold (namespaces, types and contents), over all
@@ -67,7 +71,8 @@ public struct ServiceConfiguration: Sendable {
 
     var timings: ReplicaTimings {
         ReplicaTimings(sessionGrace: sessionGrace, heartbeatInterval: heartbeatInterval, defaultLostTimeout: defaultLostTimeout,
-                       nodeTimeout: nodeTimeout, outageGap: outageGap, projectPublicationBytes: projectPublicationBytes)
+                       nodeTimeout: nodeTimeout, outageGap: outageGap, projectPublicationBytes: projectPublicationBytes,
+                       broadcastTurns: broadcastTurns)
     }
 }
 

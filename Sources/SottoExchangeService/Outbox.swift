@@ -81,6 +81,7 @@ public final class Outbox: Sendable {
         case .welcome(let body): return frameOverhead + body.sessionID.utf8.count + body.project.utf8.count + body.resumeSecret.count
         case .token(let body): return frameOverhead + body.token.count
         case .tokenStatus(let body): return frameOverhead + body.token.count
+        case .turns(let body): return frameOverhead + 4 * body.slotOffsetsMs.count
         case .expired, .none: return frameOverhead
         }
     }

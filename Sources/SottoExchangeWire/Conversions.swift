@@ -273,6 +273,11 @@ extension ServerFrame {
             kind = .opStatus(.accepted(UInt32(clamping: op.value), visible: visible))
         case .rejected(let op, let error):
             kind = .opStatus(.rejected(UInt32(clamping: op.value), error))
+        case .turns(let offsets, let follow):
+            var body = Sotto_Exchange_V1_BroadcastTurns()
+            body.slotOffsetsMs = offsets.map { UInt32(clamping: Int(($0 * 1000).rounded())) }
+            body.followMs = UInt32(clamping: Int((follow * 1000).rounded()))
+            kind = .turns(body)
         case .connected, .disconnected, .failed:
             break  // the link's own state, never sent
         }
@@ -294,6 +299,8 @@ extension ServerFrame {
             case .rejected: return .rejected(OperationID(Int(body.opID)), body.wireError.exchangeError)
             case .ended, .UNRECOGNIZED: return nil
             }
+        case .turns(let body):
+            return .turns(slotOffsets: body.slotOffsetsMs.map { Double($0) / 1000 }, followFor: Double(body.followMs) / 1000)
         case .welcome, .error, .none: return nil
         }
     }
@@ -335,6 +342,10 @@ extension ClientFrame {
                 return wire
             }
             kind = .observe(body)
+        case .takeTurns(let airtime):
+            var body = Sotto_Exchange_V1_TakeTurns()
+            body.frameAirtimeMs = airtime.isFinite ? UInt32(clamping: Int((max(0, airtime) * 1000).rounded(.up))) : 0
+            kind = .takeTurns(body)
         }
     }
 }

@@ -66,6 +66,21 @@ public final class MediumAccess: @unchecked Sendable {
         lock.withLock { scheduler.heard(frame, at: now) }
     }
 
+    /// Follows the matcher's turns: start the frame at each of `slotOffsets` (s from now) and at no other time
+    /// for `followFor` (s from now), then the sender's own rules again (`TransmitScheduler.follow`).
+    /// - Parameters:
+    ///   - slotOffsets: starts of the frame's slots (s from now).
+    ///   - followFor: how long to follow them (s from now).
+    public func follow(slotOffsets: [Double], followFor: Double) {
+        lock.withLock {
+            let time = now
+            scheduler.follow(slots: slotOffsets.map { time + $0 }, until: time + followFor, now: time)
+        }
+    }
+
+    /// Whether the sender follows the matcher's turns now.
+    public var isFollowing: Bool { lock.withLock { scheduler.isFollowing } }
+
     /// Whether to start the frame now (from the playback thread, once per device period). Without any
     /// captured audio yet, the band counts as idle since sensing cannot say otherwise.
     public func shouldTransmit() -> Bool {

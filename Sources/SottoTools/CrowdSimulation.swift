@@ -168,7 +168,11 @@ public struct CrowdSimulation: Sendable {
         var schedulers = (0..<n).map {
             TransmitScheduler(rules: c.rules, airtime: airtime, start: starts[$0], seed: c.seed &+ UInt64($0) &* 7919)
         }
-        var coordinator = c.coordinated ? BroadcastCoordinator(rules: .init(slot: airtime + c.slotGuard)) : nil
+        // The matcher's turns, as `sotto serve` plans them: every device's radio follows them.
+        if c.coordinated {
+            core.turns = BroadcastCoordinator(rules: .init(slotGuard: c.slotGuard))
+            for d in 0..<n { _ = core.handle(.takeTurns(SessionID("\(d)"), frameAirtime: airtime), now: 0) }
+        }
         let clockErrors = (0..<n).map { _ in (2 * random.uniform() - 1) * c.clockError }
 
         // Noise at each listener: its mean received power from the others (direct path), `snrDB` above.
@@ -205,11 +209,18 @@ public struct CrowdSimulation: Sendable {
         var noise = SeededRandom(seed: c.seed ^ 0xA0_15E)
         var block = [Float](repeating: 0, count: period)
         var nextTick = 0.0
-        var nextPlan = 0.0
         var published = Array(repeating: false, count: n)
 
+        // Each device plays a frame one period after deciding, so it decides one period before its slot; its
+        // clock is off the service's by its own error.
+        let ahead = Double(period) / rate
         func handle(_ events: [MatcherEvent], at now: Double) {
             for event in events {
+                if case .broadcastTurns(let session, let offsets, let follow) = event, let d = Int(session.value) {
+                    schedulers[d].follow(slots: offsets.map { now + $0 + clockErrors[d] - ahead },
+                                         until: now + follow + clockErrors[d], now: now)
+                    continue
+                }
                 guard case .found(let subscriber, _, let message) = event,
                       let listener = Int(subscriber.value),
                       let speaker = Int(String(decoding: message.content, as: UTF8.self).dropFirst(7)) else { continue }
@@ -269,7 +280,6 @@ public struct CrowdSimulation: Sendable {
                     result.framesHeard += 1
                     result.hearings.append(.init(listener: to, speaker: speaker, time: heardAt))
                     schedulers[to].heard(frame.token, at: heardAt)
-                    coordinator?.heard(speaker: SessionID("\(speaker)"), by: SessionID("\(to)"), at: heardAt)
                     if firstHeard[to][speaker] == nil {
                         firstHeard[to][speaker] = heardAt - max(starts[to], starts[speaker])
                     }
@@ -279,20 +289,9 @@ public struct CrowdSimulation: Sendable {
                 }
             }
             if now >= nextTick {
+                // The service ticks its core every coordinator tick (0.1 s); an embedded one every 0.2 s.
                 handle(core.handle(.tick, now: now), at: now)
-                nextTick = now + 0.2
-            }
-            if now >= nextPlan, var planner = coordinator {
-                // Each device plays a frame one period after deciding, so it decides one period before its slot;
-                // its clock is off the service's by its own error.
-                let ahead = Double(period) / rate
-                for schedule in planner.tick(now: now) {
-                    guard let d = Int(schedule.session.value) else { continue }
-                    schedulers[d].follow(slots: schedule.slots.map { $0 + clockErrors[d] - ahead },
-                                         until: schedule.until + clockErrors[d], now: now)
-                }
-                coordinator = planner
-                nextPlan = now + c.coordinatorTick
+                nextTick = now + (c.coordinated ? c.coordinatorTick : 0.2)
             }
         }
         result.firstHeard = firstHeard

@@ -96,6 +96,10 @@ struct Serve: AsyncParsableCommand {
     var projectPublicationBytes: Int = ServiceConfiguration.defaultProjectPublicationBytes
     @Option(parsing: .unconditional, help: .hidden) var clockSkew: Double = 0
     @OptionGroup(title: "Transport bounds") var transport: TransportOptions
+    @Flag(inversion: .prefixedNo, help: ArgumentHelp(
+        "Give sessions that hear each other turns to broadcast in (those whose radio asks for them).",
+        discussion: "Every node of a shared store must agree. Without turns each device keeps its own sender's rules."))
+    var broadcastTurns = true
     @Flag(help: "Log every session.") var verbose = false
 
     func validate() throws {
@@ -135,6 +139,7 @@ struct Serve: AsyncParsableCommand {
         configuration.projectRate = projectRate
         configuration.projectBurst = projectBurst
         configuration.projectPublicationBytes = projectPublicationBytes
+        if !broadcastTurns { configuration.broadcastTurns = nil }
         var logger = Logger(label: "sotto.serve")
         logger.logLevel = verbose ? .debug : .notice
         let exchangeStore = try await store.open(service: true)

@@ -18,6 +18,8 @@ import SottoExchangeRadio
         pcm.sotto_radio_playback { type file; slave.pcm "sotto_radio_null"; file "/dev/null"; format "raw" }
         pcm.sotto_radio_lbt_capture { type sottofault; rate 48000; infile "\(url.path)/lbt-in.raw" }
         pcm.sotto_radio_lbt_playback { type sottofault; rate 48000; outfile "\(url.path)/lbt-out.raw" }
+        pcm.sotto_radio_turns_capture { type sottofault; rate 48000; infile "\(url.path)/turns-in.raw" }
+        pcm.sotto_radio_turns_playback { type sottofault; rate 48000; outfile "\(url.path)/turns-out.raw" }
         """
         // ALSA keeps one configuration per process, and the live-audio suites of another test target run in
         // this process at the same time: every in-process suite sets the same list of files (see
@@ -120,6 +122,61 @@ import SottoExchangeRadio
         #expect(!frames.isEmpty)
         #expect(frames.allSatisfy { !busyWindow.contains($0.startTime) }, "frames started at \(frames.map(\.startTime)), busy \(busyWindow)")
         #expect(frames.contains { $0.startTime > busyWindow.upperBound })
+    }
+
+    /// The matcher's turns reach the sound card: a radio whose session takes turns (it says so itself, with its
+    /// frame's airtime) plays on its own rules until the matcher puts it in a room where everyone heard
+    /// everyone; then it stays quiet, as the matcher's schedule says, while the hearings keep coming; and
+    /// plays again in the slot it is given once they stop.
+    @Test func theRadioFollowsTheMatchersTurns() async throws {
+        let rate = 48_000.0
+        var rng = SystemRandomNumberGenerator()
+        try Self.writeCapture((0..<Int(16 * rate)).map { _ in Float.random(in: -0.001...0.001, using: &rng) }, name: "turns-in.raw")
+        let out = Self.directory.appendingPathComponent("turns-out.raw")
+        try? FileManager.default.removeItem(at: out)
+        var core = MatcherCore()
+        core.turns = BroadcastCoordinator(rules: .init())
+        let matcher = LocalMatcher(core: core)
+        let manager = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
+        let other = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
+        let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_radio_turns_capture"),
+                               playback: PCMConfiguration(device: "sotto_radio_turns_playback"))
+        let started = Date()
+        func elapsed() -> Double { Date().timeIntervalSince(started) }
+        try radio.start()
+        let subscription = try await manager.subscribe(now: 0)
+        let otherSubscription = try await other.subscribe(now: 0)
+        let otherToken = try #require(await other.token)
+        // Own rules first: 2.5 s without hearings.
+        while elapsed() < 2.5 { try await Task.sleep(for: .milliseconds(50)) }
+        let token = try #require(await manager.token)
+        // Then the two hear each other every half second until 9 s: one room, everyone heard, quiet.
+        let quietFrom = elapsed()
+        while elapsed() < 9 {
+            await other.heard(frame: Payload.token(token).frameBytes, snr: 20, level: -30, now: 0)
+            await manager.heard(frame: Payload.token(otherToken).frameBytes, snr: 20, level: -30, now: 0)
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let quietUntil = elapsed()
+        // Then nothing is heard: within the refresh (5 s) the matcher gives the radio a slot again.
+        while elapsed() < 15 { try await Task.sleep(for: .milliseconds(50)) }
+        let stoppedAt = elapsed()
+        await subscription.cancel()
+        await otherSubscription.cancel()
+        await radio.stop()
+        await other.close(now: 0)
+        let data = try Data(contentsOf: out)
+        let played = data.withUnsafeBytes { raw in raw.bindMemory(to: Int16.self).map { Float(Int16(littleEndian: $0)) / 32_768 } }
+        let own = Payload.token(token).frameBytes
+        let starts = try StreamingDecoder.decode(played, sampleRate: rate).filter { $0.token == own }.map(\.startTime)
+        // Playback is paced from its opening, which lags the start by about the time run less the audio played.
+        let delay = max(0, stoppedAt - Double(played.count) / rate)
+        // Quiet: from 2 s after the first mutual hearings (a frame on the air finishes; the schedule needs a tick,
+        // more on a loaded machine) until the hearings stop, nothing starts (on its own rules: about 4 frames).
+        let quiet = (quietFrom + 2 - delay)...(quietUntil - delay)
+        #expect(starts.contains { $0 < quiet.lowerBound }, "own rules before: \(starts)")
+        #expect(!starts.contains { quiet.contains($0) }, "frames at \(starts) in the quiet \(quiet)")
+        #expect(starts.contains { $0 > quiet.upperBound }, "a slot after: \(starts)")
     }
 
     @Test func missingDevicesAreReportedWithTheirKind() async throws {

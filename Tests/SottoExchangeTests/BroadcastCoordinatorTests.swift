@@ -4,11 +4,17 @@ import Testing
 /// The matcher's turns for sessions that hear each other: rooms from hearings, rounds that give the unheard
 /// a slot first, quiet once everyone heard everyone, faster again when a newcomer appears.
 @Suite struct BroadcastCoordinatorTests {
-    let rules = BroadcastCoordinator.Rules(slot: 0.6, lead: 0.3, openGap: 0.5, refresh: 5, memory: 10, hold: 2)
+    let rules = BroadcastCoordinator.Rules(slotGuard: 0.08, lead: 0.3, openGap: 0.5, refresh: 5, memory: 10, hold: 2)
     func s(_ i: Int) -> SessionID { SessionID("s\(i)") }
+    /// A coordinator whose sessions s0...s12 take turns with frames of 0.52 s (slots of 0.6 s).
+    func joined() -> BroadcastCoordinator {
+        var coordinator = BroadcastCoordinator(rules: rules)
+        for i in 0...12 { coordinator.join(s(i), frameAirtime: 0.52) }
+        return coordinator
+    }
 
     @Test func sessionsJoinedByHearingsFormRoomsAndHearingsAreForgotten() {
-        var coordinator = BroadcastCoordinator(rules: rules)
+        var coordinator = joined()
         coordinator.heard(speaker: s(1), by: s(2), at: 0)
         coordinator.heard(speaker: s(3), by: s(2), at: 1)
         coordinator.heard(speaker: s(4), by: s(5), at: 2)
@@ -22,7 +28,7 @@ import Testing
     }
 
     @Test func aRoundGivesTheUnheardTheirSlotsFirstEachOnceAndThenQuietensTheRoom() {
-        var coordinator = BroadcastCoordinator(rules: rules)
+        var coordinator = joined()
         // s1 was heard by s2 and s3; s2 and s3 by nobody yet.
         coordinator.heard(speaker: s(1), by: s(2), at: 1)
         coordinator.heard(speaker: s(1), by: s(3), at: 1)
@@ -49,7 +55,7 @@ import Testing
     }
 
     @Test func aNewcomerBringsEveryoneBackWithItselfFirst() {
-        var coordinator = BroadcastCoordinator(rules: rules)
+        var coordinator = joined()
         for a in 1...3 { for b in 1...3 where a != b { coordinator.heard(speaker: s(a), by: s(b), at: 1) } }
         #expect(coordinator.tick(now: 1.1).allSatisfy { $0.slots.isEmpty })
         // s4 heard s1 only: the room is planned again at once, not when it was to stop being quiet (6 s).
@@ -62,7 +68,7 @@ import Testing
     }
 
     @Test func aNewcomerDuringARoundIsAppendedToItAndMembersStillToComeAreNotRepeated() {
-        var coordinator = BroadcastCoordinator(rules: rules)
+        var coordinator = joined()
         for i in 2...5 { coordinator.heard(speaker: s(1), by: s(i), at: 1) }
         let round = coordinator.tick(now: 1)  // s2...s5 unheard: slots at 1.3, 1.9, 2.5, 3.1
         let planned = round.flatMap(\.slots).sorted()
@@ -81,7 +87,7 @@ import Testing
     /// A minute of random hearings among twelve sessions kept in one room: its slots never overlap, within a
     /// round or across rounds.
     @Test func slotsOfOneRoomNeverOverlap() {
-        var coordinator = BroadcastCoordinator(rules: rules)
+        var coordinator = joined()
         var slots: [Double] = []
         var generator = SystemRandomNumberGenerator()
         var now = 0.0
@@ -99,5 +105,30 @@ import Testing
         slots.sort()
         #expect(slots.count > 20)
         #expect(zip(slots.dropFirst(), slots).allSatisfy { $0 - $1 >= 0.6 - 1e-9 })
+    }
+
+    /// Only sessions that take turns get slots and schedules; the others still join rooms (a listen-only device
+    /// that hears two broadcasters puts them in one room), and slots follow each member's own airtime.
+    @Test func onlySessionsTakingTurnsGetSlotsEachAsLongAsItsFrame() {
+        var coordinator = BroadcastCoordinator(rules: rules)
+        coordinator.join(s(1), frameAirtime: 0.32)
+        coordinator.join(s(2), frameAirtime: 0.72)
+        // s3 listens only (or is an older client): it hears s1 and s2, and s1 hears s3's token.
+        coordinator.heard(speaker: s(1), by: s(3), at: 1)
+        coordinator.heard(speaker: s(2), by: s(3), at: 1)
+        coordinator.heard(speaker: s(3), by: s(1), at: 1)
+        #expect(coordinator.rooms(at: 1) == [[s(1), s(2), s(3)]])
+        let round = coordinator.tick(now: 1)
+        #expect(Set(round.map(\.session)) == [s(1), s(2)])
+        let starts = round.flatMap { schedule in schedule.slots.map { (schedule.session, $0) } }.sorted { $0.1 < $1.1 }
+        #expect(starts.map(\.0) == [s(1), s(2)] || starts.map(\.0) == [s(2), s(1)])
+        // The second slot starts one airtime of the first plus the guard later.
+        let firstAirtime = starts[0].0 == s(1) ? 0.32 : 0.72
+        #expect(abs(starts[1].1 - starts[0].1 - (firstAirtime + 0.08)) < 1e-9)
+        // s2 stops taking turns: it no longer gets slots, s1 still does.
+        coordinator.leave(s(2))
+        #expect(!coordinator.takesTurns(s(2)) && coordinator.takesTurns(s(1)))
+        let later = coordinator.tick(now: 6.5)
+        #expect(!later.contains { $0.session == s(2) })
     }
 }

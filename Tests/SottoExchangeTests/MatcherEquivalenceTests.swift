@@ -199,7 +199,7 @@ func eventsByOperation(_ events: [MatcherEvent]) -> [String: [MatcherEvent]] {
         switch event {
         case .found(let s, let op, _), .lost(let s, let op, _), .signalChanged(let s, let op, _, _, _), .expired(let s, let op):
             result["\(s)/\(op.value)", default: []].append(event)
-        case .broadcastToken, .invalidToken: break
+        case .broadcastToken, .invalidToken, .broadcastTurns: break
         }
     }
     return result
@@ -505,6 +505,7 @@ struct ReferenceMatcher {
             let smoothed = previous.map { 0.7 * $0.snr + 0.3 * snr } ?? snr
             let smoothedLevel = previous.map { 0.7 * $0.level + 0.3 * level } ?? level
             sightings[observer, default: [:]][source] = Sighting(last: now, snr: smoothed, level: smoothedLevel)
+        case .takeTurns: break  // turns are not matching: the reference has none
         case .tick:
             events += rotateTokens(now: now)
         }

@@ -4,6 +4,7 @@ import SottoExchange
 import SottoExchangeClient
 import SottoExchangeService
 import SottoExchangeWire
+import Synchronization
 import Testing
 
 /// Managers over the network service: publish, subscribe, hear, find, lose.
@@ -202,5 +203,60 @@ import Testing
         else { Issue.record("the old token still resolves after its grace") }
         a.cancel()
         b.cancel()
+    }
+}
+
+/// The service's turns end to end: sessions that say they take turns and hear each other get their slots
+/// over the wire, in their own time (offsets from the frame), and the slots of one room do not overlap.
+@Suite(.timeLimit(.minutes(1))) struct BroadcastTurnsOverServiceTests {
+    /// Records each manager's turns with the instant they arrived.
+    final class TurnsLog: Sendable {
+        private let turns = Mutex<[(at: ContinuousClock.Instant, offsets: [Double], follow: Double)]>([])
+        var handler: @Sendable ([Double], Double) -> Void { { offsets, follow in self.turns.withLock { $0.append((.now, offsets, follow)) } } }
+        /// The absolute starts of the slots received.
+        var slots: [ContinuousClock.Instant] { turns.withLock { $0.flatMap { t in t.offsets.map { t.at + .seconds($0) } } } }
+        var count: Int { turns.withLock { $0.count } }
+    }
+
+    @Test func sessionsThatHearEachOtherGetSlotsThatDoNotOverlap() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let managers = [try await service.manager(), try await service.manager(), try await service.manager()]
+        let logs = managers.map { _ in TurnsLog() }
+        var subscriptions: [SubscriptionHandle] = []
+        for (manager, log) in zip(managers, logs) {
+            await manager.setTurnsHandler(log.handler)
+            await manager.takeTurns(frameAirtime: 0.5)
+            subscriptions.append(try await manager.subscribe(filter: exhibitFilter, now: 0, handler: { _ in }))
+        }
+        let tokens = [try await token(of: managers[0]), try await token(of: managers[1]), try await token(of: managers[2])]
+        // Each hears the next one: one room of three.
+        for i in 0..<3 { await heard(managers[i], token: tokens[(i + 1) % 3]) }
+        #expect(await eventually(5) { logs.allSatisfy { $0.count > 0 } }, "every member got its turns")
+        let slots = logs.flatMap(\.slots).sorted()
+        #expect(slots.count >= 3)
+        // 0.5 s of airtime plus the 0.08 s guard apart, give or take the frames' delivery on loopback (which
+        // the guard is for: a loaded test machine may take more of it).
+        let gaps = zip(slots.dropFirst(), slots).map { ($0 - $1).inSeconds }
+        #expect(gaps.allSatisfy { $0 >= 0.45 }, "\(gaps)")
+        keep(subscriptions)
+        for m in managers { await m.close(now: 0) }
+    }
+
+    @Test func anAirtimeNoFrameHasIsAProtocolError() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let client = try RawClient(service.address)
+        let session = RawSession(client)
+        #expect(await session.hello(key: service.apiKey) != nil)
+        var frame = ClientFrame()
+        var body = Sotto_Exchange_V1_TakeTurns()
+        body.frameAirtimeMs = 60_000
+        frame.kind = .takeTurns(body)
+        session.send(frame)
+        let error = await session.frame { if case .error = $0.kind { return true } else { return false } }
+        if case .error(let body) = error?.kind { #expect(body.message.contains("5000 ms")) } else { Issue.record("no error frame") }
+        session.cancel()
+        await client.close()
     }
 }

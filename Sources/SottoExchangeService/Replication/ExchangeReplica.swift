@@ -85,6 +85,8 @@ struct ReplicaTimings: Sendable {
     var outageGap: Double
     /// Most bytes the live publications of one project may hold (namespaces, types and contents).
     var projectPublicationBytes: Int = ServiceConfiguration.defaultProjectPublicationBytes
+    /// The turns the matcher plans for sessions that hear each other (nil: none).
+    var broadcastTurns: BroadcastCoordinator.Rules? = nil
 
     /// The pause of the whole log beyond which it counts as an outage (s): the outage gap, or half the node
     /// timeout when that is shorter. A node is declared dead only for a silence during which the log moved
@@ -133,6 +135,10 @@ struct ExchangeReplica: Sendable {
 
     init(core: MatcherCore, timings: ReplicaTimings) {
         self.core = core
+        // A core restored from a snapshot keeps its turns' state when the rules are the same.
+        if core.turns?.rules != timings.broadcastTurns {
+            self.core.turns = timings.broadcastTurns.map(BroadcastCoordinator.init(rules:))
+        }
         self.timings = timings
     }
 
@@ -274,6 +280,13 @@ struct ExchangeReplica: Sendable {
         case .observe(let body): observe(body, session: session, attachment: attachment, now: now, into: &outputs)
         case .hello:
             outputs.append(.deliver(attachment, .error(.protocolViolation("a session says Hello once, first"))))
+        case .takeTurns(let body):
+            guard body.frameAirtimeMs <= ExchangeLimits.maxFrameAirtimeMs else {
+                outputs.append(.deliver(attachment, .error(.protocolViolation(
+                    "frame_airtime_ms \(body.frameAirtimeMs) is beyond \(ExchangeLimits.maxFrameAirtimeMs) ms: no Sotto frame lasts that long"))))
+                return
+            }
+            handle(.takeTurns(session, frameAirtime: Double(body.frameAirtimeMs) / 1000), now: now, into: &outputs)
         case .heartbeat: break
         case .none:
             outputs.append(.deliver(attachment, .error(.protocolViolation("an empty or unknown frame"))))

@@ -261,6 +261,14 @@ public nonisolated struct Sotto_Exchange_V1_ClientFrame: Sendable {
     set {kind = .heartbeat(newValue)}
   }
 
+  public var takeTurns: Sotto_Exchange_V1_TakeTurns {
+    get {
+      if case .takeTurns(let v)? = kind {return v}
+      return Sotto_Exchange_V1_TakeTurns()
+    }
+    set {kind = .takeTurns(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -271,6 +279,7 @@ public nonisolated struct Sotto_Exchange_V1_ClientFrame: Sendable {
     case unsubscribe(Sotto_Exchange_V1_Unsubscribe)
     case observe(Sotto_Exchange_V1_Observe)
     case heartbeat(Sotto_Exchange_V1_Heartbeat)
+    case takeTurns(Sotto_Exchange_V1_TakeTurns)
 
   }
 
@@ -529,6 +538,21 @@ public nonisolated struct Sotto_Exchange_V1_Heartbeat: Sendable {
   public init() {}
 }
 
+/// The session's radio follows the service's turns (BroadcastTurns) for its token frames, which last
+/// `frame_airtime_ms` (at most 5000); 0: it no longer does and keeps its own sender's rules. Sent again on a
+/// new session.
+public nonisolated struct Sotto_Exchange_V1_TakeTurns: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var frameAirtimeMs: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Sotto_Exchange_V1_ServerFrame: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -608,6 +632,14 @@ public nonisolated struct Sotto_Exchange_V1_ServerFrame: Sendable {
     set {kind = .error(newValue)}
   }
 
+  public var turns: Sotto_Exchange_V1_BroadcastTurns {
+    get {
+      if case .turns(let v)? = kind {return v}
+      return Sotto_Exchange_V1_BroadcastTurns()
+    }
+    set {kind = .turns(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -620,8 +652,28 @@ public nonisolated struct Sotto_Exchange_V1_ServerFrame: Sendable {
     case expired(Sotto_Exchange_V1_Expired)
     case tokenStatus(Sotto_Exchange_V1_TokenStatus)
     case error(Sotto_Exchange_V1_Error)
+    case turns(Sotto_Exchange_V1_BroadcastTurns)
 
   }
+
+  public init() {}
+}
+
+/// The service's turns for a session that sent TakeTurns: start a token frame at each
+/// offset, send nothing else until `follow_ms`, then return to the session's own sender's rules. Offsets count
+/// from the moment the service sent this frame; the network's delay comes out of the slot's guard (80 ms).
+public nonisolated struct Sotto_Exchange_V1_BroadcastTurns: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Starts of this session's frames, ascending (ms after sending); empty: stay quiet.
+  public var slotOffsetsMs: [UInt32] = []
+
+  /// How long to follow these turns (ms after sending).
+  public var followMs: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 }
@@ -875,7 +927,7 @@ nonisolated extension Sotto_Exchange_V1_ErrorCode: SwiftProtobuf._ProtoNameProvi
 
 nonisolated extension Sotto_Exchange_V1_ClientFrame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ClientFrame"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}publish\0\u{1}unpublish\0\u{1}subscribe\0\u{1}unsubscribe\0\u{1}observe\0\u{1}heartbeat\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}publish\0\u{1}unpublish\0\u{1}subscribe\0\u{1}unsubscribe\0\u{1}observe\0\u{1}heartbeat\0\u{3}take_turns\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -974,6 +1026,19 @@ nonisolated extension Sotto_Exchange_V1_ClientFrame: SwiftProtobuf.Message, Swif
           self.kind = .heartbeat(v)
         }
       }()
+      case 8: try {
+        var v: Sotto_Exchange_V1_TakeTurns?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .takeTurns(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .takeTurns(v)
+        }
+      }()
       default: break
       }
     }
@@ -1012,6 +1077,10 @@ nonisolated extension Sotto_Exchange_V1_ClientFrame: SwiftProtobuf.Message, Swif
     case .heartbeat?: try {
       guard case .heartbeat(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    }()
+    case .takeTurns?: try {
+      guard case .takeTurns(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
     }()
     case nil: break
     }
@@ -1451,9 +1520,39 @@ nonisolated extension Sotto_Exchange_V1_Heartbeat: SwiftProtobuf.Message, SwiftP
   }
 }
 
+nonisolated extension Sotto_Exchange_V1_TakeTurns: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".TakeTurns"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}frame_airtime_ms\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.frameAirtimeMs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.frameAirtimeMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.frameAirtimeMs, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Sotto_Exchange_V1_TakeTurns, rhs: Sotto_Exchange_V1_TakeTurns) -> Bool {
+    if lhs.frameAirtimeMs != rhs.frameAirtimeMs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Sotto_Exchange_V1_ServerFrame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ServerFrame"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}welcome\0\u{1}token\0\u{3}op_status\0\u{1}found\0\u{1}lost\0\u{3}signal_changed\0\u{1}expired\0\u{3}token_status\0\u{1}error\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}welcome\0\u{1}token\0\u{3}op_status\0\u{1}found\0\u{1}lost\0\u{3}signal_changed\0\u{1}expired\0\u{3}token_status\0\u{1}error\0\u{1}turns\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1578,6 +1677,19 @@ nonisolated extension Sotto_Exchange_V1_ServerFrame: SwiftProtobuf.Message, Swif
           self.kind = .error(v)
         }
       }()
+      case 10: try {
+        var v: Sotto_Exchange_V1_BroadcastTurns?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .turns(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .turns(v)
+        }
+      }()
       default: break
       }
     }
@@ -1625,6 +1737,10 @@ nonisolated extension Sotto_Exchange_V1_ServerFrame: SwiftProtobuf.Message, Swif
       guard case .error(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
     }()
+    case .turns?: try {
+      guard case .turns(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -1632,6 +1748,41 @@ nonisolated extension Sotto_Exchange_V1_ServerFrame: SwiftProtobuf.Message, Swif
 
   public static func ==(lhs: Sotto_Exchange_V1_ServerFrame, rhs: Sotto_Exchange_V1_ServerFrame) -> Bool {
     if lhs.kind != rhs.kind {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_V1_BroadcastTurns: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BroadcastTurns"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}slot_offsets_ms\0\u{3}follow_ms\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedUInt32Field(value: &self.slotOffsetsMs) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.followMs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.slotOffsetsMs.isEmpty {
+      try visitor.visitPackedUInt32Field(value: self.slotOffsetsMs, fieldNumber: 1)
+    }
+    if self.followMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.followMs, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Sotto_Exchange_V1_BroadcastTurns, rhs: Sotto_Exchange_V1_BroadcastTurns) -> Bool {
+    if lhs.slotOffsetsMs != rhs.slotOffsetsMs {return false}
+    if lhs.followMs != rhs.followMs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

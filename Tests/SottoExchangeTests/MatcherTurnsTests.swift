@@ -1,0 +1,99 @@
+import SottoExchange
+import Testing
+
+/// The matcher core's turns (`MatcherCore.turns`): hearings it resolves put sessions in rooms, and ticks give
+/// the sessions that take turns their slots, as offsets from the tick that planned them.
+@Suite struct MatcherTurnsTests {
+    func s(_ i: Int) -> SessionID { SessionID("d\(i)") }
+
+    /// A core with turns, three broadcasting sessions and one that only listens, each with its token.
+    func room() -> (core: MatcherCore, tokens: [SessionID: [UInt8]]) {
+        var core = MatcherCore()
+        core.turns = BroadcastCoordinator(rules: .init())
+        var tokens: [SessionID: [UInt8]] = [:]
+        for i in 1...4 {
+            for event in core.handle(.openSession(s(i), appID: "app", broadcasts: i != 4), now: 0) {
+                if case .broadcastToken(let id, let token) = event { tokens[id] = token }
+            }
+        }
+        return (core, tokens)
+    }
+
+    func turns(_ events: [MatcherEvent]) -> [SessionID: (offsets: [Double], follow: Double)] {
+        var result: [SessionID: (offsets: [Double], follow: Double)] = [:]
+        for case .broadcastTurns(let id, let offsets, let follow) in events { result[id] = (offsets, follow) }
+        return result
+    }
+
+    @Test func sessionsThatHearEachOtherGetSlotsThatDoNotOverlap() {
+        var (core, tokens) = room()
+        for i in 1...3 { _ = core.handle(.takeTurns(s(i), frameAirtime: 0.5), now: 0.1) }
+        _ = core.handle(.takeTurns(s(4), frameAirtime: 0.5), now: 0.1)  // listens only: ignored
+        // d4 hears d1 and d2; d1 hears d3: one room of four.
+        for (observer, speaker) in [(4, 1), (4, 2), (1, 3)] {
+            _ = core.handle(.observe(s(observer), .token(tokens[s(speaker)]!), snr: 20, level: -30), now: 1)
+        }
+        let planned = turns(core.handle(.tick, now: 1.2))
+        #expect(Set(planned.keys) == [s(1), s(2), s(3)], "only the broadcasting sessions that take turns")
+        let slots = planned.values.flatMap(\.offsets).sorted()
+        // Every member was unheard by some other one: a slot each, from the lead on, airtime + guard apart.
+        #expect(slots.count == 3)
+        #expect(slots.first.map { abs($0 - 0.3) < 1e-9 } == true)
+        #expect(zip(slots.dropFirst(), slots).allSatisfy { abs($0 - $1 - 0.58) < 1e-9 })
+        #expect(planned.values.allSatisfy { $0.follow > slots.last! })
+        // Nothing more until the round nears its end.
+        #expect(turns(core.handle(.tick, now: 1.3)).isEmpty)
+    }
+
+    @Test func aCoreWithoutTurnsOrSessionsThatDoNotTakeThemGetNone() {
+        var (core, tokens) = room()
+        _ = core.handle(.observe(s(1), .token(tokens[s(2)]!), snr: 20, level: -30), now: 1)
+        _ = core.handle(.observe(s(2), .token(tokens[s(1)]!), snr: 20, level: -30), now: 1)
+        #expect(turns(core.handle(.tick, now: 1.1)).isEmpty, "nobody said it takes turns")
+        var plain = MatcherCore()
+        var plainTokens: [SessionID: [UInt8]] = [:]
+        for i in 1...2 {
+            for case .broadcastToken(let id, let token) in plain.handle(.openSession(s(i), appID: "app", broadcasts: true), now: 0) {
+                plainTokens[id] = token
+            }
+            _ = plain.handle(.takeTurns(s(i), frameAirtime: 0.5), now: 0)
+        }
+        _ = plain.handle(.observe(s(1), .token(plainTokens[s(2)]!), snr: 20, level: -30), now: 1)
+        #expect(turns(plain.handle(.tick, now: 1.1)).isEmpty, "a core that plans no turns")
+    }
+
+    @Test func aClosedSessionOrOneThatStopsTakingTurnsGetsNoMoreSlots() {
+        var (core, tokens) = room()
+        for i in 1...3 { _ = core.handle(.takeTurns(s(i), frameAirtime: 0.5), now: 0) }
+        for (observer, speaker) in [(1, 2), (2, 3), (3, 1)] {
+            _ = core.handle(.observe(s(observer), .token(tokens[s(speaker)]!), snr: 20, level: -30), now: 1)
+        }
+        _ = core.handle(.closeSession(s(2)), now: 1.05)
+        _ = core.handle(.takeTurns(s(3), frameAirtime: 0), now: 1.05)
+        let planned = turns(core.handle(.tick, now: 1.1))
+        #expect(Set(planned.keys) == [s(1)], "\(planned.keys)")
+    }
+
+    /// The turns are replicated state: a core restored from a snapshot mid-round plans what the original plans.
+    @Test func aRestoredCorePlansTheSameTurnsAsTheOriginal() throws {
+        var (core, tokens) = room()
+        for i in 1...3 { _ = core.handle(.takeTurns(s(i), frameAirtime: 0.4), now: 0) }
+        for (observer, speaker) in [(1, 2), (2, 3)] {
+            _ = core.handle(.observe(s(observer), .token(tokens[s(speaker)]!), snr: 20, level: -30), now: 1)
+        }
+        #expect(!turns(core.handle(.tick, now: 1.1)).isEmpty)
+        var restored = try MatcherCore(snapshot: core.snapshot(), generator: SystemRandomNumberGenerator())
+        #expect(restored.turns?.rules == core.turns?.rules && restored.turns?.takesTurns(s(2)) == true)
+        var now = 1.1
+        for step in 0..<60 {
+            now += 0.1
+            var input = MatcherInput.tick
+            if step % 7 == 3 {  // more hearings, in every direction over time
+                let observer = 1 + step % 3, speaker = 1 + (step / 3) % 3
+                if observer != speaker { input = .observe(s(observer), .token(tokens[s(speaker)]!), snr: 20, level: -30) }
+            }
+            let a = core.handle(input, now: now), b = restored.handle(input, now: now)
+            #expect(a == b, "at \(now)")
+        }
+    }
+}
