@@ -166,8 +166,11 @@ public enum ServiceLoad {
     ///   - configuration: the service, the key, and the load (sessions, rate, duration).
     ///   - progress: called with a line of progress now and then.
     ///   - onOpen: called once every session is open (before sightings start), e.g. to read memory.
+    ///   - onSightingsDone: called when the last sighting was sent (before the wait for the last found events
+    ///     and the sessions' close), e.g. to read memory and CPU time under load.
     public static func run(_ configuration: Configuration, progress: @escaping @Sendable (String) -> Void = { _ in },
-                           onOpen: @escaping @Sendable () -> Void = {}) async throws -> Report {
+                           onOpen: @escaping @Sendable () -> Void = {},
+                           onSightingsDone: @escaping @Sendable () -> Void = {}) async throws -> Report {
         let targets: [any ResolvableTarget] = configuration.addresses.map { address in
             switch address {
             case .tcp(let host, let port):
@@ -287,6 +290,7 @@ public enum ServiceLoad {
             }
             report.sightingsSent = sent
             report.sightingSeconds = tally.now - start
+            onSightingsDone()
             progress("waiting for the last found events")
             try await Task.sleep(for: .seconds(2))
             tally.state.withLock { $0.stopping = true }

@@ -36,7 +36,9 @@ public struct ServiceConfiguration: Sendable {
     /// The default of ``projectPublicationBytes``: 64 MiB.
     public static let defaultProjectPublicationBytes = 64 << 20
     /// Work units (frames, and sightings: a report of n sightings counts n) per second that one project's
-    /// sessions on one node may send, summed over its keys, and the burst above it.
+    /// sessions may send, summed over its keys; nodes sharing a log share it (and each key's rate) by
+    /// reporting what they spend every half second. Nodes sharing a PostgreSQL must use
+    /// the same value.
     public var projectRate: Double = 20_000
     /// Work units one project may send at once above ``projectRate``.
     public var projectBurst: Double = 40_000
@@ -114,6 +116,8 @@ public actor MatcherHost {
     /// Longest pause between two checks for silent streams (s). The limit is three heartbeats (15 s by
     /// default): checking 10 000 streams at every tick (0.1 s) cost a busy node a few per cent for nothing.
     static let silenceCheckInterval: Double = 1
+    /// How often a node sharing a log reports what its streams spent of the rate limits to the others (s).
+    static let usageInterval: Double = 0.5
 
     private var replica: ExchangeReplica
     /// This node's id in the log: fresh for each process and after each loss of the database.
@@ -128,6 +132,7 @@ public actor MatcherHost {
     private let started = ContinuousClock.now
     private var tasks: [Task<Void, Never>] = []
     private var lastSilenceCheck = ContinuousClock.now
+    private var lastUsageReport = ContinuousClock.now
 
     // Shared log only.
     private let log: (any ReplicationLog)?
@@ -156,7 +161,7 @@ public actor MatcherHost {
         self.metrics = metrics
         self.logger = logger
         self.log = log
-        limiter = RateLimiter(configuration: configuration)
+        limiter = RateLimiter(configuration: configuration, recordsUsage: log != nil)
         nodeID = Self.freshNodeID()
         replica = ExchangeReplica(core: MatcherCore(tokenLength: configuration.tokenLength,
                                                     rotationInterval: configuration.rotationInterval,
@@ -339,7 +344,8 @@ public actor MatcherHost {
 
     // MARK: Rate limits
 
-    /// Registers a key's limits (called when it authenticates). Each node enforces them on its own streams.
+    /// Registers a key's limits (called when it authenticates). Each node enforces them on its own streams;
+    /// nodes sharing a log report what they spend to each other, so the limits hold over the cluster.
     /// - Parameter key: the key that authenticated.
     public func limit(key: AuthenticatedKey) {
         limiter.limit(key: key)
@@ -347,15 +353,24 @@ public actor MatcherHost {
 
     // MARK: Revocation
 
-    /// The keys of this node's streams.
-    public var keyIDsInUse: Set<String> { Set(streams.values.map(\.keyID)) }
+    /// The keys of this node's streams and of every session held (attached anywhere, or waiting in its grace
+    /// period): those whose revocation must bite.
+    public var keyIDsInUse: Set<String> {
+        var keys = Set(streams.values.map(\.keyID))
+        for session in replica.sessions.values { keys.insert(session.keyID) }
+        return keys
+    }
 
-    /// Cuts off this node's streams of the `revoked` keys (UNAUTHENTICATED at their clients, which do not
-    /// reconnect) and ends their sessions, withdrawing what they published; logs an audit line per key.
+    /// Cuts off this node's streams of the `revoked` keys at once (UNAUTHENTICATED at their clients, which do
+    /// not reconnect), and ends every session those keys opened, here or on another node, attached or waiting
+    /// in its grace period: what they published is withdrawn and they can no longer be resumed. Logs an
+    /// audit line per key.
     /// - Parameter revoked: ids of keys revoked in the store.
     public func revoke(keys revoked: Set<String>) {
         let hit = streams.filter { revoked.contains($0.value.keyID) }
-        guard !hit.isEmpty else { return }
+        var sessions: [String: Int] = [:]
+        for session in replica.sessions.values where revoked.contains(session.keyID) { sessions[session.keyID, default: 0] += 1 }
+        guard !hit.isEmpty || !sessions.isEmpty else { return }
         var perKey: [String: Int] = [:]
         for (number, stream) in hit.sorted(by: { $0.key < $1.key }) {
             perKey[stream.keyID, default: 0] += 1
@@ -367,10 +382,14 @@ public actor MatcherHost {
                 stream.waiter = nil
                 waiter.resume(returning: .failure(.unauthenticated))
             }
-            if let session = stream.session { submit(.end(session, stream: number)) }
         }
-        for (keyID, count) in perKey.sorted(by: { $0.key < $1.key }) {
-            logger.warning("audit: API key \(keyID) revoked: cut off \(count) stream\(count == 1 ? "" : "s") and ended their sessions")
+        submit(.revoke(keys: revoked.sorted()))
+        for keyID in Set(perKey.keys).union(sessions.keys).sorted() {
+            let streamCount = perKey[keyID, default: 0], sessionCount = sessions[keyID, default: 0]
+            logger.warning("""
+                audit: API key \(keyID) revoked: cut off \(streamCount) stream\(streamCount == 1 ? "" : "s") here, \
+                ended \(sessionCount) session\(sessionCount == 1 ? "" : "s") (attached or waiting to be resumed)
+                """)
         }
     }
 
@@ -590,6 +609,11 @@ public actor MatcherHost {
                 // fails: what counts is how long ago an append last got through.
                 loseDatabase("no append got through to the log for \(configuration.databaseGrace) s")
             }
+            if (ContinuousClock.now - lastUsageReport).inSeconds >= Self.usageInterval {
+                lastUsageReport = .now
+                let usage = limiter.drainUsage()
+                if serving, !usage.isEmpty { submit(.usage(usage)) }
+            }
             if (ContinuousClock.now - lastAppend).inSeconds >= configuration.tickInterval {
                 wakeWriter?.yield()  // an empty entry: this node's heartbeat, and the clock for everyone's timers
             }
@@ -642,6 +666,8 @@ public actor MatcherHost {
             case .sessionClosed(let session):
                 metrics.sessions.record(replica.sessions.count)
                 logger.debug("session \(session) closed")
+            case .usage(let node, let usage):
+                if node != nodeID { limiter.debit(usage) }
             }
         }
     }

@@ -3,10 +3,27 @@ import SottoExchange
 import SottoExchangeWire
 import Synchronization
 
+/// What a node's streams spent of the rate limits over a while: work units per key id and per project id,
+/// session opens per key id. Nodes sharing a log report it to each other (``RateLimiter/drainUsage()``,
+/// ``RateLimiter/debit(_:)``).
+struct RateUsage: Sendable, Equatable {
+    var keys: [String: Double] = [:]
+    var projects: [String: Double] = [:]
+    var opens: [String: Double] = [:]
+
+    var isEmpty: Bool { keys.isEmpty && projects.isEmpty && opens.isEmpty }
+}
+
 /// The rate limits of one node, checked on each stream's own task before a frame reaches the
 /// ``MatcherHost`` actor: a peer over its rate costs the decoding of its frames and a lock, never a place in
 /// the matcher's queue ahead of other projects' work. Token buckets of work units per key and per project
 /// (a frame costs 1, a report of n sightings n), and of session opens per key.
+///
+/// Nodes sharing a PostgreSQL log share the budgets at a coarse grain: each node records what its streams
+/// spend, reports it through the log every ``MatcherHost/usageInterval`` and takes what the others report
+/// from its own buckets (down to minus a burst). So a key, or a project, gets its rate over the whole
+/// cluster, not per node; only while the reports are on their way can it get more: at most a burst plus
+/// one report interval (and the log's latency) at its rate from each further node it uses.
 final class RateLimiter: Sendable {
     /// A token bucket: work units available now, refilled at a rate up to a burst.
     struct Bucket {
@@ -48,10 +65,14 @@ final class RateLimiter: Sendable {
         var keys: [String: Bucket] = [:]
         var projects: [String: Bucket] = [:]
         var opens: [String: Bucket] = [:]
+        /// Spent on this node since the last ``RateLimiter/drainUsage()`` (only when `recordsUsage`).
+        var spent = RateUsage()
     }
 
     private let state = Mutex(State())
     private let projectRate: Double, projectBurst: Double, openShare: Double
+    /// True on a node sharing a log: what is spent is recorded, to be reported to the other nodes.
+    private let recordsUsage: Bool
     private let started = ContinuousClock.now
 
     /// Fewest session opens a key may make at once, whatever its burst (a device reconnecting, a few
@@ -60,10 +81,11 @@ final class RateLimiter: Sendable {
     /// Shortest interval between two notices to one stream that its reports are refused (s).
     static let noticeInterval = 1.0
 
-    init(configuration: ServiceConfiguration) {
+    init(configuration: ServiceConfiguration, recordsUsage: Bool = false) {
         projectRate = configuration.projectRate
         projectBurst = configuration.projectBurst
         openShare = configuration.sessionOpenShare
+        self.recordsUsage = recordsUsage
     }
 
     private var now: Double { (ContinuousClock.now - started).inSeconds }
@@ -91,7 +113,7 @@ final class RateLimiter: Sendable {
         case .observe(let body): cost = Double(max(1, body.sightings.count))
         default: break
         }
-        let now = self.now, projectRate = self.projectRate, projectBurst = self.projectBurst
+        let now = self.now, projectRate = self.projectRate, projectBurst = self.projectBurst, recordsUsage = self.recordsUsage
         return state.withLock { state in
             guard var entry = state.streams[number] else { return .admitted }
             let (rate, burst) = state.rates[entry.keyID] ?? (.infinity, .infinity)
@@ -105,6 +127,10 @@ final class RateLimiter: Sendable {
             if admitted {
                 key.tokens -= keyCost
                 project.tokens -= projectCost
+                if recordsUsage {
+                    state.spent.keys[entry.keyID, default: 0] += keyCost
+                    state.spent.projects[entry.projectID, default: 0] += projectCost
+                }
             }
             state.keys[entry.keyID] = key
             state.projects[entry.projectID] = project
@@ -122,15 +148,62 @@ final class RateLimiter: Sendable {
     /// Takes one session open from the key's open bucket: `sessionOpenShare` of its rate and burst, at
     /// least one per second and a burst of ``minimumOpenBurst``. Returns the open rate when refused.
     func admitOpen(key: AuthenticatedKey) -> Double? {
-        let rate = max(1, key.ratePerSecond * openShare), burst = max(Self.minimumOpenBurst, key.burst * openShare)
-        let now = self.now
+        let (rate, burst) = openLimits(rate: key.ratePerSecond, burst: key.burst)
+        let now = self.now, recordsUsage = self.recordsUsage
         return state.withLock { state in
             var bucket = state.opens[key.keyID] ?? Bucket(tokens: burst, last: now)
             bucket.refill(rate: rate, burst: burst, now: now)
             let admitted = bucket.tokens >= 1
-            if admitted { bucket.tokens -= 1 }
+            if admitted {
+                bucket.tokens -= 1
+                if recordsUsage { state.spent.opens[key.keyID, default: 0] += 1 }
+            }
             state.opens[key.keyID] = bucket
             return admitted ? nil : rate
+        }
+    }
+
+    /// The session-open rate and burst of a key of `rate` and `burst`.
+    private func openLimits(rate: Double, burst: Double) -> (rate: Double, burst: Double) {
+        (max(1, rate * openShare), max(Self.minimumOpenBurst, burst * openShare))
+    }
+
+    /// What this node's streams spent since the last call (then forgotten): the report to the other nodes.
+    func drainUsage() -> RateUsage {
+        state.withLock { state in
+            defer { state.spent = RateUsage() }
+            return state.spent
+        }
+    }
+
+    /// Takes what another node's streams spent from this node's buckets (refilled first), down to minus a
+    /// burst: a budget spent elsewhere is refilled here before this node admits more. Keys this node has not
+    /// seen authenticate are skipped (their first bucket here starts full, as the other node's did).
+    func debit(_ usage: RateUsage) {
+        let now = self.now, projectRate = self.projectRate, projectBurst = self.projectBurst
+        state.withLock { state in
+            for (id, units) in usage.keys {
+                guard let limits = state.rates[id] else { continue }
+                let (rate, burst) = limits
+                var bucket = state.keys[id] ?? Bucket(tokens: burst, last: now)
+                bucket.refill(rate: rate, burst: burst, now: now)
+                if burst.isFinite { bucket.tokens = max(-burst, bucket.tokens - units) }
+                state.keys[id] = bucket
+            }
+            for (id, units) in usage.projects {
+                var bucket = state.projects[id] ?? Bucket(tokens: projectBurst, last: now)
+                bucket.refill(rate: projectRate, burst: projectBurst, now: now)
+                if projectBurst.isFinite { bucket.tokens = max(-projectBurst, bucket.tokens - units) }
+                state.projects[id] = bucket
+            }
+            for (id, units) in usage.opens {
+                guard let limits = state.rates[id] else { continue }
+                let (rate, burst) = openLimits(rate: limits.rate, burst: limits.burst)
+                var bucket = state.opens[id] ?? Bucket(tokens: burst, last: now)
+                bucket.refill(rate: rate, burst: burst, now: now)
+                if burst.isFinite { bucket.tokens = max(-burst, bucket.tokens - units) }
+                state.opens[id] = bucket
+            }
         }
     }
 }

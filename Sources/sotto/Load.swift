@@ -27,7 +27,7 @@ struct Load: AsyncParsableCommand {
     @Option(help: "The noisy-neighbour probe: an API key (of another project) whose sessions report 64 random beacon IDs per frame during the load.")
     var noisyKey: String?
     @Option(parsing: .unconditional, help: "Frames per second the noisy key's 4 sessions send in all.") var noisyRate: Double = 1_000
-    @Option(help: "Process ids of the service's nodes, to report their memory per session (from /proc).") var serverPid: [Int32] = []
+    @Option(help: "Process ids of the service's nodes, to report their memory per session (after the opens and under load) and CPU time per sighting (from /proc).") var serverPid: [Int32] = []
 
     func validate() throws {
         try NumericOption("--sessions", 1...200_000).check(sessions)
@@ -55,17 +55,49 @@ struct Load: AsyncParsableCommand {
         configuration.noisyFramesPerSecond = noisyRate
         let pids = serverPid
         let before = Self.residentMemory(pids)
-        let during = Mutex<Int?>(nil)
+        let during = Mutex<Int?>(nil), loaded = Mutex<Int?>(nil)
+        let cpu = Mutex<(start: Double?, end: Double?)>((nil, nil))
         let report = try await ServiceLoad.run(configuration, progress: { printError($0) },
-                                               onOpen: { during.withLock { $0 = Self.residentMemory(pids) } })
-        let after = during.withLock { $0 }
+                                               onOpen: {
+                                                   during.withLock { $0 = Self.residentMemory(pids) }
+                                                   cpu.withLock { $0.start = Self.cpuSeconds(pids) }
+                                               },
+                                               onSightingsDone: {
+                                                   loaded.withLock { $0 = Self.residentMemory(pids) }
+                                                   cpu.withLock { $0.end = Self.cpuSeconds(pids) }
+                                               })
+        let after = during.withLock { $0 }, underLoad = loaded.withLock { $0 }
         Output.line("\(report)")
         if let before, let after {
             // Each node of a shared service holds every session (the replicated matcher): the sum over nodes.
             Output.line(String(format: "service memory (%d process%@): %.1f MB before, %.1f MB with the sessions: %.1f kB per session",
                          pids.count, pids.count == 1 ? "" : "es", Double(before) / 1e6, Double(after) / 1e6,
                          Double(after - before) / 1e3 / Double(max(1, report.sessionsOpen))))
+            if let underLoad {
+                Output.line(String(format: "service memory at the end of the sightings: %.1f MB: %.1f kB per session under load",
+                                   Double(underLoad) / 1e6, Double(underLoad - before) / 1e3 / Double(max(1, report.sessionsOpen))))
+            }
         }
+        if case let (start?, end?) = cpu.withLock({ $0 }), report.sightingsSent > 0, report.sightingSeconds > 0 {
+            Output.line(String(format: "service CPU during the sightings: %.2f s in %.1f s (%.0f %% of a core): %.0f µs per sighting",
+                               end - start, report.sightingSeconds, (end - start) / report.sightingSeconds * 100,
+                               (end - start) / Double(report.sightingsSent) * 1e6))
+        }
+    }
+
+    /// User plus system CPU time summed over processes (s), from /proc; nil without processes or when one is gone.
+    static func cpuSeconds(_ pids: [Int32]) -> Double? {
+        guard !pids.isEmpty else { return nil }
+        var ticks = 0
+        for pid in pids {
+            // After the command name (in parentheses): utime and stime are the 12th and 13th fields.
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+            ticks += user + system
+        }
+        return Double(ticks) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// Resident memory summed over processes (bytes), from /proc; nil without processes or when one is gone.

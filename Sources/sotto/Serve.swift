@@ -89,7 +89,7 @@ struct Serve: AsyncParsableCommand {
     var databaseGrace: Double = 10
     @Option(parsing: .unconditional, help: "Shared store: seconds between snapshots of the shared state (the log before them is deleted).")
     var snapshotInterval: Double = 60
-    @Option(parsing: .unconditional, help: "Work units (frames; a report of n sightings counts n) per second one project's keys may send to this node together.")
+    @Option(parsing: .unconditional, help: "Work units (frames; a report of n sightings counts n) per second one project's keys may send together; nodes of a shared store share it (and each key's --rate) through the log, so it holds over the cluster.")
     var projectRate: Double = 20_000
     @Option(parsing: .unconditional, help: "Work units one project may send at once above --project-rate.") var projectBurst: Double = 40_000
     @Option(parsing: .unconditional, help: "Bytes (namespace, type and content) one project's live publications may hold; the same on every node of a shared store.")
@@ -249,7 +249,7 @@ struct AdminKey: AsyncParsableCommand {
         @OptionGroup var store: StoreOption
         @Argument(help: "Project name or id.") var project: String
         @Option(help: "A label for the key.") var label: String = ""
-        @Option(parsing: .unconditional, help: "Requests per second over all the key's sessions.") var rate: Double = 50
+        @Option(parsing: .unconditional, help: "Requests per second over all the key's sessions, on every node together.") var rate: Double = 50
         @Option(parsing: .unconditional, help: "Requests allowed at once above the rate.") var burst: Double = 200
 
         func run() async throws {
@@ -281,7 +281,7 @@ struct AdminKey: AsyncParsableCommand {
     }
 
     struct Revoke: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Revoke a key (new sessions with it are refused).")
+        static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Revoke a key: its sessions end within a second (on every node, those waiting to be resumed too) and new ones are refused.")
         @OptionGroup var store: StoreOption
         @Argument(help: "Key id (the part after sotto_, before the second _).") var id: String
         func run() async throws {

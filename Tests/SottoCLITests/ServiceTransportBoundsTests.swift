@@ -105,6 +105,103 @@ import Testing
         #expect(node.process.process.isRunning)
     }
 
+    /// `accept` itself failing for want of descriptors (EMFILE): the descriptor limit is lowered under the
+    /// running service (as when something else of the process, or a smaller limit than it started with,
+    /// takes the room its connection cap left), so that silent connections reach it before the cap. The
+    /// service sheds idle connections, pauses accepting instead of spinning on the readable listener, says so
+    /// once, counts it, and serves a legitimate client once the flood has gone.
+    @Test func acceptRunningOutOfDescriptorsShedsAndLogsOnceWithoutSpinning() async throws {
+        // Long preface and idle time-outs: only the shedding frees descriptors while the flood lasts.
+        let node = try await Node(flags: ["--preface-timeout", "60", "--idle-timeout", "120"])
+        defer { Task { await node.stop() } }
+        let warm = try await node.manager()
+        await warm.close(now: 0)
+        let baseline = Proc.descriptors(node.pid)
+        let limit = baseline + 100
+        // prlimit(1) of util-linux (Glibc's prlimit(2) wrapper is not visible to Swift).
+        let prlimit = Process()
+        prlimit.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+        prlimit.arguments = ["--pid", "\(node.pid)", "--nofile=\(limit):\(limit)"]
+        try prlimit.run()
+        #expect(await Proc.eventually(10) { !prlimit.isRunning })
+        try #require(prlimit.terminationStatus == 0, "prlimit failed")
+        // 250 connections that send nothing: about 100 fit, the rest wait in the listen backlog.
+        let flood = Sockets.open(250, port: node.port)
+        defer { flood.closeAll() }
+        #expect(flood.count >= 240, "opened \(flood.count)")
+        #expect(await Proc.eventually(10) { node.process.standardError.contains("out of file descriptors") },
+                "the exhaustion is logged: \(node.process.standardError)")
+        // It sheds (the oldest idle connections are closed) and stays within its limit.
+        #expect(await Proc.eventually(10) { flood.openCount() < flood.count - 8 }, "no connection shed: \(flood.openCount()) open")
+        #expect(Proc.descriptors(node.pid) <= limit, "descriptors \(Proc.descriptors(node.pid)), limit \(limit)")
+        // Not spinning on the listener while the backlog is full of connections it cannot take.
+        let cpu = await Proc.cpuFraction(node.pid, seconds: 1)
+        #expect(cpu < 0.3, "CPU \(cpu) of a core while out of descriptors")
+        #expect(node.process.process.isRunning, "the service survived: \(node.process.standardError)")
+        // The flood ends: a legitimate client gets its Welcome.
+        flood.closeAll()
+        let manager = try await node.manager(timeout: 20)
+        #expect(try await node.metric("sotto_descriptor_exhaustion_total") ?? 0 >= 1)
+        #expect(try await node.metric("sotto_connections_shed_total") ?? 0 >= 8)
+        #expect(try await node.metric("sotto_sessions") == 1)
+        let lines = node.process.standardError.split(separator: "\n").filter { $0.contains("out of file descriptors") }
+        #expect(lines.count == 1, "logged once: \(lines)")
+        print(String(format: "EMFILE: limit %d (baseline %d), CPU %.3f of a core while out of descriptors, accept failed %.0f times, %.0f connections shed; %@",
+                     limit, baseline, cpu, try await node.metric("sotto_descriptor_exhaustion_total") ?? -1,
+                     try await node.metric("sotto_connections_shed_total") ?? -1, lines.first.map(String.init) ?? "no line"))
+        await manager.close(now: 0)
+    }
+
+    /// The audit lines at the default log level: a failed authentication (the key's public id, never its
+    /// secret) and a revocation biting on an open session (`sotto admin key revoke` on the running store).
+    @Test func authenticationFailuresAndRevocationsAreAudited() async throws {
+        let node = try await Node(flags: [])
+        defer { Task { await node.stop() } }
+        let wrong = "sotto_0123456789abcdef_notthesecret"
+        let link = try RemoteMatcher(options: .init(endpoint: .tcp(host: "127.0.0.1", port: node.port), apiKey: wrong))
+        let refused = MessageManager(link: link, appID: "abuse-test", lostTimeout: 5)
+        await #expect(throws: (any Error).self) { try await refused.connect(timeout: 10) }
+        await refused.close(now: 0)
+        #expect(await Proc.eventually(5) { node.process.standardError.contains("audit: authentication failed for key 0123456789abcdef from ") },
+                "\(node.process.standardError)")
+        #expect(!node.process.standardError.contains("notthesecret"), "a secret in the log")
+
+        let manager = try await node.manager()
+        let id = String(node.key.split(separator: "_")[1])
+        let store = "sqlite:" + node.directory.appendingPathComponent("exchange.sqlite").path
+        #expect(try Sotto.run(["admin", "key", "revoke", id, "--store", store], timeout: 30).status == 0)
+        #expect(await Proc.eventually(5) { node.process.standardError.contains("audit: API key \(id) revoked: cut off 1 stream here, ended 1 session") },
+                "\(node.process.standardError)")
+        var sessions = try await node.metric("sotto_sessions")
+        for _ in 0..<50 where sessions != 0 {
+            try await Task.sleep(for: .milliseconds(100))
+            sessions = try await node.metric("sotto_sessions")
+        }
+        #expect(sessions == 0, "the revoked key's session ended")
+        #expect(!node.process.standardError.contains(String(node.key.split(separator: "_")[2])), "a secret in the log")
+        await manager.close(now: 0)
+    }
+
+    /// One source address holds at most its share of connections: 40 silent ones from 127.0.0.2 leave 10
+    /// open (each new one takes the place of its oldest idle one), and a client from 127.0.0.1 is untouched.
+    @Test func oneAddressHoldsAtMostItsConnections() async throws {
+        let node = try await Node(flags: ["--max-connections-per-address", "10", "--preface-timeout", "60", "--idle-timeout", "120"])
+        defer { Task { await node.stop() } }
+        let manager = try await node.manager()  // from 127.0.0.1
+        let flood = Sockets.open(40, port: node.port, from: "127.0.0.2")
+        defer { flood.closeAll() }
+        #expect(flood.count == 40, "opened \(flood.count)")
+        #expect(await Proc.eventually(10) { flood.openCount() <= 10 }, "\(flood.openCount()) connections from 127.0.0.2 still open")
+        #expect(try await node.metric("sotto_connections_shed_total") ?? 0 >= 30)
+        #expect(try await node.metric("sotto_connections") ?? 0 <= 12, "10 from 127.0.0.2, the client's, and this request's")
+        // The client from 127.0.0.1 keeps its session, and a new one from there gets in.
+        #expect(try await node.metric("sotto_sessions") == 1)
+        let another = try await node.manager()
+        #expect(try await node.metric("sotto_sessions") == 2)
+        await another.close(now: 0)
+        await manager.close(now: 0)
+    }
+
     @Test func connectionsThatOnlySendThePrefaceAreClosedWhenIdle() async throws {
         let node = try await Node(flags: ["--preface-timeout", "2", "--idle-timeout", "3"])
         defer { Task { await node.stop() } }
@@ -204,6 +301,14 @@ enum Proc {
         return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
     }
 
+    /// Fraction of one core the process used over `seconds`, waiting without blocking a thread.
+    static func cpuFraction(_ pid: Int32, seconds: Double) async -> Double {
+        let before = cpuTicks(pid), start = ContinuousClock.now
+        try? await Task.sleep(for: .seconds(seconds))
+        let elapsed = ContinuousClock.now - start
+        return Double(cpuTicks(pid) - before) / Double(sysconf(Int32(_SC_CLK_TCK))) / max(0.1, elapsed.inSeconds)
+    }
+
     /// Fraction of one core the process used over `seconds`.
     static func cpuFraction(_ pid: Int32, over seconds: Double) -> Double {
         let before = cpuTicks(pid)
@@ -228,12 +333,22 @@ final class Sockets: Sendable {
 
     var count: Int { descriptors.count }
 
-    /// Opens up to `count` connections (2 s to connect each), sending `bytes` on each.
-    static func open(_ count: Int, port: Int, sending bytes: [UInt8] = []) -> Sockets {
+    /// Opens up to `count` connections (2 s to connect each), sending `bytes` on each; from the loopback
+    /// address `source` if given (any 127.x.y.z is this machine).
+    static func open(_ count: Int, port: Int, sending bytes: [UInt8] = [], from source: String? = nil) -> Sockets {
         var descriptors: [Int32] = []
         for _ in 0..<count {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { break }
+            if let source {
+                var local = sockaddr_in()
+                local.sin_family = sa_family_t(AF_INET)
+                local.sin_addr.s_addr = inet_addr(source)
+                let bound = withUnsafePointer(to: &local) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                guard bound == 0 else { close(fd); break }
+            }
             var timeout = timeval(tv_sec: 2, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var address = sockaddr_in()

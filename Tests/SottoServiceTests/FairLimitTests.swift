@@ -148,3 +148,53 @@ import Testing
         one.cancel()
     }
 }
+
+/// Rate limits over a cluster: two nodes on one PostgreSQL share a key's budget through the log, so a client
+/// that spreads its sessions over both gets the key's rate once, not twice.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterRateLimitTests {
+    @Test func aKeySpreadOverTwoNodesGetsItsRateOnce() async throws {
+        var configuration = TestCluster.fastConfiguration
+        configuration.nodeTimeout = 30  // a loaded test machine must not have a node declared dead meanwhile
+        try await withCluster(nodes: 2, configuration: configuration) { cluster in
+            let rate = 40.0
+            let key = try await cluster.admin.createKey(project: cluster.project.id, label: "limited", ratePerSecond: rate, burst: rate).key
+            var clients: [RawClient] = []
+            var sessions: [RawSession] = []
+            for node in 0..<2 {
+                let client = try RawClient(cluster.node(node).address)
+                clients.append(client)
+                let session = RawSession(client)
+                #expect(await session.hello(key: key) != nil, "node \(node) opens a session")
+                sessions.append(session)
+            }
+            // Each session offers about 200 one-sighting reports a second (5 times the key's rate).
+            func offer(for seconds: Double, from first: Int) async -> Int {
+                let end = ContinuousClock.now + .seconds(seconds)
+                var n = first
+                while ContinuousClock.now < end {
+                    for session in sessions { for i in 0..<10 { session.send(FairLimitTests.report(1, from: n + i)) } }
+                    n += 10
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+                return n
+            }
+            // The first two seconds spend the bursts (one per node) and let the usage reports go round.
+            let next = await offer(for: 2, from: 0)
+            let before = cluster.total("sotto_sightings_total"), start = ContinuousClock.now
+            _ = await offer(for: 4, from: next)
+            try await Task.sleep(for: .milliseconds(300))
+            let elapsed = (ContinuousClock.now - start).inSeconds
+            let admitted = cluster.total("sotto_sightings_total") - before
+            let perNode = (0..<2).map { cluster.metric("sotto_sightings_total", node: $0) }
+            print(String(format: "two nodes, a key of %.0f/s: %.0f sightings admitted in %.2f s (%.1f/s); per node since the start %@",
+                         rate, admitted, elapsed, admitted / elapsed, perNode.description))
+            // Shared: about the rate once. Each node on its own would admit the rate twice over (2 x 40/s).
+            #expect(admitted <= 1.4 * rate * elapsed, "\(admitted) sightings admitted in \(elapsed) s: the key's rate is not shared")
+            #expect(admitted >= 0.5 * rate * elapsed, "\(admitted) sightings admitted in \(elapsed) s: starved")
+            #expect(perNode.allSatisfy { $0 > 0 }, "both nodes serve the key: \(perNode)")
+            #expect(cluster.total("sotto_rate_limited_total") > 0)
+            for session in sessions { session.cancel() }
+            for client in clients { await client.close() }
+        }
+    }
+}

@@ -34,6 +34,11 @@ enum ReplicaCommand: Sendable {
     case frame(SessionID, stream: UInt64, ClientFrame)
     /// The store's beacon registry.
     case beacons([BeaconRecord])
+    /// Keys revoked in the store (ids, sorted): every session they opened ends, attached to any node's stream
+    /// or waiting in its grace period.
+    case revoke(keys: [String])
+    /// What the appending node's streams spent of the rate limits since its previous report.
+    case usage(RateUsage)
 }
 
 /// One append to the log: a node's batch of commands, applied at the time the log gave it.
@@ -61,6 +66,8 @@ enum ReplicaOutput: Sendable {
     case nodeDeclaredDead(String)
     /// The session ended (closed, or its grace period ran out).
     case sessionClosed(SessionID)
+    /// What `node`'s streams spent of the rate limits: the other nodes take it from their own budgets.
+    case usage(node: String, RateUsage)
 }
 
 /// Timings that every replica of a cluster must share (they decide what the log means).
@@ -185,6 +192,20 @@ struct ExchangeReplica: Sendable {
                 handle(.registerBeacon(id: beacon.id, appID: beacon.projectID, attachments: beacon.attachments,
                                                   publicVisibility: beacon.isPublic, rotation: beacon.rotation), now: now, into: &outputs)
             }
+        case .revoke(let keys):
+            revoke(Set(keys), now: now, into: &outputs)
+        case .usage(let usage):
+            outputs.append(.usage(node: node, usage))
+        }
+    }
+
+    /// Ends every session of the `keys`, in the order of their ids (the same on every replica): those attached
+    /// lose their stream (REVOKED), those waiting in their grace period go at once rather than at its end.
+    private mutating func revoke(_ keys: Set<String>, now: Double, into outputs: inout [ReplicaOutput]) {
+        let ended = sessions.filter { keys.contains($0.value.keyID) }.keys.sorted { $0.value < $1.value }
+        for id in ended {
+            if let attachment = sessions[id]?.attachment { outputs.append(.cutOff(attachment, .revoked)) }
+            close(id, now: now, into: &outputs)
         }
     }
 

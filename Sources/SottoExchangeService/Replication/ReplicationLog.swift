@@ -123,6 +123,24 @@ extension ReplicaCommand {
                 return wire
             }
             command.kind = .beacons(body)
+        case .revoke(let keys):
+            var body = Sotto_Exchange_Replication_V1_Revoke()
+            body.keyIds = keys
+            command.kind = .revoke(body)
+        case .usage(let usage):
+            func spent(_ units: [String: Double]) -> [Sotto_Exchange_Replication_V1_Spent] {
+                units.sorted { $0.key < $1.key }.map { id, units in
+                    var spent = Sotto_Exchange_Replication_V1_Spent()
+                    spent.id = id
+                    spent.units = units
+                    return spent
+                }
+            }
+            var body = Sotto_Exchange_Replication_V1_Usage()
+            body.keys = spent(usage.keys)
+            body.projects = spent(usage.projects)
+            body.opens = spent(usage.opens)
+            command.kind = .usage(body)
         }
         return command
     }
@@ -155,6 +173,15 @@ extension ReplicaCommand {
                                             rotation: rotation, attachments: attachments))
             }
             self = .beacons(beacons)
+        case .revoke(let body): self = .revoke(keys: body.keyIds)
+        case .usage(let body):
+            // Finite, positive amounts only: a damaged entry must not refill a bucket.
+            func units(_ spent: [Sotto_Exchange_Replication_V1_Spent]) -> [String: Double] {
+                var units: [String: Double] = [:]
+                for item in spent where item.units.isFinite && item.units > 0 { units[item.id, default: 0] += item.units }
+                return units
+            }
+            self = .usage(RateUsage(keys: units(body.keys), projects: units(body.projects), opens: units(body.opens)))
         case .none: return nil
         }
     }

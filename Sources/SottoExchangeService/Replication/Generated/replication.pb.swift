@@ -101,6 +101,22 @@ nonisolated struct Sotto_Exchange_Replication_V1_Command: Sendable {
     set {kind = .beacons(newValue)}
   }
 
+  var revoke: Sotto_Exchange_Replication_V1_Revoke {
+    get {
+      if case .revoke(let v)? = kind {return v}
+      return Sotto_Exchange_Replication_V1_Revoke()
+    }
+    set {kind = .revoke(newValue)}
+  }
+
+  var usage: Sotto_Exchange_Replication_V1_Usage {
+    get {
+      if case .usage(let v)? = kind {return v}
+      return Sotto_Exchange_Replication_V1_Usage()
+    }
+    set {kind = .usage(newValue)}
+  }
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -109,6 +125,8 @@ nonisolated struct Sotto_Exchange_Replication_V1_Command: Sendable {
     case end(Sotto_Exchange_Replication_V1_End)
     case frame(Sotto_Exchange_Replication_V1_Frame)
     case beacons(Sotto_Exchange_Replication_V1_Beacons)
+    case revoke(Sotto_Exchange_Replication_V1_Revoke)
+    case usage(Sotto_Exchange_Replication_V1_Usage)
 
   }
 
@@ -190,6 +208,54 @@ nonisolated struct Sotto_Exchange_Replication_V1_Frame: Sendable {
   var attachment: UInt64 = 0
 
   var clientFrame: Data = Data()
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+/// Keys revoked in the store: every session they opened ends, attached to a stream of any node or waiting in
+/// its grace period (its publications are withdrawn, and it can no longer be resumed).
+nonisolated struct Sotto_Exchange_Replication_V1_Revoke: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var keyIds: [String] = []
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+/// What the appending node's streams spent of the rate limits since its previous Usage: every other node
+/// takes it from its own buckets, so that a key's and a project's budgets hold over the whole cluster.
+nonisolated struct Sotto_Exchange_Replication_V1_Usage: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Work units (frames; a report of n sightings counts n) per key id and per project id.
+  var keys: [Sotto_Exchange_Replication_V1_Spent] = []
+
+  var projects: [Sotto_Exchange_Replication_V1_Spent] = []
+
+  /// Session opens (and resumes) per key id.
+  var opens: [Sotto_Exchange_Replication_V1_Spent] = []
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+nonisolated struct Sotto_Exchange_Replication_V1_Spent: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var id: String = String()
+
+  var units: Double = 0
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -301,7 +367,7 @@ nonisolated extension Sotto_Exchange_Replication_V1_Entry: SwiftProtobuf.Message
 
 nonisolated extension Sotto_Exchange_Replication_V1_Command: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Command"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}open\0\u{1}detach\0\u{1}end\0\u{1}frame\0\u{1}beacons\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}open\0\u{1}detach\0\u{1}end\0\u{1}frame\0\u{1}beacons\0\u{1}revoke\0\u{1}usage\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -374,6 +440,32 @@ nonisolated extension Sotto_Exchange_Replication_V1_Command: SwiftProtobuf.Messa
           self.kind = .beacons(v)
         }
       }()
+      case 6: try {
+        var v: Sotto_Exchange_Replication_V1_Revoke?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .revoke(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .revoke(v)
+        }
+      }()
+      case 7: try {
+        var v: Sotto_Exchange_Replication_V1_Usage?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .usage(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .usage(v)
+        }
+      }()
       default: break
       }
     }
@@ -404,6 +496,14 @@ nonisolated extension Sotto_Exchange_Replication_V1_Command: SwiftProtobuf.Messa
     case .beacons?: try {
       guard case .beacons(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    }()
+    case .revoke?: try {
+      guard case .revoke(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    }()
+    case .usage?: try {
+      guard case .usage(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
     }()
     case nil: break
     }
@@ -597,6 +697,111 @@ nonisolated extension Sotto_Exchange_Replication_V1_Frame: SwiftProtobuf.Message
     if lhs.session != rhs.session {return false}
     if lhs.attachment != rhs.attachment {return false}
     if lhs.clientFrame != rhs.clientFrame {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Revoke: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Revoke"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}key_ids\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.keyIds) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.keyIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.keyIds, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_Revoke, rhs: Sotto_Exchange_Replication_V1_Revoke) -> Bool {
+    if lhs.keyIds != rhs.keyIds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Usage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Usage"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}keys\0\u{1}projects\0\u{1}opens\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.keys) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.projects) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.opens) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.keys.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.keys, fieldNumber: 1)
+    }
+    if !self.projects.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.projects, fieldNumber: 2)
+    }
+    if !self.opens.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.opens, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_Usage, rhs: Sotto_Exchange_Replication_V1_Usage) -> Bool {
+    if lhs.keys != rhs.keys {return false}
+    if lhs.projects != rhs.projects {return false}
+    if lhs.opens != rhs.opens {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Spent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Spent"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}units\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.id) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.units) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.id.isEmpty {
+      try visitor.visitSingularStringField(value: self.id, fieldNumber: 1)
+    }
+    if self.units.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.units, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_Spent, rhs: Sotto_Exchange_Replication_V1_Spent) -> Bool {
+    if lhs.id != rhs.id {return false}
+    if lhs.units != rhs.units {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
