@@ -267,10 +267,10 @@ public final class AudioFileReader {
         var sfInfo = SF_INFO()
         if let raw {
             guard raw.channels > 0, raw.channels <= Self.maximumChannels else {
-                throw .unsupported(path: path, reason: "raw input with \(raw.channels) channels: expected 1 to \(Self.maximumChannels)")
+                throw .unsupported(path: path == "-" ? "standard input" : path, reason: "raw input with \(raw.channels) channels: expected 1 to \(Self.maximumChannels)")
             }
             guard Self.supportedSampleRates.contains(raw.sampleRate) else {
-                throw .unsupportedSampleRate(path: path, rate: Int(raw.sampleRate))
+                throw .unsupportedSampleRate(path: path == "-" ? "standard input" : path, rate: Int(raw.sampleRate))
             }
             sfInfo.samplerate = Int32(raw.sampleRate.rounded())
             sfInfo.channels = Int32(raw.channels)
@@ -318,11 +318,11 @@ public final class AudioFileReader {
         file = handle
         guard sfInfo.channels > 0, sfInfo.channels <= Int32(Self.maximumChannels) else {
             sf_close(handle)
-            throw .unsupported(path: path, reason: "\(sfInfo.channels) channels in the header: the file is corrupt or not supported")
+            throw .unsupported(path: path == "-" ? "standard input" : path, reason: "\(sfInfo.channels) channels in the header: the file is corrupt or not supported")
         }
         guard Self.supportedSampleRates.contains(Double(sfInfo.samplerate)) else {
             sf_close(handle)
-            throw .unsupportedSampleRate(path: path, rate: Int(sfInfo.samplerate))
+            throw .unsupportedSampleRate(path: path == "-" ? "standard input" : path, rate: Int(sfInfo.samplerate))
         }
         guard sfInfo.frames > 0 || streamed else {
             sf_close(handle)
@@ -445,13 +445,13 @@ public final class AudioFileReader {
         let channels = info.channels
         if interleaved.count < buffer.count * channels { interleaved = [Float](repeating: 0, count: buffer.count * channels) }
         let got = readInterleaved(frames: buffer.count, channels: channels)
-        if got < 0 { throw .readFailed(path: path, reason: String(cString: sf_strerror(file))) }
+        if got < 0 { throw .readFailed(path: path == "-" ? "standard input" : path, reason: String(cString: sf_strerror(file))) }
         let frames = Int(got)
         if frames == 0 && sf_error(file) == 0 {
             // The end: a stream that gave nothing, or a file shorter than its header says, is no success.
             if framesRead == 0 {
                 if let announced = info.frames, announced > 0 {
-                    pendingError = .readFailed(path: path, reason: "no sample could be read, though the header announces \(announced) frames (a damaged file?)")
+                    pendingError = .readFailed(path: path == "-" ? "standard input" : path, reason: "no sample could be read, though the header announces \(announced) frames (a damaged file?)")
                     throw pendingError!
                 }
                 throw .empty(path: path == "-" ? "standard input" : path)
@@ -459,7 +459,7 @@ public final class AudioFileReader {
             if headerWarning == nil, isFLAC { headerWarning = flacSurplusWarning() }
             if headerWarning == nil, let oggSegments { headerWarning = oggSegments.warning(sampleRate: info.sampleRate) }
             if let oggSegments, oggSegments.truncated {
-                let error = AudioFileError.readFailed(path: path, reason: "the Ogg stream ends after \(framesRead) frames without its last page (cut short?)")
+                let error = AudioFileError.readFailed(path: path == "-" ? "standard input" : path, reason: "the Ogg stream ends after \(framesRead) frames without its last page (cut short?)")
                 pendingError = error
                 throw error
             }
@@ -468,14 +468,14 @@ public final class AudioFileReader {
             }
             if let announced = info.frames, framesRead < announced,
                lengthIsExact || taggedMP3Tolerance.map({ announced - framesRead > $0 }) == true {
-                let error = AudioFileError.readFailed(path: path, reason: "the file ends after \(framesRead) of the \(announced) frames its header announces (cut short?)")
+                let error = AudioFileError.readFailed(path: path == "-" ? "standard input" : path, reason: "the file ends after \(framesRead) of the \(announced) frames its header announces (cut short?)")
                 pendingError = error
                 throw error
             }
         }
         let code = sf_error(file)
         if code != 0 {
-            let error = AudioFileError.readFailed(path: path, reason: "\(libsndfileMessage(sf_error_number(code))) after \(framesRead + Int64(frames)) frames")
+            let error = AudioFileError.readFailed(path: path == "-" ? "standard input" : path, reason: "\(libsndfileMessage(sf_error_number(code))) after \(framesRead + Int64(frames)) frames")
             if frames == 0 { throw error }
             pendingError = error
         }

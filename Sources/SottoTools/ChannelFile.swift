@@ -119,13 +119,18 @@ public enum ChannelFile {
     /// Longest measured impulse response (s): held in memory, and transformed in blocks twice its length.
     public static let longestResponse: Double = 60
 
+    /// Longest recording (s) the benchmarks and sweeps read whole (speech, measured rooms, noise): about 230 MB
+    /// at 48 kHz.
+    public static let longestBenchInput: Double = 1_200
+
     /// Reads a whole recording of at most `longest` seconds (checked against the header first, then while
-    /// reading a stream).
-    static func read(_ path: String, channel: ChannelSelection, longest: Double, role: String) throws -> (samples: [Float], info: AudioFileInfo) {
+    /// reading a stream); `tool` and `role` name who holds it, for the error.
+    static func read(_ path: String, channel: ChannelSelection, longest: Double, role: String,
+                     tool: String = "simulate") throws -> (samples: [Float], info: AudioFileInfo) {
         let reader = try AudioFileReader(path: path, channel: channel)
         let most = Int64(longest * reader.info.sampleRate)
         let name = path == "-" ? "standard input" : path
-        let tooLong = "\(name) is longer than \(Int(longest)) s, the most simulate holds in memory for \(role): cut it first (e.g. sox \(name) part.wav trim 0 \(Int(longest)))"
+        let tooLong = "\(name) is longer than \(Int(longest)) s, the most \(tool) holds in memory for \(role): cut it first (e.g. sox \(name) part.wav trim 0 \(Int(longest)))"
         if let frames = reader.info.frames, frames > most { throw Failure(description: tooLong) }
         var samples: [Float] = []
         var block = [Float](repeating: 0, count: 1 << 16)

@@ -135,4 +135,37 @@ private func startTimes(_ text: String) -> [Double] {
         let typo = try Sotto.run(["admin", "project", "list", "--store", "POSTGRES:x"], timeout: 30)
         #expect(typo.status == 64 && typo.stderr.contains("a PostgreSQL store is a URL"), "\(typo.status) \(typo.stderr)")
     }
+
+    /// C2 beside simulate: the benchmarks hold their recordings whole (speech, rooms, noise), so one longer than
+    /// they hold is refused from its header with the reason, before any work (it was read whole, however long).
+    @Test(.timeLimit(.minutes(1))) func benchRefusesARecordingTooLongToHold() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let speech = dir.appendingPathComponent("speech.wav").path
+        // A header for 1 300 s at 8 kHz, its samples a sparse file (no disk).
+        let frames = 8_000 * 1_300
+        func u32(_ v: Int) -> [UInt8] { withUnsafeBytes(of: UInt32(v).littleEndian, Array.init) }
+        func u16(_ v: Int) -> [UInt8] { withUnsafeBytes(of: UInt16(v).littleEndian, Array.init) }
+        let header = Array("RIFF".utf8) + u32(36 + 2 * frames) + Array("WAVEfmt ".utf8) + u32(16) + u16(1) + u16(1) + u32(8_000)
+            + u32(16_000) + u16(2) + u16(16) + Array("data".utf8) + u32(2 * frames)
+        try Data(header).write(to: URL(fileURLWithPath: speech))
+        #expect(truncate(speech, off_t(44 + 2 * frames)) == 0)
+        let result = try Sotto.run(["bench", "sweep", "speech", "--speech", speech, "--trials", "1"], timeout: 30)
+        #expect(result.status == 2 && result.stderr.contains("longer than 1200 s") && result.stderr.contains("bench"), "\(result.status) \(result.stderr)")
+    }
+
+    /// C1 on `listen --record`: a recording whose writes fail (a full device; MP3 as well, whose encoder dropped
+    /// the failure) ends the capture with exit 2 and the system's reason, never exit 0.
+    @Test(.timeLimit(.minutes(1))) func aRecordingThatCannotBeWrittenIsAnError() throws {
+        let rig = try FilePluginRig()
+        defer { try? FileManager.default.removeItem(at: rig.directory) }
+        try FilePluginRig.raw([Float](repeating: 0.01, count: 96_000)).write(to: rig.input)
+        for ext in ["wav", "mp3"] {
+            let record = rig.directory.appendingPathComponent("full.\(ext)").path
+            try FileManager.default.createSymbolicLink(atPath: record, withDestinationPath: "/dev/full")
+            let listen = try Sotto.run(["listen", "--device", "sotto_capture", "--duration", "1", "--record", record],
+                                       environment: rig.environment, timeout: 30)
+            #expect(listen.status == 2 && listen.stderr.contains("No space left"), "\(ext): \(listen.status) \(listen.stderr)")
+        }
+    }
 }
