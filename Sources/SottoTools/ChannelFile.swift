@@ -123,6 +123,15 @@ public enum ChannelFile {
     /// at 48 kHz.
     public static let longestBenchInput: Double = 1_200
 
+    /// A whole recording (its channels mixed) that a tool holds in memory, and what its header says: at most
+    /// ``longestBenchInput`` s, a longer one refused from its header (or as it is read from a stream) with the reason.
+    /// - Parameters:
+    ///   - path: the recording; `-` reads standard input.
+    ///   - tool: the command holding it, for the error.
+    public static func readWhole(_ path: String, tool: String) throws -> (samples: [Float], info: AudioFileInfo) {
+        try read(path, channel: .mix, longest: longestBenchInput, role: "a recording", tool: tool)
+    }
+
     /// Reads a whole recording of at most `longest` seconds (checked against the header first, then while
     /// reading a stream); `tool` and `role` name who holds it, for the error.
     static func read(_ path: String, channel: ChannelSelection, longest: Double, role: String,

@@ -136,8 +136,8 @@ private func startTimes(_ text: String) -> [Double] {
         #expect(typo.status == 64 && typo.stderr.contains("a PostgreSQL store is a URL"), "\(typo.status) \(typo.stderr)")
     }
 
-    /// C2 beside simulate: the benchmarks hold their recordings whole (speech, rooms, noise), so one longer than
-    /// they hold is refused from its header with the reason, before any work (it was read whole, however long).
+    /// C2 beside simulate: the benchmarks and make-fixtures hold their recordings whole (speech, rooms, noise), so
+    /// one longer than they hold is refused from its header with the reason, before any work (it was read whole, however long).
     @Test(.timeLimit(.minutes(1))) func benchRefusesARecordingTooLongToHold() throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -152,6 +152,9 @@ private func startTimes(_ text: String) -> [Double] {
         #expect(truncate(speech, off_t(44 + 2 * frames)) == 0)
         let result = try Sotto.run(["bench", "sweep", "speech", "--speech", speech, "--trials", "1"], timeout: 30)
         #expect(result.status == 2 && result.stderr.contains("longer than 1200 s") && result.stderr.contains("bench"), "\(result.status) \(result.stderr)")
+        let fixtures = dir.appendingPathComponent("fixtures").path
+        let made = try Sotto.run(["make-fixtures", "--speech", speech, "--out", fixtures], timeout: 30)
+        #expect(made.status == 2 && made.stderr.contains("longer than 1200 s") && made.stderr.contains("make-fixtures"), "\(made.status) \(made.stderr)")
     }
 
     /// C1 on `listen --record`: a recording whose writes fail (a full device; MP3 as well, whose encoder dropped
