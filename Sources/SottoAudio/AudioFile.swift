@@ -245,6 +245,10 @@ public final class AudioFileReader {
     public private(set) var headerWarning: String?
     /// A damaged Ogg Vorbis file, read as its runs of whole pages with silence for the damaged ones.
     private var oggSegments: OggSegmentReader?
+    /// Standard input or a named pipe, kept open (and its copy, for Ogg) as long as the file is read.
+    private let stream: StreamInput?
+    /// True when the input is a stream (standard input, a named pipe): it can be read once only.
+    public var isStream: Bool { stream != nil }
     /// A read error met after some frames of the same read were returned: thrown by the next read, so that
     /// the caller first gets every frame decoded before it.
     private var pendingError: AudioFileError?
@@ -263,53 +267,66 @@ public final class AudioFileReader {
         var sfInfo = SF_INFO()
         if let raw {
             guard raw.channels > 0, raw.channels <= Self.maximumChannels else {
-                throw .unsupported(path: path, reason: "raw input with \(raw.channels) channels: expected 1 to \(Self.maximumChannels)")
+                throw .unsupported(path: path == "-" ? "standard input" : path, reason: "raw input with \(raw.channels) channels: expected 1 to \(Self.maximumChannels)")
             }
             guard Self.supportedSampleRates.contains(raw.sampleRate) else {
-                throw .unsupportedSampleRate(path: path, rate: Int(raw.sampleRate))
+                throw .unsupportedSampleRate(path: path == "-" ? "standard input" : path, rate: Int(raw.sampleRate))
             }
             sfInfo.samplerate = Int32(raw.sampleRate.rounded())
             sfInfo.channels = Int32(raw.channels)
             sfInfo.format = Int32(SF_FORMAT_RAW | raw.encoding.sndfileSubtype | SF_ENDIAN_LITTLE)
         }
-        let standardInput = path == "-"
+        // Standard input, or a path naming a pipe or socket (/dev/stdin, a shell's <(...), a FIFO): a stream,
+        // read by descriptor under the same rules as standard input.
+        let name = path == "-" ? "standard input" : path
+        let stream = try StreamInput.open(path: path)
+        let standardInput = stream != nil
+        self.stream = stream
         var pipeSource: PipeSource?
         var pipeHead: [UInt8]?
-        if standardInput && raw == nil, let head = PipeHead.peek(descriptor: 0) {
+        /// The path libsndfile and the page checks open: `path`, or the copy of an Ogg stream.
+        var source = path
+        if let stream, raw == nil, let head = PipeHead.peek(descriptor: stream.descriptor) {
             pipeHead = head
             // On a pipe, only containers that stream: the others read nothing there, or spin on a cut header.
-            if head.isEmpty { throw .empty(path: "standard input") }
-            if let refusal = PipeHead.refusal(head) { throw .cannotOpen(path: "standard input", reason: refusal) }
+            if head.isEmpty { throw .empty(path: name) }
+            if let refusal = PipeHead.refusal(head) { throw .cannotOpen(path: name, reason: refusal) }
             // FLAC is read through our own reader of the pipe (libsndfile's loses the bytes it sniffed).
-            if head.starts(with: Array("fLaC".utf8)) { pipeSource = PipeSource(descriptor: 0) }
+            if head.starts(with: Array("fLaC".utf8)) { pipeSource = PipeSource(descriptor: stream.descriptor) }
+            // Ogg is copied to a temporary file first, to check its pages as a file's are (OggDamage): libogg drops
+            // a damaged page without a word and every later time would move.
+            if head.starts(with: Array("OggS".utf8)) { source = try stream.spool(name: name) }
         }
+        let fromCopy = source != path
         let opened: OpaquePointer?
         if let pipeSource {
             var io = PipeSource.virtualIO
             opened = sf_open_virtual(&io, Int32(SFM_READ), &sfInfo, Unmanaged.passUnretained(pipeSource).toOpaque())
+        } else if let stream, !fromCopy {
+            opened = sf_open_fd(stream.descriptor, Int32(SFM_READ), &sfInfo, 0)
         } else {
-            opened = standardInput ? sf_open_fd(0, Int32(SFM_READ), &sfInfo, 0) : sf_open(path, Int32(SFM_READ), &sfInfo)
+            opened = sf_open(source, Int32(SFM_READ), &sfInfo)
         }
         self.pipeSource = pipeSource
         guard let handle = opened else {
             let reason = String(cString: sf_strerror(nil))
-            throw .cannotOpen(path: standardInput ? "standard input" : path,
+            throw .cannotOpen(path: name,
                               reason: (reason.isEmpty ? "unknown error" : reason) + (raw == nil && !standardInput && path.lowercased().hasSuffix(".raw") ? " (a raw file needs its rate, encoding and channels)" : ""))
         }
         // A stream has no length to announce (libsndfile gives the largest count, or a header's guess).
-        let streamed = standardInput && lseek(0, 0, SEEK_CUR) < 0
+        let streamed = standardInput && !fromCopy && lseek(stream!.descriptor, 0, SEEK_CUR) < 0
         file = handle
         guard sfInfo.channels > 0, sfInfo.channels <= Int32(Self.maximumChannels) else {
             sf_close(handle)
-            throw .unsupported(path: path, reason: "\(sfInfo.channels) channels in the header: the file is corrupt or not supported")
+            throw .unsupported(path: path == "-" ? "standard input" : path, reason: "\(sfInfo.channels) channels in the header: the file is corrupt or not supported")
         }
         guard Self.supportedSampleRates.contains(Double(sfInfo.samplerate)) else {
             sf_close(handle)
-            throw .unsupportedSampleRate(path: path, rate: Int(sfInfo.samplerate))
+            throw .unsupportedSampleRate(path: path == "-" ? "standard input" : path, rate: Int(sfInfo.samplerate))
         }
         guard sfInfo.frames > 0 || streamed else {
             sf_close(handle)
-            throw .empty(path: standardInput ? "standard input" : path)
+            throw .empty(path: name)
         }
         if case .channel(let index) = channel, !(0..<Int(sfInfo.channels)).contains(index) {
             sf_close(handle)
@@ -335,9 +352,9 @@ public final class AudioFileReader {
         isFLAC = !streamed && !standardInput && Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_FLAC
         // libogg drops a damaged page without a word, and every later sample would come early: the pages' own
         // granule positions place what follows.
-        if !standardInput, Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_OGG,
-           Int(sfInfo.format) & SF_FORMAT_SUBMASK == SF_FORMAT_VORBIS, let damage = OggDamage.scan(path: path) {
-            oggSegments = OggSegmentReader(path: path, damage: damage, channels: Int(sfInfo.channels))
+        if !standardInput || fromCopy, Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_OGG,
+           Int(sfInfo.format) & SF_FORMAT_SUBMASK == SF_FORMAT_VORBIS, let damage = OggDamage.scan(path: source) {
+            oggSegments = OggSegmentReader(path: source, damage: damage, channels: Int(sfInfo.channels))
         }
         switch Int(sfInfo.format) & SF_FORMAT_SUBMASK {
         case SF_FORMAT_PCM_S8, SF_FORMAT_PCM_U8: bytesPerSample = 1
@@ -428,13 +445,13 @@ public final class AudioFileReader {
         let channels = info.channels
         if interleaved.count < buffer.count * channels { interleaved = [Float](repeating: 0, count: buffer.count * channels) }
         let got = readInterleaved(frames: buffer.count, channels: channels)
-        if got < 0 { throw .readFailed(path: path, reason: String(cString: sf_strerror(file))) }
+        if got < 0 { throw .readFailed(path: path == "-" ? "standard input" : path, reason: String(cString: sf_strerror(file))) }
         let frames = Int(got)
         if frames == 0 && sf_error(file) == 0 {
             // The end: a stream that gave nothing, or a file shorter than its header says, is no success.
             if framesRead == 0 {
                 if let announced = info.frames, announced > 0 {
-                    pendingError = .readFailed(path: path, reason: "no sample could be read, though the header announces \(announced) frames (a damaged file?)")
+                    pendingError = .readFailed(path: path == "-" ? "standard input" : path, reason: "no sample could be read, though the header announces \(announced) frames (a damaged file?)")
                     throw pendingError!
                 }
                 throw .empty(path: path == "-" ? "standard input" : path)
@@ -442,7 +459,7 @@ public final class AudioFileReader {
             if headerWarning == nil, isFLAC { headerWarning = flacSurplusWarning() }
             if headerWarning == nil, let oggSegments { headerWarning = oggSegments.warning(sampleRate: info.sampleRate) }
             if let oggSegments, oggSegments.truncated {
-                let error = AudioFileError.readFailed(path: path, reason: "the Ogg stream ends after \(framesRead) frames without its last page (cut short?)")
+                let error = AudioFileError.readFailed(path: path == "-" ? "standard input" : path, reason: "the Ogg stream ends after \(framesRead) frames without its last page (cut short?)")
                 pendingError = error
                 throw error
             }
@@ -451,14 +468,14 @@ public final class AudioFileReader {
             }
             if let announced = info.frames, framesRead < announced,
                lengthIsExact || taggedMP3Tolerance.map({ announced - framesRead > $0 }) == true {
-                let error = AudioFileError.readFailed(path: path, reason: "the file ends after \(framesRead) of the \(announced) frames its header announces (cut short?)")
+                let error = AudioFileError.readFailed(path: path == "-" ? "standard input" : path, reason: "the file ends after \(framesRead) of the \(announced) frames its header announces (cut short?)")
                 pendingError = error
                 throw error
             }
         }
         let code = sf_error(file)
         if code != 0 {
-            let error = AudioFileError.readFailed(path: path, reason: "\(libsndfileMessage(sf_error_number(code))) after \(framesRead + Int64(frames)) frames")
+            let error = AudioFileError.readFailed(path: path == "-" ? "standard input" : path, reason: "\(libsndfileMessage(sf_error_number(code))) after \(framesRead + Int64(frames)) frames")
             if frames == 0 { throw error }
             pendingError = error
         }
@@ -577,6 +594,9 @@ public final class AudioFileWriter {
     private let sampleRate: Double
     /// The file being made in memory, for standard output when it is a pipe.
     private var memory: MemoryFile?
+    /// The file written through our own descriptor (every path that can be sought), so that a failed write(2)
+    /// is seen even where a codec drops libsndfile's return codes.
+    private var sink: DescriptorFile?
     /// Set to stop: the next ``write(_:)`` discards the unfinished file and throws ``AudioFileError/interrupted(path:)``.
     private let stop: StopFlag?
 
@@ -633,8 +653,17 @@ public final class AudioFileWriter {
             let output: OutputPath
             do { output = try OutputPath(path) } catch { throw .writeFailed(path: path, reason: error.reason) }
             finalPath = output.target
-            temporaryPath = !atomically || output.writesThrough ? output.target : output.temporaryName()
-            handle = sf_open(temporaryPath, Int32(SFM_WRITE), &sfInfo)
+            let temporary = !atomically || output.writesThrough ? output.target : output.temporaryName()
+            temporaryPath = temporary
+            if let sink = try DescriptorFile(path: temporary, given: path) {
+                self.sink = sink
+                var io = DescriptorFile.virtualIO
+                handle = sf_open_virtual(&io, Int32(SFM_WRITE), &sfInfo, Unmanaged.passUnretained(sink).toOpaque())
+                if handle == nil && temporary != output.target { unlink(temporary) }
+            } else {
+                // A FIFO or socket: libsndfile's own pipe writing.
+                handle = sf_open(temporary, Int32(SFM_WRITE), &sfInfo)
+            }
         }
         guard let handle else {
             throw .writeFailed(path: path, reason: String(cString: sf_strerror(nil)))
@@ -664,11 +693,11 @@ public final class AudioFileWriter {
         }
         errno = 0
         let written = sf_writef_float(file, samples.baseAddress, sf_count_t(frames))
-        guard written == frames else {
+        guard written == frames, sink?.failure ?? 0 == 0 else {
             if path == "-" && errno == EPIPE { StandardOutput.readerClosed.set() }
-            let reason = String(cString: sf_strerror(file))
+            let reason = sink.flatMap { $0.failure == 0 ? nil : String(cString: strerror($0.failure)) } ?? String(cString: sf_strerror(file))
             discard()
-            throw .writeFailed(path: path, reason: "wrote \(written) of \(frames) frames: \(reason)")
+            throw .writeFailed(path: path, reason: written == frames ? reason : "wrote \(written) of \(frames) frames: \(reason)")
         }
         framesWritten += Int64(written)
     }
@@ -677,9 +706,12 @@ public final class AudioFileWriter {
     public func close() throws(AudioFileError) {
         guard let file else { return }
         self.file = nil
-        guard sf_close(file) == 0 else {
+        let closed = sf_close(file)
+        let failure = sink?.finish() ?? 0
+        guard closed == 0, failure == 0 else {
             removeTemporary()
-            throw .writeFailed(path: path, reason: "could not finish the file (disk full?)")
+            throw .writeFailed(path: path, reason: failure != 0 ? "could not finish the file: \(String(cString: strerror(failure)))"
+                                                              : "could not finish the file (disk full?)")
         }
         if let memory {
             self.memory = nil
@@ -699,6 +731,7 @@ public final class AudioFileWriter {
     private func discard() {
         if let file { sf_close(file) }
         file = nil
+        _ = sink?.finish()
         removeTemporary()
     }
 
@@ -809,5 +842,71 @@ final class MemoryFile {
             offset += written
         }
         return true
+    }
+}
+
+/// A file libsndfile writes through virtual I/O on a descriptor of ours: every failed write(2) is kept
+/// (``failure``), for the codecs whose encoders drop libsndfile's return codes (its MP3 encoder: an MP3 onto a
+/// full disk or /dev/full ended with exit 0 and nothing written). Only for outputs that can be sought (regular
+/// files, devices); FIFOs and sockets keep libsndfile's own pipe writing.
+final class DescriptorFile {
+    private var descriptor: Int32
+    /// errno of the first write that failed, or of closing; 0 while none did.
+    private(set) var failure: Int32 = 0
+
+    /// Opens `path` for writing as libsndfile does (created, truncated; a device written in place), or nil for
+    /// a FIFO or socket, opened by libsndfile itself.
+    /// - Throws: ``AudioFileError/writeFailed(path:reason:)`` naming `given` when it cannot be opened.
+    init?(path: String, given: String) throws(AudioFileError) {
+        var status = stat()
+        if stat(path, &status) == 0, [S_IFIFO, S_IFSOCK].contains(status.st_mode & S_IFMT) { return nil }
+        descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw .writeFailed(path: given, reason: String(cString: strerror(errno))) }
+    }
+
+    deinit { if descriptor >= 0 { close(descriptor) } }
+
+    /// Closes the descriptor (once): the first failure of any write or of the close (0: none).
+    func finish() -> Int32 {
+        if descriptor >= 0 {
+            if close(descriptor) != 0, failure == 0 { failure = errno }
+            descriptor = -1
+        }
+        return failure
+    }
+
+    private func write(_ pointer: UnsafeRawPointer, _ count: Int) -> Int {
+        var done = 0
+        while done < count {
+            let n = Glibc.write(descriptor, pointer + done, count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                if failure == 0 { failure = errno }
+                return done
+            }
+            done += n
+        }
+        return done
+    }
+
+    /// The callbacks; `user_data` is an unretained DescriptorFile that outlives the SNDFILE.
+    static var virtualIO: SF_VIRTUAL_IO { SF_VIRTUAL_IO(
+        get_filelen: { data in
+            var status = stat()
+            return fstat(DescriptorFile.file(data).descriptor, &status) == 0 ? sf_count_t(status.st_size) : -1
+        },
+        seek: { offset, whence, data in sf_count_t(lseek(DescriptorFile.file(data).descriptor, off_t(offset), whence)) },
+        read: { pointer, count, data in
+            guard let pointer else { return 0 }
+            return sf_count_t(max(0, Glibc.read(DescriptorFile.file(data).descriptor, pointer, Int(count))))
+        },
+        write: { pointer, count, data in
+            guard let pointer, count > 0 else { return 0 }
+            return sf_count_t(DescriptorFile.file(data).write(pointer, Int(count)))
+        },
+        tell: { data in sf_count_t(lseek(DescriptorFile.file(data).descriptor, 0, SEEK_CUR)) }) }
+
+    private static func file(_ data: UnsafeMutableRawPointer?) -> DescriptorFile {
+        Unmanaged<DescriptorFile>.fromOpaque(data!).takeUnretainedValue()
     }
 }

@@ -185,3 +185,69 @@ final class PipeSource {
         Unmanaged<PipeSource>.fromOpaque(data!).takeUnretainedValue()
     }
 }
+
+/// An input read as a stream: standard input (`-`), or a path naming a pipe (`/dev/stdin` on a pipe, a shell's
+/// `<(...)`, a FIFO), which gets the same checks as standard input instead of libsndfile's own pipe reading.
+/// Owns the descriptor it opened and the temporary copy ``spool(name:)`` makes.
+final class StreamInput {
+    /// The stream's descriptor (0 for standard input).
+    let descriptor: Int32
+    private let owned: Bool
+    /// The unlinked temporary copy, or -1.
+    private var copy: Int32 = -1
+
+    private init(descriptor: Int32, owned: Bool) {
+        self.descriptor = descriptor
+        self.owned = owned
+    }
+
+    deinit {
+        if owned { close(descriptor) }
+        if copy >= 0 { close(copy) }
+    }
+
+    /// The stream `path` names: standard input for `-`, the opened pipe for a FIFO, nil for anything else
+    /// (a regular file, a device: libsndfile opens those by path).
+    static func open(path: String) throws(AudioFileError) -> StreamInput? {
+        if path == "-" { return StreamInput(descriptor: 0, owned: false) }
+        var status = stat()
+        guard stat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFIFO else { return nil }
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw .cannotOpen(path: path, reason: String(cString: strerror(errno))) }
+        return StreamInput(descriptor: descriptor, owned: true)
+    }
+
+    /// Copies the rest of the stream to an unlinked temporary file (in TMPDIR) and returns a path that opens
+    /// it (`/proc/self/fd/N`): for a container whose damage is found only by reading it whole (Ogg). Disk, not
+    /// memory, grows with the stream; a failed copy (a full disk) is an error naming the directory.
+    func spool(name: String) throws(AudioFileError) -> String {
+        let directory = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array("\(directory)/sotto-input-XXXXXX".utf8CString)
+        let target = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard target >= 0 else {
+            throw .cannotOpen(path: name, reason: "cannot make a temporary file in \(directory) to check the Ogg stream's pages: \(String(cString: strerror(errno)))")
+        }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        _ = fcntl(target, F_SETFD, FD_CLOEXEC)
+        copy = target
+        var block = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let got = block.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw .readFailed(path: name, reason: String(cString: strerror(errno)))
+            }
+            if got == 0 { break }
+            var done = 0
+            while done < got {
+                let wrote = block.withUnsafeBytes { write(target, $0.baseAddress! + done, got - done) }
+                if wrote < 0 && errno == EINTR { continue }
+                guard wrote > 0 else {
+                    throw .readFailed(path: name, reason: "cannot copy the Ogg stream to a temporary file in \(directory) (to check its pages): \(String(cString: strerror(errno)))")
+                }
+                done += wrote
+            }
+        }
+        return "/proc/self/fd/\(target)"
+    }
+}

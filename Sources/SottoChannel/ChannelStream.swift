@@ -24,8 +24,10 @@ public final class ChannelStream {
     /// Two sections' (x1, x2, y1, y2) for the roll-off.
     private var rollOffState: [(Double, Double, Double, Double)] = []
     private let rollOffCoefficients: (b0: Double, b1: Double, b2: Double, a1: Double, a2: Double)?
-    /// The interference at the output rate, from its random offset on, and its gain.
-    private let interference: [Float]
+    /// The interference at the output rate, read from its random offset on; the samples of it still to mix in,
+    /// and its gain.
+    private let interference: InterferenceSource?
+    private var interferenceRemaining = 0
     private let interferenceGain: Float
     private let noiseSigma: Float?
     private var noiseRandom: SeededRandom
@@ -46,11 +48,14 @@ public final class ChannelStream {
     ///   - inputFrames: the input's length (samples); needed with interference, or with noise and quantisation.
     ///   - signalPower: the input's active power (mean square); needed with noise or interference.
     ///   - interference: the interfering recording at `sampleRate`, held in memory.
+    ///   - interferenceSource: instead of `interference`, a recording read as the output is made (at the
+    ///     output rate: `model.outputRate`, or `sampleRate`), for one of any length.
     ///   - measuredImpulseResponse: a measured room response at `sampleRate` (normalised to its peak here).
     /// - Throws: ``Failure`` when what the model needs was not given; `FFTError` (SottoDSP) when the
-    ///   reverberation's transforms cannot be made.
+    ///   reverberation's transforms cannot be made; the source's errors.
     public init(model: ChannelModel, sampleRate: Double, inputFrames: Int? = nil, signalPower: Double? = nil,
-                interference: [Float]? = nil, measuredImpulseResponse: [Float]? = nil) throws {
+                interference: [Float]? = nil, interferenceSource: InterferenceSource? = nil,
+                measuredImpulseResponse: [Float]? = nil) throws {
         self.model = model
         self.sampleRate = sampleRate
         var rng = SeededRandom(seed: model.seed)
@@ -93,18 +98,24 @@ public final class ChannelStream {
         }
         outputRate = outRate
         outputFrames = frames
-        let needsPower = model.snrDB != nil || (model.sirDB != nil && !(interference ?? []).isEmpty)
+        var source = interferenceSource
+        if source == nil, let other = interference, !other.isEmpty {
+            source = InterferenceSamples(outRate != sampleRate ? Channel.resample(other, from: sampleRate, to: outRate) : other)
+        }
+        if source?.frames == 0 { source = nil }
+        let needsPower = model.snrDB != nil || (model.sirDB != nil && source != nil)
         if needsPower && signalPower == nil { throw Failure(description: "noise and interference need the input's active power") }
-        if let sirDB = model.sirDB, var other = interference, !other.isEmpty {
+        if let sirDB = model.sirDB, let source {
             guard let frames else { throw Failure(description: "interference needs the input's length") }
-            if outRate != sampleRate { other = Channel.resample(other, from: sampleRate, to: outRate) }
-            let offset = Int(rng.uniform() * Double(max(0, other.count - frames)))
-            let slice = Array(other[offset..<min(other.count, offset + frames)])
-            self.interference = slice
-            let p = Channel.power(slice)
+            let offset = Int(rng.uniform() * Double(max(0, source.frames - frames)))
+            let range = offset..<min(source.frames, offset + frames)
+            let p = try source.power(of: range)
+            try source.start(at: offset)
+            self.interference = source
+            interferenceRemaining = range.count
             interferenceGain = p > 0 ? Float((signalPower! / Double.pow(10, sirDB / 10) / p).squareRoot()) : 0
         } else {
-            self.interference = []
+            self.interference = nil
             interferenceGain = 0
         }
         noiseSigma = model.snrDB.map { Float((signalPower! / Double.pow(10, $0 / 10)).squareRoot()) }
@@ -119,13 +130,15 @@ public final class ChannelStream {
 
     /// Takes the next input samples; returns the output samples now complete.
     /// - Parameter input: the next samples of the recording.
-    public func process(_ input: [Float]) -> [Float] {
+    /// - Throws: what the interference source throws (a failed read).
+    public func process(_ input: [Float]) throws -> [Float] {
         var y = convolver.map { $0.process(input) } ?? input
-        return later(&y)
+        return try later(&y)
     }
 
     /// Ends the input: returns the rest of the output.
-    public func finish() -> [Float] {
+    /// - Throws: what the interference source throws (a failed read).
+    public func finish() throws -> [Float] {
         var y = convolver?.finish() ?? []
         y = rollOff(y)
         var tail: [Float] = []
@@ -134,15 +147,15 @@ public final class ChannelStream {
         }
         if rate != nil { y = rate!.process(y) + rate!.finish() }
         tail = y
-        return pointwise(tail)
+        return try pointwise(tail)
     }
 
     /// The stages after the reverberation, on samples that are not the last.
-    private func later(_ y: inout [Float]) -> [Float] {
+    private func later(_ y: inout [Float]) throws -> [Float] {
         var z = rollOff(y)
         if clock != nil { z = clock!.process(z) }
         if rate != nil { z = rate!.process(z) }
-        return pointwise(z)
+        return try pointwise(z)
     }
 
     private func rollOff(_ x: [Float]) -> [Float] {
@@ -162,11 +175,16 @@ public final class ChannelStream {
     }
 
     /// Interference, noise, clipping and quantisation, sample by sample.
-    private func pointwise(_ x: [Float]) -> [Float] {
+    private func pointwise(_ x: [Float]) throws -> [Float] {
         var y = x
+        var mixed: [Float] = []
+        if interferenceRemaining > 0, let interference {
+            let count = min(y.count, interferenceRemaining)
+            mixed = try interference.next(count)
+            interferenceRemaining -= count
+        }
         for i in y.indices {
-            let at = position + i
-            if at < interference.count { y[i] += interferenceGain * interference[at] }
+            if i < mixed.count { y[i] += interferenceGain * mixed[i] }
             if let noiseSigma { y[i] += noiseSigma * Float(noiseRandom.gaussian()) }
             if let level = model.clipLevel { y[i] = min(level, max(-level, y[i])) }
             if model.quantize16 {
@@ -235,5 +253,43 @@ public struct ActivePowerMeter: Sendable {
             activeSum += power
             activeCount += 1
         }
+    }
+}
+
+/// An interfering recording for ``ChannelStream``, read as the output is made rather than held whole: its
+/// length first, then the power of the part mixed in, then that part block by block. All at the channel's
+/// output rate. One owner; not for concurrent use.
+public protocol InterferenceSource: AnyObject {
+    /// Samples in all.
+    var frames: Int { get }
+    /// Mean square of the samples in `range` (within `0..<frames`), summed in order (as ``Channel/power(_:)``).
+    /// - Parameter range: the samples to measure.
+    func power(of range: Range<Int>) throws -> Double
+    /// Starts reading at sample `offset`: the following ``next(_:)`` calls give the samples from there on.
+    /// - Parameter offset: the first sample to give.
+    func start(at offset: Int) throws
+    /// The next `count` samples (fewer at the end).
+    /// - Parameter count: samples wanted.
+    func next(_ count: Int) throws -> [Float]
+}
+
+/// An interfering recording held in memory.
+public final class InterferenceSamples: InterferenceSource {
+    private let samples: [Float]
+    private var position = 0
+
+    /// - Parameter samples: the recording at the channel's output rate.
+    public init(_ samples: [Float]) { self.samples = samples }
+
+    public var frames: Int { samples.count }
+
+    public func power(of range: Range<Int>) throws -> Double { Channel.power(Array(samples[range])) }
+
+    public func start(at offset: Int) throws { position = offset }
+
+    public func next(_ count: Int) throws -> [Float] {
+        let end = min(samples.count, position + count)
+        defer { position = end }
+        return Array(samples[position..<end])
     }
 }

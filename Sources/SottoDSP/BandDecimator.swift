@@ -67,15 +67,25 @@ public final class BandDecimator {
     }
 
     /// The same, for a band given as a ``BandSpecification``.
+    /// Ends the program if FFTW cannot allocate or plan its transforms (see ``init(checkedSampleRate:band:attenuationDB:)``).
     public convenience init(sampleRate: Double, band: BandSpecification, attenuationDB: Double = 80) {
-        let spectrum = BlockSpectrum(sampleRate: sampleRate, bands: [band], attenuationDB: attenuationDB)
-        self.init(spectrum.designs[0], spectrum: spectrum, ownsSpectrum: true)
+        do { try self.init(checkedSampleRate: sampleRate, band: band, attenuationDB: attenuationDB) } catch { fixedSizeFailure(error) }
+    }
+
+    /// The same, or an error when FFTW cannot allocate or plan its transforms.
+    /// - Parameters:
+    ///   - sampleRate: input rate (Hz).
+    ///   - band: the band to extract.
+    ///   - attenuationDB: stopband attenuation of the filter (dB).
+    public convenience init(checkedSampleRate sampleRate: Double, band: BandSpecification, attenuationDB: Double = 80) throws(FFTError) {
+        let spectrum = try BlockSpectrum(sampleRate: sampleRate, bands: [band], attenuationDB: attenuationDB)
+        try self.init(spectrum.designs[0], spectrum: spectrum, ownsSpectrum: true)
         spectrum.clearInput()
     }
 
     /// A band reading `spectrum`'s blocks; its filter response is measured through that transform, so
     /// the spectrum's input must be cleared once every band is made.
-    init(_ design: LowpassDesign, spectrum: BlockSpectrum, ownsSpectrum: Bool) {
+    init(_ design: LowpassDesign, spectrum: BlockSpectrum, ownsSpectrum: Bool) throws(FFTError) {
         sampleRate = spectrum.sampleRate
         self.spectrum = spectrum
         self.ownsSpectrum = ownsSpectrum
@@ -84,7 +94,7 @@ public final class BandDecimator {
         outputSize = outSize
         centerBin = design.centerBin(sampleRate: sampleRate, blockSize: blockSize)
         centerFrequency = Double(centerBin) * sampleRate / Double(blockSize)
-        inverse = ComplexFFT(size: outSize, direction: .inverse)
+        inverse = try ComplexFFT(checkedSize: outSize, direction: .inverse)
 
         // Filter response at the extracted bins, modulated to the centre: H(k) = LP(k - centerBin),
         // measured through the block transform itself (planning another one costs as much again).
@@ -233,11 +243,23 @@ public final class BandDecimatorBank {
     ///   - sampleRate: input rate (Hz).
     ///   - bands: the bands to extract (at least one; see ``BandDecimator``'s parameters).
     ///   - attenuationDB: stopband attenuation of the filters (dB).
-    public init(sampleRate: Double, bands: [BandSpecification], attenuationDB: Double = 80) {
+    /// Ends the program if FFTW cannot allocate or plan its transforms (see ``init(checkedSampleRate:bands:attenuationDB:)``).
+    public convenience init(sampleRate: Double, bands: [BandSpecification], attenuationDB: Double = 80) {
+        do { try self.init(checkedSampleRate: sampleRate, bands: bands, attenuationDB: attenuationDB) } catch { fixedSizeFailure(error) }
+    }
+
+    /// The bank, or an error when FFTW cannot allocate or plan its transforms (out of memory).
+    /// - Parameters:
+    ///   - sampleRate: input rate (Hz).
+    ///   - bands: the bands to extract (at least one; see ``BandDecimator``'s parameters).
+    ///   - attenuationDB: stopband attenuation of the filters (dB).
+    public init(checkedSampleRate sampleRate: Double, bands: [BandSpecification], attenuationDB: Double = 80) throws(FFTError) {
         precondition(!bands.isEmpty)
-        let spectrum = BlockSpectrum(sampleRate: sampleRate, bands: bands, attenuationDB: attenuationDB)
+        let spectrum = try BlockSpectrum(sampleRate: sampleRate, bands: bands, attenuationDB: attenuationDB)
         self.spectrum = spectrum
-        self.bands = spectrum.designs.map { BandDecimator($0, spectrum: spectrum, ownsSpectrum: false) }
+        var made: [BandDecimator] = []
+        for design in spectrum.designs { made.append(try BandDecimator(design, spectrum: spectrum, ownsSpectrum: false)) }
+        self.bands = made
         spectrum.clearInput()
     }
 
@@ -334,7 +356,7 @@ final class BlockSpectrum {
     /// Blocks of a power-of-two length (FFTW's fastest real transforms: 4 096 points cost 1.8 ns a point
     /// against 2.3-2.9 for 3 328 = 13 x 256, the block of an integer decimation by 13), the shortest at least
     /// four times its overlap for which every band's output block is at least `minimumOutputBlock`.
-    init(sampleRate: Double, bands: [BandSpecification], attenuationDB: Double) {
+    init(sampleRate: Double, bands: [BandSpecification], attenuationDB: Double) throws(FFTError) {
         precondition(!bands.isEmpty)
         self.sampleRate = sampleRate
         var blockSize = 256
@@ -354,7 +376,7 @@ final class BlockSpectrum {
                     self.blockSize = blockSize
                     overlap = 2 * halfSpan
                     hop = blockSize - overlap
-                    forward = PartialRealFFT(size: blockSize, bins: designs.map {
+                    forward = try PartialRealFFT(checkedSize: blockSize, bins: designs.map {
                         $0.binsRead(sampleRate: sampleRate, blockSize: blockSize)
                     })
                     // Half the longest filter's span of silence before the stream, so that output 0 is input 0.

@@ -244,11 +244,22 @@ public final class PartialRealFFT {
     private let twiddleReal: UnsafeMutableBufferPointer<Float>
     private let twiddleImaginary: UnsafeMutableBufferPointer<Float>
 
+    /// A transform whose size is fixed by the program: ends it if FFTW cannot allocate or plan it (see
+    /// ``init(checkedSize:bins:)``).
     /// - Parameters:
     ///   - size: real input points (even, positive).
     ///   - bins: the bins `execute()` computes (any ranges; clipped to 0...size/2 and merged).
     /// - Precondition: `size` even and positive.
-    public init(size: Int, bins: [Range<Int>]) {
+    public convenience init(size: Int, bins: [Range<Int>]) {
+        do { try self.init(checkedSize: size, bins: bins) } catch { fixedSizeFailure(error) }
+    }
+
+    /// The transform, or an error when FFTW cannot allocate its buffers or plan it.
+    /// - Parameters:
+    ///   - size: real input points (even, positive).
+    ///   - bins: the bins `execute()` computes (any ranges; clipped to 0...size/2 and merged).
+    /// - Precondition: `size` even and positive.
+    public init(checkedSize size: Int, bins: [Range<Int>]) throws(FFTError) {
         precondition(size > 0 && size % 2 == 0, "a partial real FFT needs an even, positive size")
         self.size = size
         let binCount = size / 2 + 1
@@ -262,7 +273,7 @@ public final class PartialRealFFT {
             }
         }
         self.bins = merged
-        half = ComplexFFT(size: size / 2, direction: .forward)
+        half = try ComplexFFT(checkedSize: size / 2, direction: .forward)
         input = UnsafeMutableBufferPointer(start: half.input.baseAddress!, count: size)
         output = .allocate(capacity: 2 * binCount)
         output.initialize(repeating: 0)

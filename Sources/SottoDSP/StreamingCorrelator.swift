@@ -63,9 +63,15 @@ public final class StreamingCorrelator {
         return size
     }
 
-    /// Templates as (real, imaginary) arrays of non-zero lengths (each its real and imaginary parts of the
-    /// same length).
-    public init(templates: [(real: [Float], imaginary: [Float])]) {
+    /// A correlator whose transforms are fixed by the program: ends it if FFTW cannot allocate or plan its transforms (see ``init(checkedTemplates:)``).
+    /// - Parameter templates: as for ``init(checkedTemplates:)``.
+    public convenience init(templates: [(real: [Float], imaginary: [Float])]) {
+        do { try self.init(checkedTemplates: templates) } catch { fixedSizeFailure(error) }
+    }
+
+    /// The correlator, or an error when FFTW cannot allocate or plan its transforms (out of memory).
+    /// - Parameter templates: (real, imaginary) arrays of non-zero lengths, each pair of the same length.
+    public init(checkedTemplates templates: [(real: [Float], imaginary: [Float])]) throws(FFTError) {
         precondition(!templates.isEmpty && templates.count <= 64)
         precondition(templates.allSatisfy { !$0.real.isEmpty && $0.real.count == $0.imaginary.count })
         templateLengths = templates.map(\.real.count)
@@ -78,9 +84,9 @@ public final class StreamingCorrelator {
         lengthIndex = templateLengths.map { distinct.firstIndex(of: $0)! }
         fftSize = Self.blockSize(templateLength: length)
         hop = fftSize - (length - 1)
-        forward = ComplexFFT(size: fftSize, direction: .forward)
-        inverse = ComplexFFT(size: fftSize, direction: .inverse)
-        let templateFFT = ComplexFFT(size: fftSize, direction: .forward)
+        forward = try ComplexFFT(checkedSize: fftSize, direction: .forward)
+        inverse = try ComplexFFT(checkedSize: fftSize, direction: .inverse)
+        let templateFFT = try ComplexFFT(checkedSize: fftSize, direction: .forward)
         spectraReal = .allocate(capacity: 2 * fftSize * templates.count)
         spectraReal.initialize(repeating: 0)
         spectraImaginary = .allocate(capacity: 2 * fftSize * templates.count)

@@ -75,7 +75,14 @@ public final class Listener: @unchecked Sendable {
     private func run(_ session: CaptureSession, reopened: Bool) throws(ALSAError) {
         let negotiated = session.negotiated
         let usable = Profile.carried(atSampleRate: negotiated.sampleRate, among: profiles)
-        guard let decoder = try? StreamingDecoder(sampleRate: negotiated.sampleRate, profiles: usable.isEmpty ? profiles : usable) else {
+        let decoder: StreamingDecoder
+        do throws(ModemError) {
+            decoder = try StreamingDecoder(sampleRate: negotiated.sampleRate, profiles: usable.isEmpty ? profiles : usable)
+        } catch {
+            // The receiver's transforms could not be made (out of memory): said so, not blamed on the rate.
+            if case .transformFailed(let reason) = error {
+                throw .failed(device: configuration.device, operation: "preparing the receiver", code: -ENOMEM, message: reason)
+            }
             throw .unsupportedRate(device: configuration.device, requested: negotiated.sampleRate, supported: nil)
         }
         lock.withLock { self.session = session }

@@ -89,13 +89,15 @@ final class BasebandFrontEnd {
 
     /// A front end with a band decimator of its own, for receivers of `profiles`.
     convenience init(_ parameters: Parameters, profiles: [Profile]) {
-        self.init(parameters, decimator: BandDecimator(sampleRate: parameters.sampleRate, band: parameters.band),
-                  profiles: profiles)
+        do {
+            try self.init(parameters, decimator: BandDecimator(checkedSampleRate: parameters.sampleRate, band: parameters.band),
+                          profiles: profiles)
+        } catch { preconditionFailure("\(error)") }
     }
 
     /// A front end on `decimator` (made for these parameters: its own, or a band of a decoder's bank), for
     /// receivers of `profiles` (each profile once; their front-end parameters are these).
-    init(_ parameters: Parameters, decimator: BandDecimator, profiles: [Profile]) {
+    init(_ parameters: Parameters, decimator: BandDecimator, profiles: [Profile]) throws(FFTError) {
         precondition(!profiles.isEmpty && Set(profiles).count == profiles.count)
         self.parameters = parameters
         self.decimator = decimator
@@ -104,7 +106,7 @@ final class BasebandFrontEnd {
         let history = BasebandHistory(minimumCapacity: profiles.map { FrameReceiver.historyNeeded(profile: $0, basebandRate: rate) }.max()!)
         self.history = history
         let templates = profiles.map { PreambleDetector.templates(profile: $0, basebandRate: rate, centerFrequency: decimator.centerFrequency) }
-        let correlator = StreamingCorrelator(templates: templates.flatMap { $0 })
+        let correlator = try StreamingCorrelator(checkedTemplates: templates.flatMap { $0 })
         self.correlator = correlator
         let lead = PreambleDetector.leadPositions(basebandRate: rate)
         let noiseBandwidth = min(rate, 2 * parameters.band.passbandHalfWidth + 300)

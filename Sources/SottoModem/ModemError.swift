@@ -8,6 +8,9 @@ public enum ModemError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidSampleRate(Double)
     /// An output level (dBFS) outside -120...0.
     case invalidLevel(Double)
+    /// The receiver's transforms could not be made (FFTW could not allocate or plan them: out of memory),
+    /// with FFTW's reason.
+    case transformFailed(String)
 
     public var description: String {
         switch self {
@@ -19,6 +22,8 @@ public enum ModemError: Error, Sendable, Equatable, CustomStringConvertible {
             return "invalid sample rate \(rate) Hz: expected a positive rate up to 768 kHz"
         case .invalidLevel(let level):
             return "invalid level \(level) dBFS: expected a value from -120 to 0"
+        case .transformFailed(let reason):
+            return "cannot prepare the receiver: \(reason)"
         }
     }
 }

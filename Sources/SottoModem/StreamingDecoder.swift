@@ -22,7 +22,8 @@ public final class StreamingDecoder {
     /// Input samples consumed so far.
     public private(set) var sampleCount: Int64 = 0
 
-    /// - Throws: `ModemError` when the rate is absurd or too low for one of the profiles.
+    /// - Throws: `ModemError` when the rate is absurd or too low for one of the profiles, or when the
+    ///   receiver's transforms cannot be made (``ModemError/transformFailed(_:)``: out of memory).
     public init(sampleRate: Double, profiles: [Profile] = [.standard]) throws(ModemError) {
         for profile in profiles { try validate(sampleRate: sampleRate, for: profile) }
         self.sampleRate = sampleRate
@@ -37,12 +38,19 @@ public final class StreamingDecoder {
                 groups.append((parameters, [profile]))
             }
         }
-        let bank = BandDecimatorBank(sampleRate: sampleRate, bands: groups.map(\.parameters.band))
-        self.bank = bank
-        let frontEnds = zip(groups, bank.bands).map { group, decimator in
-            let frontEnd = BasebandFrontEnd(group.parameters, decimator: decimator, profiles: group.profiles)
-            return (frontEnd: frontEnd, receivers: group.profiles.map { FrameReceiver(profile: $0, frontEnd: frontEnd) })
+        // The transforms' buffers and plans: a failure (out of memory) is an error, not a trap.
+        let bank: BandDecimatorBank
+        var frontEnds: [(frontEnd: BasebandFrontEnd, receivers: [FrameReceiver])] = []
+        do {
+            bank = try BandDecimatorBank(checkedSampleRate: sampleRate, bands: groups.map(\.parameters.band))
+            for (group, decimator) in zip(groups, bank.bands) {
+                let frontEnd = try BasebandFrontEnd(group.parameters, decimator: decimator, profiles: group.profiles)
+                frontEnds.append((frontEnd: frontEnd, receivers: group.profiles.map { FrameReceiver(profile: $0, frontEnd: frontEnd) }))
+            }
+        } catch {
+            throw .transformFailed(error.description)
         }
+        self.bank = bank
         self.frontEnds = frontEnds
         let all = frontEnds.flatMap { $0.receivers }
         receivers = profiles.map { profile in all.first { $0.profile == profile }! }

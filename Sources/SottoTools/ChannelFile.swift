@@ -1,6 +1,7 @@
 import RealModule
 import SottoAudio
 import SottoChannel
+import SottoDSP
 import SottoSupport
 #if canImport(Glibc)
 import Glibc
@@ -22,10 +23,10 @@ public enum ChannelFile {
     /// The input streams through the channel block by block (`ChannelStream` of SottoChannel): memory does not
     /// grow with its length. What the channel takes from the whole input is measured in passes of their own
     /// over it: its active power (for `snrDB` and the interference's level) and, unless the model clips or
-    /// quantises, the output's peak. Standard input is copied to an unlinked temporary file first (4 bytes a
-    /// sample, in `TMPDIR`), to be read again. The impulse response (at most ``longestResponse`` s) and the
-    /// interference (at most ``longestInterference`` s) are held in memory. `stop` (SIGINT) ends the write,
-    /// leaving no file behind.
+    /// quantises, the output's peak. Standard input (or a named pipe) is copied to an unlinked temporary file
+    /// first (4 bytes a sample, in `TMPDIR`), to be read again. The interference streams too (any length: read
+    /// in passes of its own for its length and the power of the part mixed in). The impulse response (at most
+    /// ``longestResponse`` s) is held in memory. `stop` (SIGINT) ends the write, leaving no file behind.
     ///
     /// A measured response is normalised to its peak, so a reverberant one adds up to more than the input's
     /// level (a burst at -6 dBFS through a measured living room reached +4 dBFS, and the file's integer
@@ -47,9 +48,8 @@ public enum ChannelFile {
             }
             return response
         }
-        let interferer = try interference.map { path -> [Float] in
-            let (other, otherInfo) = try read(path, channel: .mix, longest: longestInterference, role: "an interference recording")
-            return otherInfo.sampleRate == info.sampleRate ? other : Channel.resample(other, from: otherInfo.sampleRate, to: info.sampleRate)
+        let interferer = try interference.map { path in
+            try InterferenceFile(path: path, inputRate: info.sampleRate, outputRate: model.outputRate ?? info.sampleRate, stop: stop)
         }
         // SNR and SIR are relative to the input's active power (two passes), which also counts its samples.
         var signalPower: Double?
@@ -68,7 +68,7 @@ public enum ChannelFile {
         }
         func channel() throws -> ChannelStream {
             try ChannelStream(model: model, sampleRate: info.sampleRate, inputFrames: inputFrames, signalPower: signalPower,
-                              interference: interferer, measuredImpulseResponse: measured)
+                              interferenceSource: interferer, measuredImpulseResponse: measured)
         }
         let format = try AudioFileFormat(path: output)
         let first = try channel()
@@ -119,16 +119,27 @@ public enum ChannelFile {
     /// Longest measured impulse response (s): held in memory, and transformed in blocks twice its length.
     public static let longestResponse: Double = 60
 
-    /// Longest interference recording (s): held in memory (about 105 MB a minute at 48 kHz with its resampling).
-    public static let longestInterference: Double = 1_200
+    /// Longest recording (s) the benchmarks and sweeps read whole (speech, measured rooms, noise): about 230 MB
+    /// at 48 kHz.
+    public static let longestBenchInput: Double = 1_200
+
+    /// A whole recording (its channels mixed) that a tool holds in memory, and what its header says: at most
+    /// ``longestBenchInput`` s, a longer one refused from its header (or as it is read from a stream) with the reason.
+    /// - Parameters:
+    ///   - path: the recording; `-` reads standard input.
+    ///   - tool: the command holding it, for the error.
+    public static func readWhole(_ path: String, tool: String) throws -> (samples: [Float], info: AudioFileInfo) {
+        try read(path, channel: .mix, longest: longestBenchInput, role: "a recording", tool: tool)
+    }
 
     /// Reads a whole recording of at most `longest` seconds (checked against the header first, then while
-    /// reading a stream).
-    static func read(_ path: String, channel: ChannelSelection, longest: Double, role: String) throws -> (samples: [Float], info: AudioFileInfo) {
+    /// reading a stream); `tool` and `role` name who holds it, for the error.
+    static func read(_ path: String, channel: ChannelSelection, longest: Double, role: String,
+                     tool: String = "simulate") throws -> (samples: [Float], info: AudioFileInfo) {
         let reader = try AudioFileReader(path: path, channel: channel)
         let most = Int64(longest * reader.info.sampleRate)
         let name = path == "-" ? "standard input" : path
-        let tooLong = "\(name) is longer than \(Int(longest)) s, the most simulate holds in memory for \(role): cut it first (e.g. sox \(name) part.wav trim 0 \(Int(longest)))"
+        let tooLong = "\(name) is longer than \(Int(longest)) s, the most \(tool) holds in memory for \(role): cut it first (e.g. sox \(name) part.wav trim 0 \(Int(longest)))"
         if let frames = reader.info.frames, frames > most { throw Failure(description: tooLong) }
         var samples: [Float] = []
         var block = [Float](repeating: 0, count: 1 << 16)
@@ -161,7 +172,8 @@ final class SimulationInput {
         self.path = path
         let reader = try AudioFileReader(path: path, channel: .mix)
         info = reader.info
-        if path == "-" {
+        // Standard input and named pipes (a shell's <(...)) can be read once: copied for the later passes.
+        if reader.isStream {
             try spoolStandardInput(reader)
         } else {
             opened = reader
@@ -172,28 +184,56 @@ final class SimulationInput {
 
     /// Reads the whole recording once, block by block, into `body`; `stop` set ends it with an error.
     func pass(stop: StopFlag?, _ body: ([Float]) throws -> Void) throws {
-        var block = [Float](repeating: 0, count: Self.block)
-        if spool >= 0 {
-            var offset = 0
-            while offset < spooledFrames {
-                if stop?.isSet == true { throw ChannelFile.Failure(description: "interrupted before the output was written") }
-                let count = min(Self.block, spooledFrames - offset)
-                let got = block.withUnsafeMutableBytes { pread(spool, $0.baseAddress, count * 4, off_t(offset * 4)) }
-                guard got == count * 4 else {
-                    throw ChannelFile.Failure(description: "cannot read back the copy of standard input: \(String(cString: strerror(errno)))")
-                }
-                try body(Array(block[0..<count]))
-                offset += count
-            }
-            return
-        }
+        let cursor = try self.cursor(stop: stop)
+        while let block = try cursor.next() { try body(block) }
+    }
+
+    /// A pass over the recording, block by block as asked for.
+    func cursor(stop: StopFlag?) throws -> Cursor {
+        if spool >= 0 { return Cursor(spool: spool, frames: spooledFrames, stop: stop) }
         let reader = try opened ?? AudioFileReader(path: path, channel: .mix)
         opened = nil
-        while true {
+        return Cursor(reader: reader, stop: stop)
+    }
+
+    /// One pass over the recording: its blocks in order.
+    final class Cursor {
+        private let reader: AudioFileReader?
+        private let spool: Int32
+        private let frames: Int
+        private let stop: StopFlag?
+        private var offset = 0
+        private var block = [Float](repeating: 0, count: SimulationInput.block)
+
+        init(reader: AudioFileReader, stop: StopFlag?) {
+            self.reader = reader
+            spool = -1
+            frames = 0
+            self.stop = stop
+        }
+
+        init(spool: Int32, frames: Int, stop: StopFlag?) {
+            reader = nil
+            self.spool = spool
+            self.frames = frames
+            self.stop = stop
+        }
+
+        /// The next block, or nil at the end; `stop` set ends the pass with an error.
+        func next() throws -> [Float]? {
             if stop?.isSet == true { throw ChannelFile.Failure(description: "interrupted before the output was written") }
-            let n = try block.withUnsafeMutableBufferPointer { (buffer) throws(AudioFileError) -> Int in try reader.read(into: buffer) }
-            if n == 0 { break }
-            try body(Array(block[0..<n]))
+            if let reader {
+                let n = try block.withUnsafeMutableBufferPointer { (buffer) throws(AudioFileError) -> Int in try reader.read(into: buffer) }
+                return n == 0 ? nil : Array(block[0..<n])
+            }
+            guard offset < frames else { return nil }
+            let count = min(SimulationInput.block, frames - offset)
+            let got = block.withUnsafeMutableBytes { pread(spool, $0.baseAddress, count * 4, off_t(offset * 4)) }
+            guard got == count * 4 else {
+                throw ChannelFile.Failure(description: "cannot read back the copy of standard input: \(String(cString: strerror(errno)))")
+            }
+            offset += count
+            return Array(block[0..<count])
         }
     }
 
@@ -221,6 +261,109 @@ final class SimulationInput {
                 done += wrote
             }
             spooledFrames += n
+        }
+    }
+}
+
+/// The interference `simulate` mixes in, read from its file in passes rather than held whole: mixed to mono,
+/// resampled to the input's rate and then to the output's (as ``ChannelModel/apply(_:sampleRate:interference:measuredImpulseResponse:)``
+/// does, with streaming resamplers: the same samples). A pass counts it when it is opened; each later use
+/// (the power of the part mixed in, then that part) reads it again from its start. Standard input is copied
+/// once (see ``SimulationInput``).
+final class InterferenceFile: InterferenceSource {
+    let frames: Int
+    private let input: SimulationInput
+    private let ratios: [Double]
+    private let stop: StopFlag?
+    private var reading: Resampled?
+    /// The last power measured, for the channel made twice (a peak pass, then the write).
+    private var measured: (range: Range<Int>, power: Double)?
+
+    init(path: String, inputRate: Double, outputRate: Double, stop: StopFlag?) throws {
+        input = try SimulationInput(path: path)
+        self.stop = stop
+        var ratios: [Double] = []
+        if input.info.sampleRate != inputRate { ratios.append(inputRate / input.info.sampleRate) }
+        if outputRate != inputRate { ratios.append(outputRate / inputRate) }
+        self.ratios = ratios
+        var count = 0
+        try input.pass(stop: stop) { count += $0.count }
+        // Each resampling stage makes round(n x ratio) samples of n (none of none).
+        frames = ratios.reduce(count) { n, ratio in n == 0 ? 0 : Int((Double(n) * ratio).rounded()) }
+    }
+
+    func power(of range: Range<Int>) throws -> Double {
+        if let measured, measured.range == range { return measured.power }
+        guard !range.isEmpty else { return 0 }
+        let pass = try Resampled(try input.cursor(stop: stop), ratios: ratios)
+        try pass.skip(range.lowerBound)
+        var sum = 0.0
+        var left = range.count
+        while left > 0 {
+            let block = try pass.take(min(left, SimulationInput.block))
+            if block.isEmpty { break }
+            for v in block { sum = sum + Double(v) * Double(v) }
+            left -= block.count
+        }
+        let power = sum / Double(range.count)
+        measured = (range, power)
+        return power
+    }
+
+    func start(at offset: Int) throws {
+        reading = try Resampled(try input.cursor(stop: stop), ratios: ratios)
+        try reading!.skip(offset)
+    }
+
+    func next(_ count: Int) throws -> [Float] {
+        guard let reading else { return [] }
+        return try reading.take(count)
+    }
+
+    /// A pass over the recording through the resampling stages, taken as many samples at a time as asked.
+    private final class Resampled {
+        private let cursor: SimulationInput.Cursor
+        private var stages: [StreamingResampler]
+        private var pending: [Float] = []
+        private var head = 0
+        private var ended = false
+
+        init(_ cursor: SimulationInput.Cursor, ratios: [Double]) throws {
+            self.cursor = cursor
+            stages = ratios.map { StreamingResampler(ratio: $0) }
+        }
+
+        /// Reads until `count` samples are pending or the recording ends.
+        private func fill(_ count: Int) throws {
+            while pending.count - head < count && !ended {
+                var y: [Float]
+                if let block = try cursor.next() {
+                    y = block
+                    for i in stages.indices { y = stages[i].process(y) }
+                } else {
+                    ended = true
+                    y = []
+                    for i in stages.indices { y = stages[i].process(y) + stages[i].finish() }
+                }
+                if head > 0 { pending.removeFirst(head); head = 0 }
+                pending += y
+            }
+        }
+
+        func take(_ count: Int) throws -> [Float] {
+            try fill(count)
+            let end = min(pending.count, head + count)
+            defer { head = end }
+            return Array(pending[head..<end])
+        }
+
+        func skip(_ count: Int) throws {
+            var left = count
+            while left > 0 {
+                let taken = try take(min(left, SimulationInput.block)).count
+                if taken == 0 { return }
+                left -= taken
+            }
         }
     }
 }

@@ -488,9 +488,11 @@ public struct SweepRunner {
     func loadAt48k(_ path: String) throws -> [Float] { try readFirstChannel(path, at: rate) }
 }
 
-/// The first channel of an audio file, resampled (windowed sinc) to `rate` (Hz) when it differs.
+/// The first channel of an audio file, resampled (windowed sinc) to `rate` (Hz) when it differs. Held whole:
+/// at most ``ChannelFile/longestBenchInput`` s (a longer one is an error saying so, before it is read).
 public func readFirstChannel(_ path: String, at rate: Double) throws -> [Float] {
-    let (samples, info) = try AudioFile.read(path: path, channel: .channel(0))
+    let (samples, info) = try ChannelFile.read(path, channel: .channel(0), longest: ChannelFile.longestBenchInput,
+                                               role: "a recording", tool: "bench")
     return info.sampleRate == rate ? samples : Channel.resample(samples, from: info.sampleRate, to: rate)
 }
 

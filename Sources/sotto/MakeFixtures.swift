@@ -17,7 +17,7 @@ struct MakeFixtures: ParsableCommand {
     func run() throws {
         progress.apply()
         do {
-            var generator = FixtureGenerator(directory: out, dataDirectory: data, speech: try AudioFile.read(path: speech, channel: .mix))
+            var generator = FixtureGenerator(directory: out, dataDirectory: data, speech: try ChannelFile.readWhole(speech, tool: "make-fixtures"))
             generator.onFile = { ProgressLine.shared.update("wrote \($0)") }
             try generator.generateAll()
             ProgressLine.shared.clear()

@@ -17,11 +17,13 @@ struct StoreOption: ParsableArguments {
     /// Opens the store (a PostgreSQL store also brings its schema up to date). With `service`, a SQLite
     /// store is locked for this process: one `sotto serve` per SQLite file.
     func open(service: Bool = false) async throws -> any ExchangeStore {
-        let spec = store ?? "sqlite:" + SQLiteStore.defaultPath
+        var spec = store ?? "sqlite:" + SQLiteStore.defaultPath
         // Any other scheme is a typo or a database not supported, never a file name to create.
         if let scheme = Self.scheme(of: spec), !["sqlite", "postgres", "postgresql"].contains(scheme.lowercased()) {
             throw ValidationError("--store: unknown scheme '\(scheme):' in \(spec); give sqlite:PATH or postgres://... (a file name with a colon: sqlite:\(spec))")
         }
+        // Schemes are case-insensitive (SQLITE:x is sqlite:x, never a file named "SQLITE:x").
+        if let scheme = Self.scheme(of: spec) { spec = scheme.lowercased() + spec.dropFirst(scheme.count) }
         if spec.hasPrefix("postgres://") || spec.hasPrefix("postgresql://") {
             do { return try await PostgresStore(url: spec) } catch { throw CommandError(error.description) }
         }

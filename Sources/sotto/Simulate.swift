@@ -8,7 +8,7 @@ struct Simulate: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
         abstract: "Pass audio through a simulated acoustic channel (reverberation, roll-off, clock offset, resampling, interference, noise, clipping, quantisation).",
-        discussion: "Stages are applied in this order; each is off unless asked for. Seeded and reproducible. Recordings of any length stream through in bounded memory (standard input is copied to a temporary file in TMPDIR first, to be read again); the output holds at most \(Int(FrameScheduleWriter.longestDuration)) s, an --rir at most \(Int(ChannelFile.longestResponse)) s, an --interference at most \(Int(ChannelFile.longestInterference)) s.")
+        discussion: "Stages are applied in this order; each is off unless asked for. Seeded and reproducible. Recordings of any length stream through in bounded memory (standard input or a named pipe is copied to a temporary file in TMPDIR first, to be read again), --interference too (read in passes); the output holds at most \(Int(FrameScheduleWriter.longestDuration)) s, an --rir at most \(Int(ChannelFile.longestResponse)) s (held in memory).")
 
     @Argument(help: "Input recording; - reads standard input.") var input: String
     @Argument(help: "Output file (format by extension: \(AudioFileFormat.byExtension.keys.sorted().joined(separator: ", "))); - writes WAV to standard output.") var output: String

@@ -128,3 +128,80 @@ private func throughWAV(_ samples: [Float], rate: Double, in dir: URL) throws ->
     try AudioFile.write(samples, sampleRate: rate, to: path)
     return try AudioFile.read(path: path).samples
 }
+
+/// Issue 30, round three: simulate's other inputs. The interference streams (any length); the impulse response
+/// is bounded with a clear error.
+extension SimulateStreamingTests {
+    /// An interference recording longer than the 1 200 s simulate once held in memory (1 300 s) is mixed in
+    /// with the same peak memory as a 60 s one.
+    @Test(.timeLimit(.minutes(3))) func longInterferenceStreamsInBoundedMemory() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.wav").path
+        let short = dir.appendingPathComponent("short.wav").path, long = dir.appendingPathComponent("long.wav").path
+        try sparseWAV(input, rate: 8_000, seconds: 20)
+        try sparseWAV(short, rate: 8_000, seconds: 60)
+        try sparseWAV(long, rate: 8_000, seconds: 1_300)
+        func simulate(_ interference: String, _ output: String) throws -> (status: Int32, stderr: String, peak: Int) {
+            try runMeasured(["simulate", input, dir.appendingPathComponent(output).path, "--interference", interference, "--sir", "0", "--seed", "3"],
+                            timeout: 170)
+        }
+        let small = try simulate(short, "short.wav")
+        let big = try simulate(long, "long.wav")
+        #expect(small.status == 0 && big.status == 0, "\(small.stderr) \(big.stderr)")
+        #expect(big.peak < small.peak + 16_000_000, "peak \(big.peak / 1_000_000) MB with 1 300 s, \(small.peak / 1_000_000) MB with 60 s")
+        let written = try AudioFileReader(path: dir.appendingPathComponent("long.wav").path)
+        #expect(written.info.frames.map(Int.init) == 20 * 8_000, "\(String(describing: written.info.frames))")
+    }
+
+    /// The streamed interference is the whole-buffer channel's: bit for bit, through both resampling stages (the
+    /// interference at 44.1 kHz to the input's 48 kHz, then to the output's 32 kHz), from a file and from
+    /// standard input alike.
+    @Test(.timeLimit(.minutes(1))) func streamedInterferenceEqualsWholeBufferOutput() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.wav").path, other = dir.appendingPathComponent("other.wav").path
+        let x = (0..<144_000).map { i in Float(0.3 * sin(2 * Double.pi * 18_500 * Double(i) / 48_000)) * Float((i / 20_000) % 2) }
+        try AudioFile.write(x, sampleRate: 48_000, to: input)
+        var random = SeededRandom(seed: 11)
+        let noise = (0..<220_500).map { i in Float(0.2 * sin(2 * Double.pi * 440 * Double(i) / 44_100) + 0.05 * random.gaussian()) }
+        try AudioFile.write(noise, sampleRate: 44_100, to: other)
+        let read = try AudioFile.read(path: input).samples
+        let interference = Channel.resample(try AudioFile.read(path: other).samples, from: 44_100, to: 48_000)
+        var model = ChannelModel(seed: 5)
+        model.sirDB = 3
+        model.snrDB = 25
+        model.outputRate = 32_000
+        model.quantize16 = true
+        let expected = try throughWAV(model.apply(read, sampleRate: 48_000, interference: interference).samples, rate: 32_000, in: dir)
+        let arguments = ["--sir", "3", "--snr", "25", "--rate", "32000", "--quantize16", "--seed", "5"]
+        let fromFile = dir.appendingPathComponent("file.wav").path, fromPipe = dir.appendingPathComponent("pipe.wav").path
+        let file = try Sotto.run(["simulate", input, fromFile, "--interference", other] + arguments, timeout: 50)
+        #expect(file.status == 0, "\(file.stderr)")
+        let pipe = try Sotto.run(["simulate", input, fromPipe, "--interference", "-"] + arguments, timeout: 50,
+                                 input: try Data(contentsOf: URL(fileURLWithPath: other)))
+        #expect(pipe.status == 0, "\(pipe.stderr)")
+        for path in [fromFile, fromPipe] {
+            let (y, info) = try AudioFile.read(path: path)
+            #expect(info.sampleRate == 32_000 && y.count == expected.count)
+            #expect(y == expected, "\(path) differs from the whole-buffer output")
+        }
+    }
+
+    /// An impulse response longer than simulate holds (60 s) is refused with the reason and what to do, from its
+    /// header (a file, a stream stating its length) before anything is read or written.
+    @Test(.timeLimit(.minutes(1))) func impulseResponseBeyondItsBoundIsAnError() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.wav").path, rir = dir.appendingPathComponent("rir.wav").path
+        let output = dir.appendingPathComponent("out.wav").path
+        try sparseWAV(input, rate: 8_000, seconds: 2)
+        try sparseWAV(rir, rate: 8_000, seconds: 61)
+        let file = try Sotto.run(["simulate", input, output, "--rir", rir], timeout: 30)
+        #expect(file.status == 2 && file.stderr.contains("longer than \(Int(ChannelFile.longestResponse)) s") && file.stderr.contains("cut it first"),
+                "\(file.status) \(file.stderr)")
+        let piped = try Sotto.run(["simulate", input, output, "--rir", "-"], timeout: 30, input: try Data(contentsOf: URL(fileURLWithPath: rir)))
+        #expect(piped.status == 2 && piped.stderr.contains("longer than"), "\(piped.status) \(piped.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: output))
+    }
+}

@@ -15,15 +15,15 @@ private func burstSignal() -> [Float] {
 }
 
 /// Feeds `x` to `stream` in pieces of 1 to 20 000 samples.
-private func streamed(_ x: [Float], _ stream: ChannelStream) -> [Float] {
+private func streamed(_ x: [Float], _ stream: ChannelStream) throws -> [Float] {
     var y: [Float] = []
     var index = 0, length = 1
     while index < x.count {
-        y += stream.process(Array(x[index..<min(x.count, index + length)]))
+        y += try stream.process(Array(x[index..<min(x.count, index + length)]))
         index += length
         length = length * 7 % 20_011 + 1
     }
-    return y + stream.finish()
+    return y + (try stream.finish())
 }
 
 @Suite struct ChannelStreamTests {
@@ -44,7 +44,7 @@ private func streamed(_ x: [Float], _ stream: ChannelStream) -> [Float] {
         let power = Channel.activePower(x, sampleRate: 48_000)
         let stream = try ChannelStream(model: model, sampleRate: 48_000, inputFrames: x.count, signalPower: power, interference: interference)
         #expect(stream.outputFrames == whole.samples.count && stream.outputRate == whole.sampleRate)
-        let y = streamed(x, stream)
+        let y = try streamed(x, stream)
         #expect(y.count == whole.samples.count)
         #expect(y == whole.samples)
     }
@@ -70,7 +70,7 @@ private func streamed(_ x: [Float], _ stream: ChannelStream) -> [Float] {
         let whole = model.apply(x, sampleRate: 48_000, measuredImpulseResponse: response)
         let stream = try ChannelStream(model: model, sampleRate: 48_000, inputFrames: x.count,
                                        signalPower: Channel.activePower(x, sampleRate: 48_000), measuredImpulseResponse: response)
-        let y = streamed(x, stream)
+        let y = try streamed(x, stream)
         #expect(y.count == whole.samples.count)
         let peak = whole.samples.map(abs).max()!
         let worst = zip(y, whole.samples).map { abs($0 - $1) }.max()!

@@ -55,4 +55,14 @@ import Testing
         #expect(untouched.count == binCount - 33)
         #expect(untouched.allSatisfy { partial.output[2 * $0] == sentinel && partial.output[2 * $0 + 1] == sentinel })
     }
+
+    /// Issue 30: the decoder's transforms can be made through throwing initialisers, so that a failure (FFTW
+    /// cannot allocate or plan: out of memory) reaches the user as an error; here a size FFTW cannot take.
+    @Test func transformsThatCannotBeMadeAreErrors() {
+        #expect(throws: FFTError.self) { try PartialRealFFT(checkedSize: 1 << 40, bins: [0..<4]) }
+        // What works through the trapping initialisers works through the throwing ones.
+        let bank = try? BandDecimatorBank(checkedSampleRate: 48_000, bands: [BandSpecification(centerFrequency: 19_000, passbandHalfWidth: 1_000, minimumOutputRate: 4_000)])
+        #expect(bank?.bands.count == 1)
+    }
 }
+
