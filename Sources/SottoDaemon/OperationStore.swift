@@ -52,8 +52,10 @@ public struct OperationStore: Sendable {
     /// Reads the saved operations; a corrupt or truncated file, or one that cannot be read (not a regular
     /// file, no permission), is renamed aside with a warning (the next save must not replace it unseen).
     public func load() -> Loaded {
-        var status = Glibc.stat()
-        if lstat(file.path, &status) != 0 && errno == ENOENT { return Loaded(operations: []) }
+        let missing = withUnsafeTemporaryAllocation(of: stat.self, capacity: 1) { status in
+            lstat(file.path, status.baseAddress!) != 0 && errno == ENOENT
+        }
+        if missing { return Loaded(operations: []) }
         let data: Data
         do { data = try Data(contentsOf: file) } catch {
             return Loaded(operations: [], warning: setAside("it cannot be read (\(error.localizedDescription))"))
