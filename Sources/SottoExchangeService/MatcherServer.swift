@@ -157,7 +157,7 @@ public struct MatcherServer: Service {
                     // Shutting down: the server has stopped accepting (onGracefulShutdown below); tell the sessions.
                     guard (try? await gracefulShutdown()) != nil else { return .other }
                     let streams = await host.streamCount
-                    logger.notice("shutting down: telling \(streams) stream\(streams == 1 ? "" : "s") to move to another node; draining for at most \(drain) s")
+                    logger.info("shutting down: telling \(streams) stream\(streams == 1 ? "" : "s") to move to another node; draining for at most \(drain) s")
                     await host.stop()
                     try? await Task.sleep(for: .seconds(drain))
                     if !Task.isCancelled { throw DrainDeadlinePassed() }
