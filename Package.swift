@@ -189,7 +189,7 @@ let package = Package(
         // from SottoDaemon, so that a program embedding the daemon or the modem links no D-Bus.
         .target(name: "SottoDaemonNotify", dependencies: ["SottoDaemon", "SottoNotify", "SottoExchange"], swiftSettings: strict),
         .executableTarget(name: "sotto",
-                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoSupport",
+                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoSupport", "CSottoShims",
                                "SottoExchangeRadio", "SottoExchangeService", "SottoExchangeClient", "SottoExchangeWire",
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle"),

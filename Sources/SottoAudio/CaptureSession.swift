@@ -1,5 +1,6 @@
 import Foundation
 import SottoSupport
+import Synchronization
 
 /// Live capture on a dedicated thread with blocking reads.
 ///
@@ -13,8 +14,12 @@ public final class CaptureSession: @unchecked Sendable {
     public let negotiated: NegotiatedFormat
     private let capture: PCMCapture
     private let stopRequested = StopFlag()
-    private let finished = DispatchSemaphore(value: 0)
-    private var thread: Thread?
+    /// Opens when the capture thread has ended; stop() may be called from several threads at once (a signal
+    /// handler and the command that joins the thread), so every caller must get through.
+    private let finished = Latch()
+    private let started = StopFlag()
+    /// The capture thread's pthread id once it runs (0 before), so that a stop() on it does not wait for itself.
+    private let captureThread = Atomic<UInt>(0)
 
     /// Opens the device; capture starts with `start`.
     public init(configuration: PCMConfiguration) throws(ALSAError) {
@@ -33,7 +38,8 @@ public final class CaptureSession: @unchecked Sendable {
                       onEnd: @escaping @Sendable ((any Error)?) -> Void) {
         let capture = self.capture, stop = stopRequested, finished = self.finished
         let period = negotiated.periodFrames
-        let thread = Thread {
+        let thread = Thread { [self] in
+            captureThread.store(UInt(pthread_self()), ordering: .relaxed)
             let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: period)
             defer { buffer.deallocate() }
             var frame: Int64 = 0
@@ -50,17 +56,19 @@ public final class CaptureSession: @unchecked Sendable {
                 }
             }
             onEnd(failure)
-            finished.signal()
+            finished.open()
         }
         thread.name = "sotto-capture"
         thread.qualityOfService = .userInteractive
-        self.thread = thread
+        started.set()
         thread.start()
     }
 
-    /// Asks the capture thread to stop and waits for it (at most one period).
+    /// Asks the capture thread to stop and waits for it (at most one period). Safe from any number of
+    /// threads at once; on the capture thread itself (from `onBlock` or `onEnd`) it only asks.
     public func stop() {
         stopRequested.set()
-        if thread != nil { finished.wait(); thread = nil }
+        guard started.isSet, captureThread.load(ordering: .relaxed) != UInt(pthread_self()) else { return }
+        finished.wait()
     }
 }

@@ -247,7 +247,8 @@ final class PCMHandle {
     /// snd_pcm_recover, which resumes or re-prepares the stream; anything else, or a recovery that keeps
     /// failing, is thrown as a typed error.
     private func recover(from code: Int32, operation: String, attempts: inout Int) throws(ALSAError) {
-        if code == -EAGAIN { return }
+        // Nothing lost: try again (EINTR: a signal, SIGINT or SIGTERM, was handled on this thread).
+        if code == -EAGAIN || code == -EINTR { return }
         attempts += 1
         guard attempts <= Self.maximumFruitlessRecoveries else {
             throw .deviceGone(device)

@@ -29,6 +29,9 @@ public struct ServiceConfiguration: Sendable {
     public var broadcastTurns: BroadcastCoordinator.Rules? = BroadcastCoordinator.Rules()
     /// How often the beacon registry is checked for changes (s).
     public var registryPollInterval: Double = 1
+    /// On shutdown (SIGINT, SIGTERM), how long the service waits for its streams to end once their sessions
+    /// were told it is going away (UNAVAILABLE), before it closes the connections that remain (s).
+    public var drainTimeout: Double = 5
     /// Most bytes the live publications of one project may hold (namespaces, types and contents), over all
     /// its sessions; a publication beyond it is rejected (QUOTA_EXCEEDED, detail `publication-bytes`).
     /// Nodes sharing a PostgreSQL must use the same value.
@@ -149,6 +152,8 @@ public actor MatcherHost {
     private var restoredFromSnapshot = false
     /// False while this node cannot reach the database (it refuses sessions meanwhile).
     public private(set) var serving = true
+    /// True once ``stop()`` began: the service is shutting down and opens no session.
+    public private(set) var stopped = false
 
     /// A node serving alone.
     public init(configuration: ServiceConfiguration = ServiceConfiguration(), metrics: ServiceMetrics = ServiceMetrics(),
@@ -215,6 +220,8 @@ public actor MatcherHost {
     /// Ends every stream (service shutdown). Alone, the sessions end; with a shared log they stay for their
     /// grace period, so that clients resume them on another node.
     public func stop() async {
+        guard !stopped else { return }
+        stopped = true
         for task in tasks { task.cancel() }
         tasks = []
         appendInFlight?.cancel()
@@ -251,6 +258,7 @@ public actor MatcherHost {
     ///   node cannot reach the shared database.
     public func open(key: AuthenticatedKey, broadcasts: Bool, resume: (session: String, secret: [UInt8])?,
                      outbox: Outbox) async throws(ExchangeError) -> Opened {
+        guard !stopped else { throw .unavailable("the service is shutting down; try another node") }
         guard serving else { throw .unavailable("this node cannot reach its database; try another node") }
         if let openRate = limiter.admitOpen(key: key) {
             metrics.rateLimited.increment()

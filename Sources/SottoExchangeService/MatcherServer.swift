@@ -8,7 +8,6 @@ import NIOPosix
 import ServiceLifecycle
 import SottoExchange
 import SottoExchangeWire
-import SottoExchangeWire
 
 /// What `sotto serve` runs: the gRPC exchange service on a TCP port or a Unix socket, the matcher host, the
 /// beacon registry kept in step with the store, and an optional HTTP endpoint for `/metrics` (Prometheus),
@@ -107,13 +106,15 @@ public struct MatcherServer: Service {
         var http: HTTPStatusEndpoint?
         if let metricsEndpoint {
             http = try await HTTPStatusEndpoint.start(endpoint: metricsEndpoint, metrics: metrics, limits: limits, ready: { [store, host] in
-                guard await host.serving else { return false }
+                guard await host.serving, await !host.stopped else { return false }
                 return (try? await store.registryVersion()) != nil
             })
         }
         let httpAddress = http?.address
         do {
             try await serve(server, transport: transport, httpAddress: httpAddress)
+        } catch is DrainDeadlinePassed {
+            logger.notice("drain time (\(configuration.drainTimeout) s) over: closed the connections left")
         } catch {
             // Cancelled (or failed) rather than shut down gracefully: end the sessions and the endpoint all the same.
             await host.stop()
@@ -124,11 +125,19 @@ public struct MatcherServer: Service {
         try? await http?.close()
     }
 
+    /// The parts of the service that run side by side; the gRPC server's end ends the rest.
+    private enum Part: Sendable { case server, other }
+
+    /// Serves until a graceful shutdown (SIGINT, SIGTERM through the service group) has drained the streams.
+    /// Shutting down: the listener closes and connections get GOAWAY (no new stream), every session is told
+    /// with UNAVAILABLE "shutting down" (clients move to another node; alone, the sessions end), and the
+    /// streams get ``ServiceConfiguration/drainTimeout`` seconds to end before the connections left are closed.
     private func serve(_ server: GRPCServer<HTTP2ServerTransport.Custom<GuardedListener>>, transport: HTTP2ServerTransport.Custom<GuardedListener>,
                        httpAddress: String?) async throws {
+        let host = self.host, logger = self.logger, drain = configuration.drainTimeout
         try await withGracefulShutdownHandler {
-            try await withThrowingDiscardingTaskGroup { group in
-                group.addTask { try await server.serve() }
+            try await withThrowingTaskGroup(of: Part.self) { group in
+                group.addTask { try await server.serve(); return .server }
                 group.addTask {
                     guard let bound = await transport.listeningAddress else {
                         throw RuntimeError(code: .serverIsStopped, message: "the listener closed before it was bound")
@@ -140,18 +149,32 @@ public struct MatcherServer: Service {
                     else { text = "\(bound)" }
                     logger.info("serving on \(text)\(tls == nil ? "" : " (TLS)")")
                     onListening(text, httpAddress)
+                    return .other
                 }
-                group.addTask { await self.followRegistry() }
-                group.addTask { await self.followRevocations() }
+                group.addTask { await self.followRegistry(); return .other }
+                group.addTask { await self.followRevocations(); return .other }
                 group.addTask {
-                    // Ends the registry loop with the server.
-                    try await gracefulShutdown()
+                    // Shutting down: the server has stopped accepting (onGracefulShutdown below); tell the sessions.
+                    guard (try? await gracefulShutdown()) != nil else { return .other }
+                    let streams = await host.streamCount
+                    logger.info("shutting down: telling \(streams) stream\(streams == 1 ? "" : "s") to move to another node; draining for at most \(drain) s")
+                    await host.stop()
+                    try? await Task.sleep(for: .seconds(drain))
+                    if !Task.isCancelled { throw DrainDeadlinePassed() }
+                    return .other
+                }
+                // The gRPC server ends once its streams have (or on an error): the other parts are stopped then.
+                while let part = try await group.next() {
+                    if part == .server { group.cancelAll() }
                 }
             }
         } onGracefulShutdown: {
             server.beginGracefulShutdown()
         }
     }
+
+    /// The streams did not end within the drain time: what remains is closed (the server task is cancelled).
+    private struct DrainDeadlinePassed: Error {}
 
     /// Reloads beacons when the store's registry changed (another process ran `sotto admin beacon ...`).
     func followRegistry() async {

@@ -24,8 +24,10 @@ public final class Broadcaster: @unchecked Sendable {
     private let level: Double
     private let lock = NSLock()
     private let stopped = StopFlag()
-    private let finished = DispatchSemaphore(value: 0)
-    private var started = false
+    /// Opens when the sending thread has ended. stop() (a signal handler's thread) and wait() (the player)
+    /// may wait at the same time: every waiter gets through (a semaphore signalled once let only one).
+    private let finished = Latch()
+    private let started = StopFlag()
     // The open device and the frame synthesised at its rate; replaced only by the broadcast thread.
     private var playback: PCMPlayback
     private var burst: [Float]
@@ -79,7 +81,7 @@ public final class Broadcaster: @unchecked Sendable {
     /// `retryInterval` allows, until it returns or fails for good.
     private func run(retryInterval: Double?, onStatus: @escaping @Sendable (BroadcastStatus) -> Void,
                      onEnd: @escaping @Sendable ((any Error)?) -> Void, sending: @escaping () throws -> Void) {
-        started = true
+        started.set()
         nonisolated(unsafe) let sending = sending
         let thread = Thread { [self] in
             var failure: (any Error)?
@@ -101,7 +103,7 @@ public final class Broadcaster: @unchecked Sendable {
                 }
             }
             onEnd(failure)
-            finished.signal()
+            finished.open()
         }
         thread.name = "sotto-broadcast"
         thread.start()
@@ -194,12 +196,12 @@ public final class Broadcaster: @unchecked Sendable {
     /// Stops sending and waits for the thread to end.
     public func stop() {
         stopped.set()
-        if started { finished.wait(); started = false }
+        if started.isSet { finished.wait() }
     }
 
     /// Waits until the broadcaster ends by itself (after `count` frames).
     public func wait() {
-        if started { finished.wait(); started = false }
+        if started.isSet { finished.wait() }
     }
 }
 

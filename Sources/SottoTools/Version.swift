@@ -1,4 +1,4 @@
 /// The version of Sotto (`sotto --version`, the JSON Lines schema has its own: ``JSONLines/schemaVersion``).
 public enum SottoVersion {
-    public static let current = "0.13.0"
+    public static let current = "1.0.0"
 }

@@ -50,7 +50,7 @@ struct Decode: ParsableCommand {
                 if format.format == .text && summary.frames == 0 && standardErrorIsTerminal { printError("\(label): no frames found") }
             } catch {
                 ProgressLine.shared.clear()
-                printError("error: \(file == "-" ? "standard input" : file): \(error)")
+                printError("Error: \(file == "-" ? "standard input" : file): \(error)")
                 failures.append(file)
             }
         }

@@ -52,7 +52,7 @@ struct TransmitTarget: ParsableArguments {
         do {
             let player = try FramePlayer(configuration: PCMConfiguration(device: device), profile: profile, frameAt: frameAt,
                                          changesEvery: period, clockAtStart: clockAtStart)
-            let interrupt = Interruption.onControlC { player.stop() }
+            let interrupt = Interruption.onStop { player.stop() }
             defer { interrupt.cancel() }
             summary = try player.run(.init(interval: interval, jitter: jitter, duration: duration)) { event in
                 if case .started(let negotiated) = event { printError("broadcasting \(what) on \(device) (\(negotiated))") }

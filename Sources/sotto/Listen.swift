@@ -46,7 +46,7 @@ struct Listen: AsyncParsableCommand {
             listener = try Listener(configuration: configuration, profiles: profiles, duration: duration,
                                     bufferingNewest: nil, onCapture: capture)
         } catch { throw CommandError(error.description) }
-        let interrupt = Interruption.onControlC { listener.stop() }
+        let interrupt = Interruption.onStop { listener.stop() }
         defer { interrupt.cancel() }
         var frames = 0
         var failure: (any Error)?

@@ -57,33 +57,6 @@ struct RadioDevices: ParsableArguments {
     @Option(help: "ALSA playback PCM of the session's own token (default: --device).") var playbackDevice: String?
 }
 
-/// SIGINT and SIGTERM, caught once for the process (a long-running command ends cleanly on either).
-enum Interruption {
-    private static let flag = StopFlag()
-    nonisolated(unsafe) private static let sources: [any DispatchSourceSignal] = [SIGINT, SIGTERM].map { number in
-        signal(number, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        source.setEventHandler { flag.set() }
-        source.resume()
-        return source
-    }
-    /// Runs `handler` on SIGINT (Ctrl-C) instead of ending the process, while the returned source is kept.
-    /// (SIGTERM still ends a command that runs a device: a test or supervisor can always stop it.)
-    static func onControlC(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
-        signal(SIGINT, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler(handler: handler)
-        source.resume()
-        return source
-    }
-
-    /// Set once SIGINT or SIGTERM arrives (catching them starts with the first use).
-    static var stop: StopFlag {
-        _ = sources
-        return flag
-    }
-}
-
 /// Exchange sessions through a matcher service, for `publish` and `subscribe` with `--server`.
 enum RemoteExchange {
     /// Connects a manager to the service; connection changes go to stderr.

@@ -122,7 +122,7 @@ struct Send: ParsableCommand {
             player = try FramePlayer(configuration: PCMConfiguration(device: device, preferredRate: rate), profile: profile, level: volume,
                                      frameAt: { _ in bytes }, selfCheck: selfCheck.map { PCMConfiguration(device: $0) })
         } catch { throw CommandError("\(error)") }
-        let interrupt = Interruption.onControlC { player.stop() }
+        let interrupt = Interruption.onStop { player.stop() }
         defer { interrupt.cancel() }
         let summary: FramePlayer.Summary
         do {

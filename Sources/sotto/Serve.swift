@@ -75,7 +75,9 @@ struct Serve: AsyncParsableCommand {
         Clients (`sotto publish/subscribe --server`, or any gRPC client of exchange.proto) hold one stream per \
         session and authenticate with an API key of a project (`sotto admin`). Plaintext is allowed on loopback \
         and Unix sockets only; any other address needs --tls-cert and --tls-key. Prints the bound address on \
-        stdout ("listening on HOST:PORT") and runs until SIGINT or SIGTERM.
+        stdout ("listening on HOST:PORT") and runs until SIGINT or SIGTERM: then it stops accepting, tells every \
+        session with UNAVAILABLE that the service is going away (clients move to another node), waits at most \
+        --drain seconds for the streams to end, and exits with 0. A second signal exits at once.
         """)
 
     @Option(help: "Address to listen on, HOST:PORT (port 0: any free port).") var listen: String?
@@ -96,6 +98,8 @@ struct Serve: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Work units one project may send at once above --project-rate.") var projectBurst: Double = 40_000
     @Option(parsing: .unconditional, help: "Bytes (namespace, type and content) one project's live publications may hold; the same on every node of a shared store.")
     var projectPublicationBytes: Int = ServiceConfiguration.defaultProjectPublicationBytes
+    @Option(parsing: .unconditional, help: "Seconds the streams get to end on SIGINT or SIGTERM, once told the service is going away, before the connections left are closed.")
+    var drain: Double = 5
     @Option(parsing: .unconditional, help: .hidden) var clockSkew: Double = 0
     @OptionGroup(title: "Transport bounds") var transport: TransportOptions
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(
@@ -112,6 +116,7 @@ struct Serve: AsyncParsableCommand {
         guard heartbeat.isFinite, (0.5...600).contains(heartbeat) else { throw ValidationError("--heartbeat must be 0.5 to 600 s") }
         try NumericOption("--node-timeout", above: 0.2, upTo: 600, unit: "s").check(nodeTimeout)
         try NumericOption("--database-grace", above: 0, upTo: 3_600, unit: "s").check(databaseGrace)
+        try NumericOption("--drain", 0...3_600, unit: "s").check(drain)
         try NumericOption("--snapshot-interval", above: 0.1, upTo: 86_400, unit: "s").check(snapshotInterval)
         try NumericOption("--project-rate", above: 0, upTo: 1e9, unit: "per s").check(projectRate)
         try NumericOption("--project-burst", above: 0, upTo: 1e9, unit: "units").check(projectBurst)
@@ -138,6 +143,7 @@ struct Serve: AsyncParsableCommand {
         configuration.databaseGrace = databaseGrace
         configuration.snapshotInterval = snapshotInterval
         configuration.clockSkew = clockSkew
+        configuration.drainTimeout = drain
         configuration.projectRate = projectRate
         configuration.projectBurst = projectBurst
         configuration.projectPublicationBytes = projectPublicationBytes
@@ -156,7 +162,14 @@ struct Serve: AsyncParsableCommand {
             await StoreOption.close(exchangeStore)
             throw CommandError(error.description)
         }
-        let group = ServiceGroup(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // The signals are the process's (Interruption): the first starts the graceful shutdown, a second exits at once.
+        let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: logger)
+        let drain = self.drain
+        let stopping = Interruption.onStop {
+            printError("shutting down: no new connections; sessions told to move to another node; draining for at most \(fixed(drain, 1)) s (signal again to stop now)")
+            Task { await group.triggerGracefulShutdown() }
+        }
+        defer { stopping.cancel() }
         do { try await group.run() } catch {
             await StoreOption.close(exchangeStore)
             throw CommandError("the service stopped: \(error)")

@@ -25,6 +25,8 @@ struct Sotto: AsyncParsableCommand {
         // A reader that goes away is seen as EPIPE by the write, which ends the program quietly (Output): the
         // same in every command, whether or not a library (NIO) has already ignored the signal.
         signal(SIGPIPE, SIG_IGN)
+        // SIGINT and SIGTERM: default actions until a long-running command stops on them (Interruption).
+        Interruption.prepare()
         let command: any ParsableCommand
         if let unknown = unknownHelpTopic(Array(CommandLine.arguments.dropFirst())) {
             printError("Error: no command '\(unknown)' to show help for\nUsage: sotto help <subcommand>\n  See 'sotto --help' for the commands.")

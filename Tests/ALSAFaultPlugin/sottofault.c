@@ -14,6 +14,8 @@
 //                                  # a running stream goes DISCONNECTED (I/O returns -ENODEV)
 //       suspended "/path/susp"     # while this file exists a running stream is SUSPENDED (-ESTRPIPE);
 //                                  # snd_pcm_resume waits until it is removed, as hardware wakes up
+//       resuming "/path/resuming"  # created while snd_pcm_resume waits for `suspended` to go (a test knows that
+//                                  # the program's I/O thread is held there), removed when it returns
 //       refuse "/path/refuse"      # while this file exists, opening fails with the errno written in it
 //                                  # (e.g. 16 for EBUSY: another program has the device; 13 for EACCES)
 //       format "S16_LE"            # the only sample format offered (default S16_LE; I/O works in S16_LE only,
@@ -40,7 +42,7 @@
 
 typedef struct {
     snd_pcm_ioplug_t io;
-    char *infile, *outfile, *gone, *suspended, *refuse, *clock;
+    char *infile, *outfile, *gone, *suspended, *resuming, *refuse, *clock;
     snd_pcm_format_t format;
     FILE *in, *out;
     unsigned int rate;
@@ -125,7 +127,12 @@ static snd_pcm_sframes_t fault_transfer(snd_pcm_ioplug_t *io, const snd_pcm_chan
 // Called by snd_pcm_resume (from snd_pcm_recover): wait for the "hardware" to wake up, as a driver does.
 static int fault_resume(snd_pcm_ioplug_t *io) {
     fault_pcm *pcm = io->private_data;
+    if (pcm->resuming && exists(pcm->suspended)) {
+        FILE *marker = fopen(pcm->resuming, "w");
+        if (marker) fclose(marker);
+    }
     while (exists(pcm->suspended) && !exists(pcm->gone)) usleep(5000);
+    if (pcm->resuming) unlink(pcm->resuming);
     if (exists(pcm->gone)) {
         snd_pcm_ioplug_set_state(io, SND_PCM_STATE_DISCONNECTED);
         return -ENODEV;
@@ -140,7 +147,7 @@ static int fault_close(snd_pcm_ioplug_t *io) {
     if (pcm->out) fclose(pcm->out);
     close(pcm->wake[0]);
     close(pcm->wake[1]);
-    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended); free(pcm->refuse); free(pcm->clock);
+    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended); free(pcm->resuming); free(pcm->refuse); free(pcm->clock);
     free(pcm);
     return 0;
 }
@@ -182,6 +189,7 @@ SND_PCM_PLUGIN_DEFINE_FUNC(sottofault) {
         else if (!strcmp(id, "outfile")) error = string_value(node, &pcm->outfile);
         else if (!strcmp(id, "gone")) error = string_value(node, &pcm->gone);
         else if (!strcmp(id, "suspended")) error = string_value(node, &pcm->suspended);
+        else if (!strcmp(id, "resuming")) error = string_value(node, &pcm->resuming);
         else if (!strcmp(id, "refuse")) error = string_value(node, &pcm->refuse);
         else if (!strcmp(id, "clock")) error = string_value(node, &pcm->clock);
         else if (!strcmp(id, "format")) {
@@ -234,7 +242,7 @@ fail:
     if (pcm->out) fclose(pcm->out);
     if (pcm->wake[0] >= 0) close(pcm->wake[0]);
     if (pcm->wake[1] >= 0) close(pcm->wake[1]);
-    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended); free(pcm->refuse); free(pcm->clock);
+    free(pcm->infile); free(pcm->outfile); free(pcm->gone); free(pcm->suspended); free(pcm->resuming); free(pcm->refuse); free(pcm->clock);
     free(pcm);
     return error;
 }

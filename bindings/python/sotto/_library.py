@@ -85,6 +85,10 @@ def _candidates() -> list[str]:
     explicit = os.environ.get("SOTTO_LIBRARY")
     if explicit:
         return [explicit]
+    # A wheel built by scripts/package-wheel carries the library (and the Swift runtime it loads) inside.
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib", SONAME)
+    if os.path.exists(bundled):
+        found.append(bundled)
     found.append(SONAME)  # the dynamic linker's search path (LD_LIBRARY_PATH, ldconfig's cache)
     if shutil.which("pkg-config"):
         try:
