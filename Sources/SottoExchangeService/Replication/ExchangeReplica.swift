@@ -78,6 +78,8 @@ struct ReplicaTimings: Sendable {
     var outageGap: Double
     /// Most bytes the live publications of one project may hold (namespaces, types and contents).
     var projectPublicationBytes: Int = ServiceConfiguration.defaultProjectPublicationBytes
+    /// The in-band SNR (dB) from which a sighting counts for earshot (the core's `earshotSNR`; not in its snapshot).
+    var earshotSNR: Double = MatcherCore.defaultEarshotSNR
 
     /// The pause of the whole log beyond which it counts as an outage (s): the outage gap, or half the node
     /// timeout when that is shorter. A node is declared dead only for a silence during which the log moved
@@ -126,6 +128,7 @@ struct ExchangeReplica: Sendable {
 
     init(core: MatcherCore, timings: ReplicaTimings) {
         self.core = core
+        self.core.earshotSNR = timings.earshotSNR
         self.timings = timings
     }
 
