@@ -179,8 +179,20 @@ public final class AudioRadio: @unchecked Sendable {
             defer { self.listener = nil; self.pump = nil }
             return (self.listener, self.pump)
         }
-        listener?.stop()
+        // Stopping joins the capture thread (it may be decoding what it captured last): off the cooperative pool.
+        if let listener { await Self.offPool { listener.stop() } }
         await pump?.value
+    }
+
+    /// Runs `body`, which blocks (it joins a device thread), on a thread of its own, never on the
+    /// cooperative pool (a duty-cycled scan pauses every period).
+    private static func offPool(_ body: @escaping @Sendable () -> Void) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                body()
+                continuation.resume()
+            }
+        }
     }
 
     /// Opens the capture device again after ``pauseListening()`` (nothing to do while listening).
@@ -251,8 +263,10 @@ public final class AudioRadio: @unchecked Sendable {
         scanner?.cancel()
         await scanner?.value
         let (listener, broadcasters, pump) = lock.withLock { (self.listener, self.broadcasters, self.pump) }
-        for broadcaster in broadcasters { broadcaster.stop() }
-        listener?.stop()
+        await Self.offPool {
+            for broadcaster in broadcasters { broadcaster.stop() }
+            listener?.stop()
+        }
         await pump?.value
         await manager.close(now: now)
     }
