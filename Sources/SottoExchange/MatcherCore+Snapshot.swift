@@ -260,9 +260,11 @@ extension Strategy: SnapshotCodable {
         case .scan: writer.writeByte(1)
         case .both: writer.writeByte(2)
         }
+        // The distance type, and low power in bit 1 (a snapshot without low power reads as before it existed).
+        let low: UInt8 = lowPower ? 2 : 0
         switch distanceType {
-        case .default: writer.writeByte(0)
-        case .earshot: writer.writeByte(1)
+        case .default: writer.writeByte(0 | low)
+        case .earshot: writer.writeByte(1 | low)
         }
         switch ttl {
         case .seconds(let seconds):
@@ -272,14 +274,15 @@ extension Strategy: SnapshotCodable {
         }
     }
 
-    /// Checked like a strategy made with ``init(discoveryMode:distanceType:ttl:)``.
+    /// Checked like a strategy made with ``init(discoveryMode:distanceType:ttl:lowPower:)``.
     package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         let modes: [DiscoveryMode] = [.broadcast, .scan, .both], distances: [DistanceType] = [.default, .earshot]
         let mode = modes[Int(try reader.readTag(upTo: UInt8(modes.count - 1), of: "discovery mode"))]
-        let distance = distances[Int(try reader.readTag(upTo: UInt8(distances.count - 1), of: "distance type"))]
+        let distanceTag = try reader.readTag(upTo: 3, of: "distance type")
+        let distance = distances[Int(distanceTag & 1)]
         let ttl: TTL = try reader.readTag(upTo: 1, of: "TTL") == 0 ? .seconds(try reader.read()) : .infinite
         do {
-            try self.init(discoveryMode: mode, distanceType: distance, ttl: ttl)
+            try self.init(discoveryMode: mode, distanceType: distance, ttl: ttl, lowPower: distanceTag & 2 != 0)
         } catch {
             throw .corrupt("a strategy is invalid (\(error)), before byte \(reader.offset)")
         }

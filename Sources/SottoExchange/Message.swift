@@ -250,14 +250,19 @@ public struct Strategy: Sendable, Hashable {
     public let discoveryMode: DiscoveryMode
     public let distanceType: DistanceType
     public let ttl: TTL
+    /// Low power preferred (iOS `GNSBeaconStrategy.lowPowerPreferred`, chrome.copresence `Strategy.lowPower`):
+    /// the device may listen duty-cycled (`ScanDutyCycle` in SottoExchangeRadio), finding things later for
+    /// less CPU. A preference the radio honours, carried to the matcher; matching is unchanged.
+    public let lowPower: Bool
 
     /// - Throws: `ExchangeError.invalidTTL` outside 1...86400 s.
     public init(discoveryMode: DiscoveryMode = .both, distanceType: DistanceType = .default,
-                ttl: TTL = .seconds(ExchangeLimits.defaultTTL)) throws(ExchangeError) {
+                ttl: TTL = .seconds(ExchangeLimits.defaultTTL), lowPower: Bool = false) throws(ExchangeError) {
         if case .seconds(let s) = ttl, !ExchangeLimits.ttlRange.contains(s) { throw .invalidTTL(s) }
         self.discoveryMode = discoveryMode
         self.distanceType = distanceType
         self.ttl = ttl
+        self.lowPower = lowPower
     }
 
     public static let `default` = try! Strategy()

@@ -60,6 +60,15 @@ public final class AudioRadio: @unchecked Sendable {
     public var onDeviceRecovered: (@Sendable () -> Void)?
     /// Called when this device's own token has not been heard for that many transmissions in a row.
     public var onOwnTokenNotHeard: (@Sendable (Int) -> Void)?
+    /// Duty-cycled listening (a low-power scan); nil (the default) listens all the time. Set before
+    /// ``start()``.
+    public var scanning: ScanDutyCycle?
+    private var scanner: Task<Void, Never>?
+    /// Set by ``stop()``: the scanner opens nothing more.
+    private var stopped = false
+    /// Listening windows opened so far (the first one included), for tests and measurements.
+    public var windowsOpened: Int { lock.withLock { opened } }
+    private var opened = 0
 
     /// - Parameters:
     ///   - manager: the exchange this radio hears and broadcasts for.
@@ -95,6 +104,7 @@ public final class AudioRadio: @unchecked Sendable {
     /// Opens the devices and starts. Device errors are thrown and also reported to `onDeviceError`.
     public func start() throws(AudioDeviceError) {
         try startListening()
+        if let scanning { startScanner(scanning) }
         ticker = Task.detached { [weak self] in
             // The matcher's turns for the token frame, if it gives any (a service that coordinates the room).
             await self?.manager.setTurnsHandler { [weak self] offsets, follow in
@@ -154,7 +164,30 @@ public final class AudioRadio: @unchecked Sendable {
                 }
             }
         }
-        lock.withLock { self.listener = listener; self.pump = pump }
+        lock.withLock { self.listener = listener; self.pump = pump; opened += 1 }
+    }
+
+    /// Opens and closes the capture device on `cycle`, checking every 100 ms. A device that fails to open
+    /// is reported (``onDeviceError``) and tried again at the next window, not at every check.
+    private func startScanner(_ cycle: ScanDutyCycle) {
+        let task = Task.detached { [weak self] in
+            var failedWindow: Double?
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(100))
+                guard let self else { return }
+                let now = self.now
+                let window = (now / cycle.period).rounded(.down)
+                let wanted = cycle.listens(at: now)
+                guard wanted != self.isListening, !self.lock.withLock({ self.stopped }) else { continue }
+                if wanted {
+                    guard failedWindow != window else { continue }
+                    do { try self.resumeListening() } catch { failedWindow = window }
+                } else {
+                    await self.pauseListening()
+                }
+            }
+        }
+        lock.withLock { scanner = task }
     }
 
     /// Closes the capture device until ``resumeListening()`` (a duty-cycled scan); playback goes on and the
@@ -164,8 +197,20 @@ public final class AudioRadio: @unchecked Sendable {
             defer { self.listener = nil; self.pump = nil }
             return (self.listener, self.pump)
         }
-        listener?.stop()
+        // Stopping joins the capture thread (it may be decoding what it captured last): off the cooperative pool.
+        if let listener { await Self.offPool { listener.stop() } }
         await pump?.value
+    }
+
+    /// Runs `body`, which blocks (it joins a device thread), on a thread of its own, never on the
+    /// cooperative pool (a duty-cycled scan pauses every period).
+    private static func offPool(_ body: @escaping @Sendable () -> Void) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                body()
+                continuation.resume()
+            }
+        }
     }
 
     /// Opens the capture device again after ``pauseListening()`` (nothing to do while listening).
@@ -250,9 +295,14 @@ public final class AudioRadio: @unchecked Sendable {
     /// Stops listening and broadcasting, and ends the manager's session (every found message is lost).
     public func stop() async {
         ticker?.cancel()
+        let scanner = lock.withLock { () -> Task<Void, Never>? in stopped = true; return self.scanner }
+        scanner?.cancel()
+        await scanner?.value
         let (listener, broadcasters, pump) = lock.withLock { (self.listener, self.broadcasters, self.pump) }
-        for broadcaster in broadcasters { broadcaster.stop() }
-        listener?.stop()
+        await Self.offPool {
+            for broadcaster in broadcasters { broadcaster.stop() }
+            listener?.stop()
+        }
         await pump?.value
         await manager.close(now: now)
     }

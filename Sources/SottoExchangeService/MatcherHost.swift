@@ -69,13 +69,19 @@ public struct ServiceConfiguration: Sendable {
     /// Test hook: seconds added to this node's wall clock (a skewed clock). In a cluster it decides nothing;
     /// serving alone, it is the time base of rotating beacons.
     public var clockSkew: Double = 0
+    /// The in-band SNR (dB) from which a sighting counts for an earshot publication or subscription
+    /// (`MatcherCore.earshotSNR`), 30 dB by default, within ``earshotSNRRange``. Nodes sharing a PostgreSQL
+    /// must use the same value.
+    public var earshotSNR = MatcherCore.defaultEarshotSNR
+    /// The earshot thresholds a node accepts (dB): the decoder reports in-band SNRs in about this span.
+    public static let earshotSNRRange: ClosedRange<Double> = 0...60
 
     public init() {}
 
     var timings: ReplicaTimings {
         ReplicaTimings(sessionGrace: sessionGrace, heartbeatInterval: heartbeatInterval, defaultLostTimeout: defaultLostTimeout,
                        nodeTimeout: nodeTimeout, outageGap: outageGap, projectPublicationBytes: projectPublicationBytes,
-                       broadcastTurns: broadcastTurns)
+                       broadcastTurns: broadcastTurns, earshotSNR: earshotSNR)
     }
 }
 

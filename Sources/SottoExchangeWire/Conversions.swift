@@ -41,6 +41,7 @@ extension Sotto_Exchange_V1_Strategy {
         case .infinite: infinite = true
         }
         distanceType = strategy.distanceType == .earshot ? .earshot : .default
+        lowPower = strategy.lowPower
     }
 
     /// - Parameter subscription: only subscriptions may be infinite.
@@ -60,10 +61,10 @@ extension Sotto_Exchange_V1_Strategy {
         }
         if infinite {
             guard subscription else { throw .invalidTTL(Int.max) }
-            return try Strategy(discoveryMode: discovery, distanceType: distance, ttl: .infinite)
+            return try Strategy(discoveryMode: discovery, distanceType: distance, ttl: .infinite, lowPower: lowPower)
         }
         let seconds = ttlSeconds == 0 ? ExchangeLimits.defaultTTL : Int(ttlSeconds)
-        return try Strategy(discoveryMode: discovery, distanceType: distance, ttl: .seconds(seconds))
+        return try Strategy(discoveryMode: discovery, distanceType: distance, ttl: .seconds(seconds), lowPower: lowPower)
     }
 }
 

@@ -87,6 +87,46 @@ public enum EarshotSweep {
         return decode(token, profile: .standard, response: path, noisePower: noisePower(profile: .standard, rate: rate), rate: rate, random: &random)
     }
 
+    /// One real room measured at two positions with the same rig (MANIFEST.md of `../shared/data`): the
+    /// Arroyo House living room, "Close" and "Far", the far microphone 4.1 m further (from the onset delays).
+    public static let measuredPair = (close: "rir_livingroom_close_arroyo.wav", far: "rir_livingroom_far_arroyo.wav", extraDistance: 4.1)
+
+    /// The late (diffuse) window after the onset (s) whose broadband energy calibrates a measured pair.
+    static let lateWindow = (from: 0.05, to: 0.3)
+
+    /// Broadband energy of `x` from `from` to `to` s after its onset (the first sample within 20 dB of its
+    /// peak), at `rate` Hz.
+    static func energy(after x: [Float], from: Double, to: Double, rate: Double) -> Double {
+        let peak = x.map { abs($0) }.max() ?? 0
+        guard peak > 0, let onset = x.firstIndex(where: { abs($0) >= 0.1 * peak }) else { return 0 }
+        let start = max(0, min(x.count, onset + Int(from * rate))), end = max(start, min(x.count, onset + Int(to * rate)))
+        return x[start..<end].reduce(0) { $0 + Double($1) * Double($1) }
+    }
+
+    /// A room measured at two positions, `extraDistance` m apart along the path, placed at its own
+    /// distances: both responses scaled to the same late energy (50-300 ms after the onset, broadband: a
+    /// room's diffuse sound is about as loud everywhere in it), so the ratio r of their direct sounds (the
+    /// root of the energy from 1 ms before the onset to 2 ms after) is the ratio of the distances, which gives
+    /// the near one, `extraDistance / (r - 1)`; then scaled so that the near direct sound is 1 / distance, as
+    /// the synthetic rooms' is. Nil when the far direct sound is not weaker (r below 1.05).
+    static func calibratedPair(close: [Float], far: [Float], extraDistance: Double, rate: Double)
+        -> (close: [Float], far: [Float], closeDistance: Double, farDistance: Double)? {
+        let lateClose = energy(after: close, from: lateWindow.from, to: lateWindow.to, rate: rate)
+        let lateFar = energy(after: far, from: lateWindow.from, to: lateWindow.to, rate: rate)
+        guard lateClose > 0, lateFar > 0 else { return nil }
+        let farGain = (lateClose / lateFar).squareRoot()
+        // The direct sound: its energy from 1 ms before the onset to 2 ms after (one sample's peak may be a
+        // reflection's, or the rig's ringing).
+        let directClose = energy(after: close, from: -0.001, to: 0.002, rate: rate).squareRoot()
+        let directFar = farGain * energy(after: far, from: -0.001, to: 0.002, rate: rate).squareRoot()
+        guard directClose > 0, directFar > 0 else { return nil }
+        let ratio = directClose / directFar
+        guard ratio >= 1.05 else { return nil }
+        let closeDistance = extraDistance / (ratio - 1)
+        let scale = 1 / (closeDistance * directClose)
+        return (close.map { Float(Double($0) * scale) }, far.map { Float(Double($0) * scale * farGain) }, closeDistance, closeDistance + extraDistance)
+    }
+
     /// Noise power (mean square) that puts the direct sound at 1 m `fullBandSNRAt1m` above it.
     static func noisePower(profile: Profile, rate: Double) -> Double {
         let amplitude = Double((try! Modulator(profile: profile, sampleRate: rate)).amplitude)
@@ -134,6 +174,17 @@ extension SweepRunner {
                 let scaled = response.map { $0 / Float(distance) }
                 let results = (0..<trials).map { _ in EarshotSweep.trial(profile: profile, response: scaled, noisePower: noise, rate: rate, random: &random) }
                 row("measured " + String(name.dropFirst(4).dropLast(4)), distance, results)
+            }
+        }
+        // One real room at two real positions (its own distances, implied by the late-energy calibration).
+        let pair = EarshotSweep.measuredPair
+        if names.contains(pair.close) && names.contains(pair.far),
+           let placed = EarshotSweep.calibratedPair(close: try loadAt48k(dataDirectory + "/" + pair.close), far: try loadAt48k(dataDirectory + "/" + pair.far),
+                                                    extraDistance: pair.extraDistance, rate: rate) {
+            for (label, response, distance) in [("close", placed.close, placed.closeDistance), ("far", placed.far, placed.farDistance)] {
+                output.status("measured living room, \(label), at \(fixed(distance, 1)) m")
+                let results = (0..<trials).map { _ in EarshotSweep.trial(profile: profile, response: response, noisePower: noise, rate: rate, random: &random) }
+                row("measured pair: living room \(label) (its own position)", distance, results)
             }
         }
     }

@@ -22,13 +22,19 @@ public enum ExchangeSession {
     /// Subscribes with `filter`, `strategy` and `lostTimeout` (s) and runs until the TTL expires, `stop` is
     /// set or `ttl` seconds pass; with a recording, until everything found is lost again (more than
     /// `lostTimeout` + 2 s after the recording was fed) or `ttl`. `onEvent` gets every event with the
-    /// seconds since the start. The manager is closed at the end.
+    /// seconds since the start. The manager is closed at the end. A strategy that prefers low power
+    /// (`Strategy.lowPower`) listens on the devices duty-cycled on `lowPowerScan`, its lost timeout raised to
+    /// ``lowPowerLostTimeout(_:scan:)`` (so that a find does not flap between windows); `onRadio`
+    /// gets the radio once it runs (for measurements).
     public static func subscribe(manager: MessageManager, filter: MessageFilter, strategy: Strategy, lostTimeout: Double,
                                  ttl: Double?, source: Source, stop: StopFlag,
+                                 lowPowerScan: ScanDutyCycle = .lowPower,
                                  onEvent: @escaping @Sendable (SubscriptionEvent, Double) -> Void,
                                  onDeviceError: @escaping @Sendable (AudioDeviceError) -> Void = { _ in },
+                                 onRadio: (AudioRadio) -> Void = { _ in },
                                  onProgress: (RecordingDecoder.Progress) -> Void = { _ in }) async throws {
         let started = Date()
+        let lostTimeout = strategy.lowPower ? lowPowerLostTimeout(lostTimeout, scan: lowPowerScan) : lostTimeout
         let visible = Mutex(0)
         let ended = StopFlag()
         let subscription = try await manager.subscribe(filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: 0) { event in
@@ -62,7 +68,9 @@ public enum ExchangeSession {
         case .devices(let capture, let playback):
             let radio = AudioRadio(manager: manager, capture: capture, playback: playback, clockOrigin: started)
             radio.onDeviceError = onDeviceError
+            if strategy.lowPower { radio.scanning = lowPowerScan }
             try radio.start()
+            onRadio(radio)
             await wait(until: ttl.map { started.addingTimeInterval($0) }, unless: [stop, ended])
             // The radio ticks the manager every 200 ms: at the deadline the TTL has run out but its expiry may
             // not have been seen yet (it was lost to this race under load). One tick now delivers it.
@@ -101,6 +109,12 @@ public enum ExchangeSession {
         await wait(until: started.addingTimeInterval(ttl), unless: [stop])
         await handle.cancel()
         if let radio { await radio.stop() } else { await manager.close(now: Date().timeIntervalSince(started)) }
+    }
+
+    /// The lost timeout (s) of a low-power subscription: at least its scan's period and window and a second
+    /// (`ScanDutyCycle.shortestLostTimeout`), at most the matcher's longest.
+    public static func lowPowerLostTimeout(_ lostTimeout: Double, scan: ScanDutyCycle) -> Double {
+        min(ExchangeLimits.lostTimeoutRange.upperBound, max(lostTimeout, scan.shortestLostTimeout))
     }
 
     /// Waits (at most `timeout` s) for the matcher to give the session its token.

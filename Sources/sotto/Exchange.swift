@@ -3,6 +3,7 @@ import Foundation
 import SottoAudio
 import SottoDaemon
 import SottoExchange
+import SottoExchangeRadio
 import SottoLive
 import SottoModem
 import SottoSupport
@@ -274,6 +275,9 @@ struct Subscribe: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Seconds without a sighting before lost.") var lostTimeout: Double = 10
     @Option(help: "Discovery mode: broadcast, scan or both (scan and both report what is heard).") var mode: String = "both"
     @Flag(help: "Earshot: find only what is heard at an in-band SNR of at least the matcher's earshot threshold (\(fixed(MatcherCore.defaultEarshotSNR, 1)) dB by default).") var earshot = false
+    @Flag(help: "Low power (beacon subscriptions; the seeds' lowPowerPreferred): listen duty-cycled, --scan-listen s of every --scan-every s, finding up to the difference later for less CPU; the lost timeout is raised to at least --scan-every + --scan-listen + 1 s.") var lowPower = false
+    @Option(parsing: .unconditional, help: "With --low-power: seconds of listening per period (default \(fixed(ScanDutyCycle.lowPower.listen, 0))).") var scanListen: Double?
+    @Option(parsing: .unconditional, help: "With --low-power: seconds from one listening window to the next (default \(fixed(ScanDutyCycle.lowPower.period, 0)), at most \(fixed(ScanDutyCycle.maximumPeriod, 0))).") var scanEvery: Double?
     @OptionGroup var format: FormatOption
     @Option(help: "ALSA PCM to listen on (and play this session's token on, with --server).") var device: String = "default"
     @Option(help: "Read this recording instead of a device; - reads standard input.") var input: String?
@@ -282,9 +286,24 @@ struct Subscribe: AsyncParsableCommand {
     @OptionGroup var devices: RadioDevices
     @OptionGroup(title: "Background") var daemon: DaemonOptions
 
+    /// The low-power scan asked for (validated).
+    var scan: ScanDutyCycle {
+        get throws {
+            do { return try ScanDutyCycle(listen: scanListen ?? ScanDutyCycle.lowPower.listen, period: scanEvery ?? ScanDutyCycle.lowPower.period) }
+            catch { throw ValidationError("--scan-listen/--scan-every: \(error)") }
+        }
+    }
+
     func validate() throws {
         try format.refuseHex("subscribe")
         if earshot && daemon.daemon { throw ValidationError("--earshot is not carried by the daemon: subscribe without --daemon") }
+        if (scanListen != nil || scanEvery != nil) && !lowPower { throw ValidationError("--scan-listen and --scan-every shape --low-power") }
+        if lowPower {
+            if daemon.daemon { throw ValidationError("--low-power is not carried by the daemon: start the daemon with --scan-listen and --scan-every") }
+            if !beacons { throw ValidationError("--low-power is for beacon subscriptions: add --beacons (and --server)") }
+            if input != nil { throw ValidationError("--low-power listens on a device duty-cycled; a recording (--input) is read whole") }
+            _ = try scan
+        }
         try daemon.check(server: server.given, out: input != nil || device != "default")
         if daemon.daemon {
             try NumericOption.ttl.check(ttl)
@@ -320,7 +339,8 @@ struct Subscribe: AsyncParsableCommand {
         let discovery = DiscoveryModeArgument.parse(mode)!
         let strategy: Strategy
         do {
-            strategy = try Strategy(discoveryMode: discovery, distanceType: earshot ? .earshot : .default, ttl: ttl.map { .seconds($0) } ?? .infinite)
+            strategy = try Strategy(discoveryMode: discovery, distanceType: earshot ? .earshot : .default, ttl: ttl.map { .seconds($0) } ?? .infinite,
+                                    lowPower: lowPower)
         } catch { throw CommandError(error.description) }
         let printer = EventPrinter(json: format.format == .json)
         if server.given {
@@ -358,6 +378,7 @@ struct Subscribe: AsyncParsableCommand {
         do {
             try await ExchangeSession.subscribe(manager: manager, filter: filter, strategy: strategy, lostTimeout: lostTimeout,
                                                 ttl: ttl.map(Double.init), source: source, stop: Interruption.stop,
+                                                lowPowerScan: lowPower ? try scan : .lowPower,
                                                 onEvent: { printer.print($0, at: $1) },
                                                 onDeviceError: { printError("device error: \($0)") },
                                                 onProgress: ProgressLine.shared.decoding(name))

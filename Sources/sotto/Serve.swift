@@ -100,6 +100,8 @@ struct Serve: AsyncParsableCommand {
     var projectPublicationBytes: Int = ServiceConfiguration.defaultProjectPublicationBytes
     @Option(parsing: .unconditional, help: "Seconds the streams get to end on SIGINT or SIGTERM, once told the service is going away, before the connections left are closed.")
     var drain: Double = 5
+    @Option(parsing: .unconditional, help: "In-band SNR (dB, \(fixed(ServiceConfiguration.earshotSNRRange.lowerBound, 0))-\(fixed(ServiceConfiguration.earshotSNRRange.upperBound, 0))) from which a sighting counts for earshot publications and subscriptions; the same on every node of a shared store.")
+    var earshotSnr: Double = MatcherCore.defaultEarshotSNR
     @Option(parsing: .unconditional, help: .hidden) var clockSkew: Double = 0
     @OptionGroup(title: "Transport bounds") var transport: TransportOptions
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(
@@ -120,6 +122,7 @@ struct Serve: AsyncParsableCommand {
         try NumericOption("--snapshot-interval", above: 0.1, upTo: 86_400, unit: "s").check(snapshotInterval)
         try NumericOption("--project-rate", above: 0, upTo: 1e9, unit: "per s").check(projectRate)
         try NumericOption("--project-burst", above: 0, upTo: 1e9, unit: "units").check(projectBurst)
+        try NumericOption("--earshot-snr", ServiceConfiguration.earshotSNRRange, unit: "dB").check(earshotSnr)
         guard (1_024...(1 << 40)).contains(projectPublicationBytes) else { throw ValidationError("--project-publication-bytes must be 1024 to 2^40") }
         guard clockSkew.isFinite, abs(clockSkew) <= 86_400 else { throw ValidationError("--clock-skew must be within a day") }
         try transport.check()
@@ -148,6 +151,7 @@ struct Serve: AsyncParsableCommand {
         configuration.projectBurst = projectBurst
         configuration.projectPublicationBytes = projectPublicationBytes
         if !broadcastTurns { configuration.broadcastTurns = nil }
+        configuration.earshotSNR = earshotSnr
         var logger = Logger(label: "sotto.serve")
         logger.logLevel = verbose ? .debug : .notice
         let exchangeStore = try await store.open(service: true)

@@ -25,6 +25,7 @@
 //                                  # (silence while the file does not exist); each open starts reading it at
 //                                  # the wall-clock position, as a microphone hears a room that went on while
 //                                  # it was closed (duty-cycled listening)
+//       opens "/path/opens"        # each successful open appends a line: the wall-clock time (s since 1970)
 //   }
 //
 // Test-only: it is built as a dynamic library so that libasound can dlopen it, and used by the live
@@ -179,6 +180,7 @@ SND_PCM_PLUGIN_DEFINE_FUNC(sottofault) {
     pcm->format = SND_PCM_FORMAT_S16_LE;
     pcm->wake[0] = pcm->wake[1] = -1;
     int error = 0;
+    char *opens = NULL;
     snd_config_for_each(i, next, conf) {
         snd_config_t *node = snd_config_iterator_entry(i);
         const char *id;
@@ -192,6 +194,7 @@ SND_PCM_PLUGIN_DEFINE_FUNC(sottofault) {
         else if (!strcmp(id, "resuming")) error = string_value(node, &pcm->resuming);
         else if (!strcmp(id, "refuse")) error = string_value(node, &pcm->refuse);
         else if (!strcmp(id, "clock")) error = string_value(node, &pcm->clock);
+        else if (!strcmp(id, "opens")) { free(opens); opens = NULL; error = string_value(node, &opens); }
         else if (!strcmp(id, "format")) {
             const char *value;
             if ((error = snd_config_get_string(node, &value)) >= 0 &&
@@ -232,12 +235,21 @@ SND_PCM_PLUGIN_DEFINE_FUNC(sottofault) {
         (error = snd_pcm_ioplug_set_param_minmax(&pcm->io, SND_PCM_IOPLUG_HW_PERIOD_BYTES, 64, 256 * 1024)) < 0 ||
         (error = snd_pcm_ioplug_set_param_minmax(&pcm->io, SND_PCM_IOPLUG_HW_PERIODS, 2, 64)) < 0) {
         snd_pcm_ioplug_delete(&pcm->io);  // calls fault_close
+        free(opens);
         return error;
     }
     *pcmp = pcm->io.pcm;
+    if (opens) {
+        FILE *log = fopen(opens, "a");
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (log) { fprintf(log, "%.3f\n", (double)now.tv_sec + (double)now.tv_nsec / 1e9); fclose(log); }
+        free(opens);
+    }
     return 0;
 
 fail:
+    free(opens);
     if (pcm->in) fclose(pcm->in);
     if (pcm->out) fclose(pcm->out);
     if (pcm->wake[0] >= 0) close(pcm->wake[0]);

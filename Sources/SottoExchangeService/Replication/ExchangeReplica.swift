@@ -87,6 +87,8 @@ struct ReplicaTimings: Sendable {
     var projectPublicationBytes: Int = ServiceConfiguration.defaultProjectPublicationBytes
     /// The turns the matcher plans for sessions that hear each other (nil: none).
     var broadcastTurns: BroadcastCoordinator.Rules? = nil
+    /// The in-band SNR (dB) from which a sighting counts for earshot (the core's `earshotSNR`; not in its snapshot).
+    var earshotSNR: Double = MatcherCore.defaultEarshotSNR
 
     /// The pause of the whole log beyond which it counts as an outage (s): the outage gap, or half the node
     /// timeout when that is shorter. A node is declared dead only for a silence during which the log moved
@@ -139,6 +141,7 @@ struct ExchangeReplica: Sendable {
         if core.turns?.rules != timings.broadcastTurns {
             self.core.turns = timings.broadcastTurns.map(BroadcastCoordinator.init(rules:))
         }
+        self.core.earshotSNR = timings.earshotSNR
         self.timings = timings
     }
 

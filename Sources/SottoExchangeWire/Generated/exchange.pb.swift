@@ -344,6 +344,10 @@ public nonisolated struct Sotto_Exchange_V1_Strategy: Sendable {
 
   public var distanceType: Sotto_Exchange_V1_DistanceType = .default
 
+  /// Low power preferred (iOS GNSBeaconStrategy.lowPowerPreferred, chrome.copresence Strategy.lowPower): the
+  /// device listens duty-cycled, finding later for less CPU. Carried and kept; matching is unchanged.
+  public var lowPower: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1186,7 +1190,7 @@ nonisolated extension Sotto_Exchange_V1_ExchangeMessage: SwiftProtobuf.Message, 
 
 nonisolated extension Sotto_Exchange_V1_Strategy: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Strategy"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}mode\0\u{3}ttl_seconds\0\u{1}infinite\0\u{3}distance_type\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}mode\0\u{3}ttl_seconds\0\u{1}infinite\0\u{3}distance_type\0\u{3}low_power\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1198,6 +1202,7 @@ nonisolated extension Sotto_Exchange_V1_Strategy: SwiftProtobuf.Message, SwiftPr
       case 2: try { try decoder.decodeSingularUInt32Field(value: &self.ttlSeconds) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.infinite) }()
       case 4: try { try decoder.decodeSingularEnumField(value: &self.distanceType) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.lowPower) }()
       default: break
       }
     }
@@ -1216,6 +1221,9 @@ nonisolated extension Sotto_Exchange_V1_Strategy: SwiftProtobuf.Message, SwiftPr
     if self.distanceType != .default {
       try visitor.visitSingularEnumField(value: self.distanceType, fieldNumber: 4)
     }
+    if self.lowPower != false {
+      try visitor.visitSingularBoolField(value: self.lowPower, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1224,6 +1232,7 @@ nonisolated extension Sotto_Exchange_V1_Strategy: SwiftProtobuf.Message, SwiftPr
     if lhs.ttlSeconds != rhs.ttlSeconds {return false}
     if lhs.infinite != rhs.infinite {return false}
     if lhs.distanceType != rhs.distanceType {return false}
+    if lhs.lowPower != rhs.lowPower {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
