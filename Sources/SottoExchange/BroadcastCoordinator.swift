@@ -159,9 +159,11 @@ public struct BroadcastCoordinator: Sendable {
             return []
         }
         // Hearings older than the memory no longer join anyone (`rooms` skips them); they are dropped once a second.
-        for speaker in Array(heard.keys) where Int(plan) % 10 == 0 {
-            heard[speaker] = heard[speaker]?.filter { now - $0.value <= rules.memory }
-            if heard[speaker]?.isEmpty == true { heard[speaker] = nil }
+        if Int(plan) % 10 == 0 {
+            for speaker in Array(heard.keys) {
+                heard[speaker] = heard[speaker]?.filter { now - $0.value <= rules.memory }
+                if heard[speaker]?.isEmpty == true { heard[speaker] = nil }
+            }
         }
         var schedules: [Schedule] = []
         let rooms = rooms(at: now)

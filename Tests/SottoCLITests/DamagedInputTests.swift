@@ -1,11 +1,6 @@
 import Foundation
 import Testing
 
-/// Start times (s) of the frames `decode --format hex`-less output lists (the first column).
-private func frameTimes(_ text: String) -> [Double] {
-    text.split(separator: "\n").compactMap { line in line.split(separator: " ").first.flatMap { Double($0) } }
-}
-
 @Suite struct DamagedInputTests {
     /// S4: one flipped byte in an Ogg page makes libogg drop the page. The frames after it keep their times
     /// (the granule positions place them; silence stands for the lost audio) and the loss is a warning naming
@@ -13,19 +8,12 @@ private func frameTimes(_ text: String) -> [Double] {
     @Test(.timeLimit(.minutes(1))) func flippedByteInOggKeepsLaterTimesAndWarns() throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let reference = dir.appendingPathComponent("ref.ogg").path, damaged = dir.appendingPathComponent("damaged.ogg").path
-        let sent = try Sotto.run(["send", "0x0123456789abcdef", "--repeat", "6", "--interval", "1.7", "--seed", "2", "--out", reference], timeout: 50)
-        #expect(sent.status == 0, "\(sent.stderr)")
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: reference)))
-        // A byte inside the page that starts after the first quarter of the file (a body byte: its checksum fails).
-        let capture = Array("OggS".utf8)
-        let page = try #require((bytes.count / 4..<(bytes.count - 200)).first { bytes[$0..<($0 + 4)].elementsEqual(capture) })
-        bytes[page + 27 + Int(bytes[page + 26]) + 40] ^= 0x10
-        try Data(bytes).write(to: URL(fileURLWithPath: damaged))
+        let fixture = try DamagedOggFixture(in: dir)
+        let reference = fixture.reference, damaged = fixture.damaged, bytes = fixture.damagedBytes
         let good = try Sotto.run(["decode", reference], timeout: 50)
         let bad = try Sotto.run(["decode", damaged], timeout: 50)
         #expect(good.status == 0 && bad.status == 0, "\(good.stderr) \(bad.stderr)")
-        let goodTimes = frameTimes(good.stdout), badTimes = frameTimes(bad.stdout)
+        let goodTimes = decodedFrameTimes(good.stdout), badTimes = decodedFrameTimes(bad.stdout)
         #expect(goodTimes.count == 6)
         #expect(badTimes.count < goodTimes.count, "\(bad.stdout)")
         // Every frame found in the damaged file is found at its time in the intact one (within 2 ms).
@@ -50,10 +38,10 @@ private func frameTimes(_ text: String) -> [Double] {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
         try bytes.prefix(bytes.count * 2 / 3).write(to: URL(fileURLWithPath: cut))
         let intact = try Sotto.run(["decode", whole], timeout: 50)
-        #expect(intact.status == 0 && frameTimes(intact.stdout).count == 3, "\(intact.stderr)")
+        #expect(intact.status == 0 && decodedFrameTimes(intact.stdout).count == 3, "\(intact.stderr)")
         let result = try Sotto.run(["decode", cut], timeout: 50)
         #expect(result.status == 2 && result.stderr.contains("cut short"), "\(result.status) \(result.stderr)")
-        #expect(frameTimes(result.stdout).count == 2)
+        #expect(decodedFrameTimes(result.stdout).count == 2)
     }
 
     /// Found by FuzzCommandLine: an AU (or WAV) cut short on standard input decoded 1 of its 3 frames with exit 0
@@ -65,10 +53,10 @@ private func frameTimes(_ text: String) -> [Double] {
         #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--out", whole], timeout: 50).status == 0)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
         let intact = try Sotto.run(["decode", "-"], timeout: 50, input: bytes)
-        #expect(intact.status == 0 && frameTimes(intact.stdout).count == 3, "\(intact.stderr)")
+        #expect(intact.status == 0 && decodedFrameTimes(intact.stdout).count == 3, "\(intact.stderr)")
         let cut = try Sotto.run(["decode", "-"], timeout: 50, input: bytes.prefix(50_000))
         #expect(cut.status == 2 && cut.stderr.contains("cut short"), "\(cut.status) \(cut.stderr)")
-        #expect(frameTimes(cut.stdout).count == 1)
+        #expect(decodedFrameTimes(cut.stdout).count == 1)
     }
 
     /// Found by FuzzCommandLine: a flipped byte in the first audio page of a short Ogg (the pages after the
@@ -84,10 +72,10 @@ private func frameTimes(_ text: String) -> [Double] {
         try #require(pages.count >= 4)
         bytes[pages[2] + 27 + Int(bytes[pages[2] + 26]) + 40] ^= 0x10
         try Data(bytes).write(to: URL(fileURLWithPath: damaged))
-        let intact = frameTimes(try Sotto.run(["decode", whole], timeout: 50).stdout)
+        let intact = decodedFrameTimes(try Sotto.run(["decode", whole], timeout: 50).stdout)
         let result = try Sotto.run(["decode", damaged], timeout: 50)
         #expect(result.status == 0 && result.stderr.contains("damaged Ogg pages"), "\(result.status) \(result.stderr)")
-        let found = frameTimes(result.stdout)
+        let found = decodedFrameTimes(result.stdout)
         #expect(!found.isEmpty && found.count < intact.count)
         for time in found { #expect(intact.contains { abs($0 - time) < 0.03 }, "frame at \(time) s; intact: \(intact)") }
     }

@@ -1,11 +1,6 @@
 import Foundation
 import Testing
 
-/// Start times (s) of the frames `decode`'s text output lists (the first column).
-private func startTimes(_ text: String) -> [Double] {
-    text.split(separator: "\n").compactMap { line in line.split(separator: " ").first.flatMap { Double($0) } }
-}
-
 /// Issue 30, round three: the rules of the reproducers on the paths beside the reported ones (standard input and
 /// named pipes as inputs, simulate's other inputs).
 @Suite struct ReliabilityRoundThreeTests {
@@ -15,23 +10,17 @@ private func startTimes(_ text: String) -> [Double] {
     @Test(.timeLimit(.minutes(2))) func damagedOggOnStandardInputIsCheckedAsAFileIs() throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let reference = dir.appendingPathComponent("ref.ogg").path, damaged = dir.appendingPathComponent("damaged.ogg").path
-        let sent = try Sotto.run(["send", "0x0123456789abcdef", "--repeat", "6", "--interval", "1.7", "--seed", "2", "--out", reference], timeout: 50)
-        #expect(sent.status == 0, "\(sent.stderr)")
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: reference)))
-        let capture = Array("OggS".utf8)
-        let page = try #require((bytes.count / 4..<(bytes.count - 200)).first { bytes[$0..<($0 + 4)].elementsEqual(capture) })
-        bytes[page + 27 + Int(bytes[page + 26]) + 40] ^= 0x10
-        try Data(bytes).write(to: URL(fileURLWithPath: damaged))
-        let intact = startTimes(try Sotto.run(["decode", reference], timeout: 50).stdout)
+        let fixture = try DamagedOggFixture(in: dir)
+        let reference = fixture.reference, damaged = fixture.damaged, bytes = fixture.damagedBytes
+        let intact = decodedFrameTimes(try Sotto.run(["decode", reference], timeout: 50).stdout)
         let asFile = try Sotto.run(["decode", damaged], timeout: 50)
         #expect(intact.count == 6)
         for arguments in [["decode", "-"], ["decode", "/dev/stdin"]] {
             let piped = try Sotto.run(arguments, timeout: 50, input: Data(bytes))
             #expect(piped.status == 0, "\(arguments): \(piped.stderr)")
-            let times = startTimes(piped.stdout)
+            let times = decodedFrameTimes(piped.stdout)
             #expect(!times.isEmpty && times.count < intact.count, "\(arguments): \(piped.stdout)")
-            #expect(times == startTimes(asFile.stdout), "\(arguments): piped \(times), file \(startTimes(asFile.stdout))")
+            #expect(times == decodedFrameTimes(asFile.stdout), "\(arguments): piped \(times), file \(decodedFrameTimes(asFile.stdout))")
             for time in times { #expect(intact.contains { abs($0 - time) < 0.002 }, "\(arguments): frame at \(time) s; intact: \(intact)") }
             #expect(piped.stderr.contains("warning") && piped.stderr.contains("damaged Ogg pages") && piped.stderr.contains("audio lost"),
                     "\(arguments): \(piped.stderr)")
@@ -40,7 +29,7 @@ private func startTimes(_ text: String) -> [Double] {
         let cut = try Sotto.run(["decode", "-"], timeout: 50, input: Data(bytes[0..<(bytes.count * 2 / 3)]))
         #expect(cut.status == 2 && cut.stderr.contains("cut short"), "\(cut.status) \(cut.stderr)")
         let whole = try Sotto.run(["decode", "-"], timeout: 50, input: try Data(contentsOf: URL(fileURLWithPath: reference)))
-        #expect(whole.status == 0 && startTimes(whole.stdout).count == 6 && !whole.stderr.contains("warning"), "\(whole.stderr)")
+        #expect(whole.status == 0 && decodedFrameTimes(whole.stdout).count == 6 && !whole.stderr.contains("warning"), "\(whole.stderr)")
     }
 
     /// H1 through a path: a path naming a pipe (/dev/stdin on a pipe, a shell's <(...)) gets standard input's
