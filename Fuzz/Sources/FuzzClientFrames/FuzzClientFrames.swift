@@ -28,11 +28,24 @@ public func fuzzClientFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
             for sighting in body.sightings { _ = Payload(frame: Array(sighting.frame)) }
         case .hello(let hello):
             _ = APIKeysParsing.parse(hello.apiKey)
+        case .takeTurns(let body):
+            // The airtime survives the client's conversion to seconds and back within the millisecond it rounds up.
+            let again = ClientFrame(MatcherRequest.takeTurns(frameAirtime: Double(body.frameAirtimeMs) / 1000))
+            if case .takeTurns(let sent) = again.kind {
+                precondition(sent.frameAirtimeMs >= body.frameAirtimeMs && sent.frameAirtimeMs - body.frameAirtimeMs <= 1, "airtime changed")
+            } else {
+                preconditionFailure("TakeTurns did not round-trip")
+            }
         case .unpublish, .unsubscribe, .heartbeat, .none:
             break
         }
     }
-    if let frame = try? ServerFrame(serializedBytes: bytes) { _ = frame.notice }
+    if let frame = try? ServerFrame(serializedBytes: bytes), let notice = frame.notice,
+       case .turns(let offsets, let follow) = notice {
+        // Whatever the service says, a client follows a bounded schedule.
+        precondition(follow.isFinite && follow >= 0 && follow <= ExchangeLimits.maxTurnsFollow, "unbounded follow \(follow)")
+        precondition(offsets.count <= ExchangeLimits.maxTurnsSlots && offsets.allSatisfy { $0 >= 0 && $0 <= follow }, "unbounded slots")
+    }
     return 0
 }
 
