@@ -88,55 +88,47 @@ import Testing
     /// (SIG_IGN with a dispatch source, which on Linux sees only signals sent to one thread), or two threads
     /// waited for the capture thread's one semaphore signal. Twenty interruptions at different moments.
     @Test(.timeLimit(.minutes(4))) func listenAlwaysExitsAfterASignal() async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let rig = try Self.captureRig(directory)
-        var failures: [String] = []
-        for run in 0..<20 {
-            let signal = run % 4 == 3 ? SIGTERM : SIGINT
-            let listen = try SpawnedProcess(Sotto.executable.path, ["listen", "--device", "quiet_microphone"],
-                                            environment: rig.environment, directory: directory)
-            defer { listen.kill9() }
-            guard await Self.started(listen, saying: "listening on quiet_microphone") else {
-                failures.append("run \(run): did not start: \(listen.standardError)")
-                continue
-            }
-            // At different points of the capture: at once, within a period, after several.
-            try await Task.sleep(for: .milliseconds([0, 3, 10, 25, 60, 150, 400, 800][run % 8]))
-            kill(listen.pid, signal)
-            let status = await listen.waitForExit(timeout: 20)
-            if status != 0 || !listen.standardError.contains("stopped:") {
-                failures.append("run \(run) (signal \(signal)): status \(status.map(String.init) ?? "still running"): \(listen.standardError)")
-            }
-        }
+        // At different points of the capture: at once, within a period, after several.
+        let failures = try await Self.interruptRepeatedly(["listen", "--device", "quiet_microphone"], runs: 20,
+                                                          startedSaying: "listening on quiet_microphone", endsSaying: "stopped:",
+                                                          delays: [0, 3, 10, 25, 60, 150, 400, 800], termEvery: 4)
         #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))")
     }
 
     /// The player's thread was joined by the signal handler and by the command with one semaphore signal
     /// between them (a hang like listen's). `send --loop` interrupted at different moments always ends.
     @Test(.timeLimit(.minutes(4))) func sendLoopAlwaysExitsAfterASignal() async throws {
+        let failures = try await Self.interruptRepeatedly(["send", "0102030405060708", "--loop", "--interval", "0.6", "--device", "quiet_speaker"],
+                                                          runs: 12, startedSaying: "playing 0102030405060708 on quiet_speaker",
+                                                          endsSaying: "sent ", delays: [0, 5, 30, 120, 350, 700], termEvery: 3)
+        #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))")
+    }
+
+    /// Starts `arguments` on the capture rig `runs` times and signals each run once it says `startedSaying`, after
+    /// the next of `delays` (ms): SIGTERM every `termEvery`-th run, SIGINT otherwise. Returns what went wrong in
+    /// each run that did not exit with 0 within 20 s saying `endsSaying`.
+    static func interruptRepeatedly(_ arguments: [String], runs: Int, startedSaying: String, endsSaying: String,
+                                    delays: [Int], termEvery: Int) async throws -> [String] {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let rig = try Self.captureRig(directory)
+        let rig = try captureRig(directory)
         var failures: [String] = []
-        for run in 0..<12 {
-            let signal = run % 3 == 2 ? SIGTERM : SIGINT
-            let send = try SpawnedProcess(Sotto.executable.path, ["send", "0102030405060708", "--loop", "--interval", "0.6",
-                                                                  "--device", "quiet_speaker"],
-                                          environment: rig.environment, directory: directory)
-            defer { send.kill9() }
-            guard await Self.started(send, saying: "playing 0102030405060708 on quiet_speaker") else {
-                failures.append("run \(run): did not start: \(send.standardError)")
+        for run in 0..<runs {
+            let signal = run % termEvery == termEvery - 1 ? SIGTERM : SIGINT
+            let process = try SpawnedProcess(Sotto.executable.path, arguments, environment: rig.environment, directory: directory)
+            defer { process.kill9() }
+            guard await started(process, saying: startedSaying) else {
+                failures.append("run \(run): did not start: \(process.standardError)")
                 continue
             }
-            try await Task.sleep(for: .milliseconds([0, 5, 30, 120, 350, 700][run % 6]))
-            kill(send.pid, signal)
-            let status = await send.waitForExit(timeout: 20)
-            if status != 0 || !send.standardError.contains("sent ") {
-                failures.append("run \(run) (signal \(signal)): status \(status.map(String.init) ?? "still running"): \(send.standardError)")
+            try await Task.sleep(for: .milliseconds(delays[run % delays.count]))
+            kill(process.pid, signal)
+            let status = await process.waitForExit(timeout: 20)
+            if status != 0 || !process.standardError.contains(endsSaying) {
+                failures.append("run \(run) (signal \(signal)): status \(status.map(String.init) ?? "still running"): \(process.standardError)")
             }
         }
-        #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))")
+        return failures
     }
 
     /// A device that never comes back holds the first stop (the capture thread waits in ALSA's resume); a
