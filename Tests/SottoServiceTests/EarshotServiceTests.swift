@@ -31,15 +31,8 @@ import Testing
     /// (smoothed over the threshold) finds the message.
     @Test func earshotThroughTheServiceNeedsALoudSighting() async throws {
         let server = try await TestServer()
-        let publisher = try await Device.remote(server.address, key: server.apiKey, name: "publisher")
-        let subscriber = try await Device.remote(server.address, key: server.apiKey, name: "subscriber")
-        let message = try Message(type: "exhibit", content: Array("near".utf8))
-        let earshot = try Strategy(distanceType: .earshot)
-        let publication = try await publisher.manager.publish(message, strategy: earshot, now: 0)
-        let events = EventRecorder()
-        let subscription = try await subscriber.manager.subscribe(filter: .allMyTypes, strategy: earshot, lostTimeout: 30, now: 0,
-                                                                  handler: events.handler)
-        let frame = Payload.token(try await publisher.token()).frameBytes
+        let pair = try await EarshotPair(on: server)
+        let (subscriber, message, events, frame) = (pair.subscriber, pair.message, pair.events, pair.frame)
         await subscriber.manager.heard(frame: frame, snr: 25, level: -40, now: 0)
         try await subscriber.sync()
         #expect(!(await events.waitFound(1, 0.5)), "found at 25 dB: \(events.all)")
@@ -48,7 +41,36 @@ import Testing
         await subscriber.manager.heard(frame: frame, snr: 50, level: -20, now: 0)
         #expect(await events.waitFound(1, 5))
         #expect(events.found == [message])
-        keep(publication, subscription)
+        await pair.close()
+    }
+}
+
+/// A publisher and a subscriber of one server with an earshot publication and an earshot subscription of it, and
+/// the publisher's token frame as the subscriber would hear it.
+struct EarshotPair {
+    let server: TestServer
+    let publisher: Device, subscriber: Device
+    let message: SottoExchange.Message
+    let events = EventRecorder()
+    let frame: [UInt8]
+    private let handles: (PublicationHandle, SubscriptionHandle)
+
+    init(on server: TestServer) async throws {
+        self.server = server
+        publisher = try await Device.remote(server.address, key: server.apiKey, name: "publisher")
+        subscriber = try await Device.remote(server.address, key: server.apiKey, name: "subscriber")
+        message = try Message(type: "exhibit", content: Array("near".utf8))
+        let earshot = try Strategy(distanceType: .earshot)
+        let publication = try await publisher.manager.publish(message, strategy: earshot, now: 0)
+        let subscription = try await subscriber.manager.subscribe(filter: .allMyTypes, strategy: earshot, lostTimeout: 30, now: 0,
+                                                                  handler: events.handler)
+        handles = (publication, subscription)
+        frame = Payload.token(try await publisher.token()).frameBytes
+    }
+
+    /// Ends both operations, both devices and the server.
+    func close() async {
+        keep(handles)
         await publisher.close()
         await subscriber.close()
         await server.stop()

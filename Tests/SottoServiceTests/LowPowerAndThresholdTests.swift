@@ -47,22 +47,12 @@ import Testing
         var configuration = TestServer.fastConfiguration
         configuration.earshotSNR = 20
         let server = try await TestServer(configuration: configuration)
-        let publisher = try await Device.remote(server.address, key: server.apiKey, name: "publisher")
-        let subscriber = try await Device.remote(server.address, key: server.apiKey, name: "subscriber")
-        let message = try Message(type: "exhibit", content: Array("near".utf8))
-        let earshot = try Strategy(distanceType: .earshot)
-        let publication = try await publisher.manager.publish(message, strategy: earshot, now: 0)
-        let events = EventRecorder()
-        let subscription = try await subscriber.manager.subscribe(filter: .allMyTypes, strategy: earshot, lostTimeout: 30, now: 0,
-                                                                  handler: events.handler)
-        let frame = Payload.token(try await publisher.token()).frameBytes
+        let pair = try await EarshotPair(on: server)
+        let (subscriber, message, events, frame) = (pair.subscriber, pair.message, pair.events, pair.frame)
         await subscriber.manager.heard(frame: frame, snr: 25, level: -40, now: 0)
         #expect(await events.waitFound(1, 10), "not found at 25 dB with a 20 dB threshold: \(events.all)")
         #expect(events.found == [message])
-        keep(publication, subscription)
-        await publisher.close()
-        await subscriber.close()
-        await server.stop()
+        await pair.close()
     }
 
     /// Every replica applies the node's threshold, a replica restored from a snapshot too (the core's
