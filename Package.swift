@@ -211,7 +211,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio"], swiftSettings: strict),
         .testTarget(name: "SottoExchangeTests",
-                    dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoModem", "SottoAudio", "SottoLive", "SottoSupport",
+                    dependencies: ["SottoExchange", "SottoCodes", "SottoExchangeRadio", "SottoModem", "SottoAudio", "SottoLive", "SottoSupport",
                                    .product(name: "HeapModule", package: "swift-collections")],
                     swiftSettings: strict),
         // Test harnesses shared by test targets (a real PostgreSQL server in a temporary directory).

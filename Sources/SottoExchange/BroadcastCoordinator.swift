@@ -3,14 +3,26 @@
 ///
 /// The service learns who hears whom from the sightings it resolves (a listener's session reported another
 /// session's token). Sessions joined by such hearings within ``Rules/memory`` form a room. Only the sessions
-/// that ``join(_:frameAirtime:)`` take turns (they broadcast, and their radio can follow a schedule); others
-/// (listen-only devices, older clients) still join rooms by hearing and being heard. For each room the
-/// coordinator plans rounds: a round gives one slot (the member's frame airtime plus ``Rules/slotGuard``) to
-/// every member taking turns that still needs to be heard (a member some other member has not heard within ``Rules/refresh``), newcomers and the
-/// members a newcomer has not heard first, and ends with ``Rules/openGap`` of free band in which devices the
-/// service does not yet place (a newcomer) can be heard through their own listen-before-talk. Members that
-/// every other member heard recently stay quiet: the room slows down once everyone has found everyone and
-/// speeds up when a newcomer appears.
+/// that ``join(_:frameAirtime:aliasAirtime:)`` take turns (they broadcast, and their radio can follow a schedule);
+/// others (listen-only devices, older clients) still join rooms by hearing and being heard. For each room the
+/// coordinator plans slots a few at a time, ``Rules/horizon`` beyond ``Rules/lead``: each slot (the member's frame
+/// airtime plus ``Rules/slotGuard``) goes to a member taking turns that still needs to be heard (some other member
+/// has not heard it within ``Rules/refresh``), those unheard by the most members first. Because every plan
+/// chooses from the latest hearings, a member heard by everyone gets no more slots, one some member missed comes
+/// round again as soon as its frame's hearings had time to arrive (``Rules/settle``), and a newcomer is placed
+/// within the horizon. Once every member was heard by every other lately, the room goes quiet (after
+/// ``Rules/openGap``, in which devices the service does not yet place can be heard on their own rules) until the
+/// first hearing grows stale: the room slows down once everyone has found everyone and speeds up when a newcomer
+/// appears.
+///
+/// In a crowded room (``Rules/aliasRoomSize`` members taking turns or more) every member that can play one is given
+/// a **room alias** (``Payload/roomAlias(_:)``, 12 bits drawn from the matcher's generator, unique among the
+/// aliases held while few are, else within the room) and plays it instead of its token: a two-byte frame instead
+/// of nine, so that slots are about half as long. An alias resolves only among the sessions of the listener's
+/// room (``session(withAlias:heardBy:)``): heard anywhere else it names nobody, and guessing one gains nothing a
+/// session could not hear. At least every ``Rules/fullTokenEvery`` one slot (of the plan's members, the one whose
+/// token was on the air least lately) carries the full token, so that a device the service has not placed yet (a listen-only one,
+/// or one whose own frames were lost) joins the room by hearing it.
 ///
 /// Every member of a planned room receives a ``Schedule``: its slots (possibly none) and how long it should
 /// follow the service's schedule instead of its own sender's rules. A session that stops receiving
@@ -23,36 +35,55 @@ public struct BroadcastCoordinator: Sendable {
         /// What a slot adds to the member's frame airtime (s): a guard for the delivery of the schedule and the
         /// clocks' disagreement, the sound's flight across the room, device buffers and the room's reverberation.
         public var slotGuard: Double
-        /// The earliest a round starts after it is planned (s): time for the schedule to reach every device.
+        /// The earliest a slot starts after it is planned (s): time for the schedule to reach every device.
         public var lead: Double
-        /// Free band at the end of every round (s), in which devices not yet coordinated can be heard.
+        /// Free band after a room's last planned slot before it goes quiet (s), in which devices not yet coordinated
+        /// can be heard.
         public var openGap: Double
         /// A member heard by every other member within this long needs no slot (s): below the exchange's lost
         /// timeout, so that pairs stay found.
         public var refresh: Double
         /// How long a hearing joins two sessions in one room (s).
         public var memory: Double
-        /// How long after its room's planned rounds end a member keeps following the service (s).
+        /// How long after its room's planned slots end a member keeps following the service (s).
         public var hold: Double
+        /// Members taking turns from which a room is crowded: its members that can play one get room aliases.
+        public var aliasRoomSize: Int
+        /// How far beyond the lead slots are planned (s): a few slots at a time, each plan from the latest hearings.
+        public var horizon: Double
+        /// How long after a member's frame ends its hearings are awaited before it may get another slot (s):
+        /// decoding and the report's way to the service.
+        public var settle: Double
+        /// In a crowded room, a member's token (rather than its alias) is on the air at least this often (s).
+        public var fullTokenEvery: Double
         /// Rounds are planned at most once per slot of this length of the service's time (s), however often it
         /// ticks (a service ticks on every log entry).
         public static let planInterval = 0.1
 
         /// - Parameters:
         ///   - slotGuard: what a slot adds to the member's frame airtime (s).
-        ///   - lead: the earliest a round starts after it is planned (s).
-        ///   - openGap: free band at the end of every round (s).
+        ///   - lead: the earliest a slot starts after it is planned (s).
+        ///   - openGap: free band after a room's last planned slot before it goes quiet (s).
         ///   - refresh: how long a hearing by every other member spares a member its slot (s).
         ///   - memory: how long a hearing joins two sessions in one room (s).
-        ///   - hold: how long members keep following after the planned rounds end (s).
+        ///   - hold: how long members keep following after the planned slots end (s).
+        ///   - aliasRoomSize: members taking turns from which a room's members get room aliases.
+        ///   - horizon: how far beyond the lead slots are planned (s).
+        ///   - settle: how long after a member's frame its hearings are awaited before another slot (s).
+        ///   - fullTokenEvery: how often, at least, a crowded room has a token on the air (s).
         public init(slotGuard: Double = 0.08, lead: Double = 0.3, openGap: Double = 0.5, refresh: Double = 5,
-                    memory: Double = 10, hold: Double = 2) {
+                    memory: Double = 10, hold: Double = 2, aliasRoomSize: Int = 4, horizon: Double = 1,
+                    settle: Double = 0.3, fullTokenEvery: Double = 3) {
             self.slotGuard = slotGuard
             self.lead = lead
             self.openGap = openGap
             self.refresh = refresh
             self.memory = memory
             self.hold = hold
+            self.aliasRoomSize = aliasRoomSize
+            self.horizon = horizon
+            self.settle = settle
+            self.fullTokenEvery = fullTokenEvery
         }
     }
 
@@ -64,6 +95,8 @@ public struct BroadcastCoordinator: Sendable {
         public var slots: [Double]
         /// Until when the member follows the service (service time, s).
         public var until: Double
+        /// The room alias to play in these slots instead of the token; nil: the token.
+        public var alias: UInt16?
     }
 
     public let rules: Rules
@@ -71,11 +104,23 @@ public struct BroadcastCoordinator: Sendable {
     var heard: [SessionID: [SessionID: Double]] = [:]
     /// The frame airtime of each member that takes turns (s).
     var airtimes: [SessionID: Double] = [:]
+    /// The airtime of a room-alias frame of each member that can play one (s).
+    var aliasAirtimes: [SessionID: Double] = [:]
+    /// The room alias of each member of a crowded room that was given one.
+    var aliases: [SessionID: UInt16] = [:]
+    /// The members holding each alias (derived from ``aliases``).
+    var aliasHolders: [UInt16: Set<SessionID>] = [:]
+    /// The room of every session in one at the last plan: its smallest member.
+    var roomOf: [SessionID: SessionID] = [:]
+    /// When each member's last full-token slot was planned (service time, s).
+    var lastFullToken: [SessionID: Double] = [:]
+    /// Until when each member was last told to follow (service time, s).
+    var followUntil: [SessionID: Double] = [:]
     /// When the last slot planned for each member's room ends (service time, s); the open gap follows it.
     var slotsEnd: [SessionID: Double] = [:]
     /// The start of each member's last planned slot (service time, s).
     var lastSlot: [SessionID: Double] = [:]
-    /// The plan slot (``Rules/planInterval``) in which rounds were last planned.
+    /// The plan slot (``Rules/planInterval``) in which slots were last planned.
     var lastPlan: Double?
     /// Until when each member's room was planned to stay quiet (service time, s): a newcomer ends it early.
     var quietUntil: [SessionID: Double] = [:]
@@ -92,14 +137,58 @@ public struct BroadcastCoordinator: Sendable {
         heard[speaker, default: [:]][listener] = now
     }
 
-    /// `session` broadcasts frames of `frameAirtime` (s) and follows the turns it is given.
-    public mutating func join(_ session: SessionID, frameAirtime: Double) {
+    /// `session` broadcasts frames of `frameAirtime` (s) and follows the turns it is given; with an
+    /// `aliasAirtime` (s), it can play a room alias (``Payload/roomAlias(_:)``) of that airtime in its slots.
+    public mutating func join(_ session: SessionID, frameAirtime: Double, aliasAirtime: Double? = nil) {
         airtimes[session] = frameAirtime
+        aliasAirtimes[session] = aliasAirtime
     }
 
     /// `session` no longer takes turns (it still joins rooms by hearing and being heard).
     public mutating func leave(_ session: SessionID) {
         airtimes[session] = nil
+        aliasAirtimes[session] = nil
+    }
+
+    /// The session of `listener`'s room that holds room alias `alias` as of the last plan; nil when the listener
+    /// is in no room, or no member (or more than one, for a moment after two rooms merged) holds it.
+    public func session(withAlias alias: UInt16, heardBy listener: SessionID) -> SessionID? {
+        guard let room = roomOf[listener], let holders = aliasHolders[alias] else { return nil }
+        var found: SessionID?
+        for holder in holders where holder != listener && roomOf[holder] == room {
+            if found != nil { return nil }
+            found = holder
+        }
+        return found
+    }
+
+    /// The room alias `session` holds, if any.
+    public func alias(of session: SessionID) -> UInt16? { aliases[session] }
+
+    mutating func setAlias(_ alias: UInt16?, of session: SessionID) {
+        if let old = aliases[session] {
+            aliasHolders[old]?.remove(session)
+            if aliasHolders[old]?.isEmpty == true { aliasHolders[old] = nil }
+        }
+        aliases[session] = alias
+        if let alias { aliasHolders[alias, default: []].insert(session) }
+    }
+
+    /// Gives every member of `room` that can play one a room alias, unique among every alias held while that is
+    /// easy (fewer than a quarter of them are), else within the room; a member sharing its alias with another of
+    /// the room (two rooms merged) draws a new one.
+    private mutating func assignAliases(in room: [SessionID], using generator: inout some RandomNumberGenerator) {
+        var inRoom = Set<UInt16>()
+        let everywhere = aliasHolders.count < (Int(Payload.maxRoomAlias) + 1) / 4
+        for member in room where aliasAirtimes[member] != nil {
+            if let alias = aliases[member], !inRoom.contains(alias) { inRoom.insert(alias); continue }
+            var alias: UInt16
+            repeat {
+                alias = UInt16.random(in: 0...Payload.maxRoomAlias, using: &generator)
+            } while inRoom.contains(alias) || (everywhere && aliasHolders[alias] != nil)
+            setAlias(alias, of: member)
+            inRoom.insert(alias)
+        }
     }
 
     /// Whether `session` takes turns.
@@ -116,6 +205,11 @@ public struct BroadcastCoordinator: Sendable {
         slotsEnd[session] = nil
         lastSlot[session] = nil
         quietUntil[session] = nil
+        aliasAirtimes[session] = nil
+        setAlias(nil, of: session)
+        roomOf[session] = nil
+        lastFullToken[session] = nil
+        followUntil[session] = nil
     }
 
     /// The rooms as they stand at `now`: sets of sessions joined by hearings within ``Rules/memory``, two
@@ -146,16 +240,20 @@ public struct BroadcastCoordinator: Sendable {
         return rooms.values.map { $0.sorted { $0.value < $1.value } }.filter { $0.count >= 2 }.sorted { $0[0].value < $1[0].value }
     }
 
-    /// Plans the rounds due at `now` (service time, s): for every room whose planned round ends within
-    /// ``Rules/lead``, the next round; for a room a newcomer joined, slots appended to the round under way.
+    /// Plans the slots due at `now` (service time, s): for every room whose planned slots end within ``Rules/lead``
+    /// plus ``Rules/horizon`` (or that a newcomer joined), the next few slots, or a quiet spell.
     /// Returns the schedules to send, one per member taking turns of every room planned.
     /// Plans at most once per ``Rules/planInterval``, and not at all while no session takes turns.
-    public mutating func tick(now: Double) -> [Schedule] {
+    /// - Parameters:
+    ///   - now: the service's time (s).
+    ///   - generator: where room aliases are drawn from (the matcher's: every replica draws alike).
+    public mutating func tick(now: Double, using generator: inout some RandomNumberGenerator) -> [Schedule] {
         let plan = ((now + 1e-9) / Rules.planInterval).rounded(.down)
         guard plan != lastPlan else { return [] }
         lastPlan = plan
         guard !airtimes.isEmpty else {
             heard = [:]; slotsEnd = [:]; lastSlot = [:]; quietUntil = [:]
+            aliases = [:]; aliasHolders = [:]; roomOf = [:]; lastFullToken = [:]; followUntil = [:]
             return []
         }
         // Hearings older than the memory no longer join anyone (`rooms` skips them); they are dropped once a second.
@@ -169,23 +267,31 @@ public struct BroadcastCoordinator: Sendable {
         let rooms = rooms(at: now)
         // A session in no room (it left, or was never heard) is a newcomer when it next joins one.
         let inRooms = Set(rooms.joined())
-        for session in Set(slotsEnd.keys).union(quietUntil.keys).union(lastSlot.keys) where !inRooms.contains(session) {
-            slotsEnd[session] = nil; quietUntil[session] = nil; lastSlot[session] = nil
+        for session in Set(slotsEnd.keys).union(quietUntil.keys).union(lastSlot.keys).union(aliases.keys).union(lastFullToken.keys)
+            .union(followUntil.keys) where !inRooms.contains(session) {
+            slotsEnd[session] = nil; quietUntil[session] = nil; lastSlot[session] = nil; followUntil[session] = nil
+            // Out of every room its alias names nobody; a new one is drawn when it joins one again.
+            setAlias(nil, of: session); lastFullToken[session] = nil
         }
+        roomOf = [:]
+        for room in rooms { for member in room { roomOf[member] = room[0] } }
         for room in rooms {
             let planned = room.compactMap { slotsEnd[$0] }.max()
-            let roundEnd = planned.map { $0 + rules.openGap } ?? now
             let quiet = room.compactMap { quietUntil[$0] }.max() ?? now
             let newcomer = room.contains { airtimes[$0] != nil && slotsEnd[$0] == nil && quietUntil[$0] == nil }
-            let due = roundEnd - now <= rules.lead && quiet - now <= rules.lead
+            // Slots are planned a little at a time, `horizon` beyond the lead, so that each plan chooses from the
+            // latest hearings: a member heard by everyone gets no more, one some member missed comes round again
+            // soon, and a newcomer is placed within the horizon rather than after a whole round.
+            let due = (planned ?? now) - now <= rules.lead + rules.horizon && quiet - now <= rules.lead
+            let crowded = room.reduce(0) { $0 + (airtimes[$1] != nil ? 1 : 0) } >= rules.aliasRoomSize
+            if crowded { assignAliases(in: room, using: &generator) }
             guard due || newcomer else { continue }
-            // A newcomer's slots follow the last one planned, before the open gap: it need not wait a round.
-            let start = due ? max(roundEnd, now + rules.lead) : max(planned ?? now, now + rules.lead)
-            // Who still needs to be heard, and by how many members; a member whose slot is still to come is
-            // heard then.
+            let start = max(planned ?? now, now + rules.lead)
+            // Who still needs to be heard, and by how many members. A member whose slot is still to come, or whose
+            // frame has not had time to be heard and reported (``Rules/settle``), is left for a later plan.
             let needs: [(session: SessionID, unheard: Int, stale: Int, oldest: Double)] = room.compactMap { speaker in
-                guard airtimes[speaker] != nil else { return nil }
-                if let slot = lastSlot[speaker], slot > now { return nil }
+                guard let airtime = airtimes[speaker] else { return nil }
+                if let slot = lastSlot[speaker], slot + airtime + rules.settle > now { return nil }
                 let listeners = heard[speaker] ?? [:]
                 var unheard = 0, stale = 0
                 var oldest = Double.infinity
@@ -197,8 +303,10 @@ public struct BroadcastCoordinator: Sendable {
                 return unheard + stale > 0 ? (speaker, unheard, stale, oldest) : nil
             }
             if needs.isEmpty {
-                // Everyone heard everyone lately (or will in the slots planned): the room stays quiet until the
-                // first hearing grows stale.
+                // Slots still to come, or frames still to be reported: plan again once they are.
+                if let planned, planned + rules.settle > now { continue }
+                if room.contains(where: { member in lastSlot[member].map { $0 + (airtimes[member] ?? 0) + rules.settle > now } ?? false }) { continue }
+                // Everyone heard everyone lately: the room stays quiet until the first hearing grows stale.
                 // Over the members that take turns only (the others' hearings would end it at once, and again on
                 // every plan).
                 var next = Double.infinity
@@ -206,9 +314,10 @@ public struct BroadcastCoordinator: Sendable {
                     for listener in room where listener != speaker { next = min(next, (heard[speaker]?[listener] ?? now) + rules.refresh) }
                 }
                 if !next.isFinite { next = now + rules.refresh }
-                let quietEnd = max(next, start, roundEnd)
+                let quietEnd = max(next, start, (planned ?? now) + rules.openGap)
                 for member in room where airtimes[member] != nil {
                     quietUntil[member] = quietEnd
+                    followUntil[member] = quietEnd + rules.hold
                     schedules.append(Schedule(session: member, slots: [], until: quietEnd + rules.hold))
                 }
                 continue
@@ -219,17 +328,41 @@ public struct BroadcastCoordinator: Sendable {
                 if $0.oldest != $1.oldest { return $0.oldest < $1.oldest }
                 return $0.session.value < $1.session.value
             }
-            var slots: [SessionID: [Double]] = [:]
-            var end = start
-            for need in order {
-                slots[need.session] = [end]
-                lastSlot[need.session] = end
-                end += (airtimes[need.session] ?? 0) + rules.slotGuard
+            // This plan's slots: as many of the neediest as fit the horizon (at least one).
+            func canPlayAlias(_ member: SessionID) -> Bool { crowded && aliases[member] != nil && aliasAirtimes[member] != nil }
+            var batch: [SessionID] = []
+            var fill = start
+            for need in order where fill == start || fill < now + rules.lead + rules.horizon {
+                batch.append(need.session)
+                fill += (canPlayAlias(need.session) ? aliasAirtimes[need.session]! : airtimes[need.session] ?? 0) + rules.slotGuard
             }
+            // In a crowded room members with an alias play it; but a token is on the air at least every
+            // ``Rules/fullTokenEvery``: of this plan's members, the one whose token was least lately plays it, so that a device not yet
+            // placed (a listen-only one, or one whose own frames were lost) joins the room by hearing it.
+            let lastToken = room.compactMap { lastFullToken[$0] }.max() ?? -.infinity
+            let fullToken = crowded && start - lastToken >= rules.fullTokenEvery
+                ? batch.filter(canPlayAlias).min { (lastFullToken[$0] ?? -.infinity, $0.value) < (lastFullToken[$1] ?? -.infinity, $1.value) }
+                : nil
+            var slots: [SessionID: [Double]] = [:]
+            var playsAlias: Set<SessionID> = []
+            var end = start
+            for member in batch {
+                slots[member] = [end]
+                lastSlot[member] = end
+                let alias = canPlayAlias(member) && member != fullToken ? aliasAirtimes[member] : nil
+                if alias != nil { playsAlias.insert(member) } else { lastFullToken[member] = end }
+                end += (alias ?? airtimes[member] ?? 0) + rules.slotGuard
+            }
+            // Every member hears of its new slots; the others only when their following would end too soon.
+            let until = end + rules.openGap + rules.hold
             for member in room where airtimes[member] != nil {
                 slotsEnd[member] = end
                 quietUntil[member] = nil
-                schedules.append(Schedule(session: member, slots: slots[member] ?? [], until: end + rules.openGap + rules.hold))
+                let mine = slots[member] ?? []
+                if mine.isEmpty, let following = followUntil[member], following >= end + rules.openGap + rules.hold / 2 { continue }
+                followUntil[member] = until
+                schedules.append(Schedule(session: member, slots: mine, until: until,
+                                          alias: playsAlias.contains(member) ? aliases[member] : nil))
             }
         }
         return schedules

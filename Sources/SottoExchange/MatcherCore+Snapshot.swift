@@ -41,7 +41,7 @@ public enum MatcherSnapshotError: Error, Sendable, Hashable, CustomStringConvert
 extension MatcherCore {
     /// The snapshot format this build writes and reads. Bump it on any change to what is encoded (or how):
     /// a snapshot of another format is then refused with ``MatcherSnapshotError/unsupportedVersion(found:supported:)``.
-    public static let snapshotFormatVersion: UInt32 = 3
+    public static let snapshotFormatVersion: UInt32 = 4
     /// First bytes of every snapshot.
     static let snapshotMagic: [UInt8] = Array("SMCS".utf8)
     /// Header size (bytes): magic, format version, state length, checksum.
@@ -164,8 +164,15 @@ extension MatcherCore {
 extension BroadcastCoordinator: SnapshotCodable {
     package func write(to writer: inout SnapshotWriter) {
         for value in [rules.slotGuard, rules.lead, rules.openGap, rules.refresh, rules.memory, rules.hold] { writer.write(value) }
+        writer.write(rules.aliasRoomSize)
+        for value in [rules.horizon, rules.settle, rules.fullTokenEvery] { writer.write(value) }
         writer.write(heard)
         writer.write(airtimes)
+        writer.write(aliasAirtimes)
+        writer.write(aliases.mapValues { Int($0) })
+        writer.write(roomOf)
+        writer.write(lastFullToken)
+        writer.write(followUntil)
         writer.write(slotsEnd)
         writer.write(lastSlot)
         writer.write(quietUntil)
@@ -176,18 +183,30 @@ extension BroadcastCoordinator: SnapshotCodable {
         var values: [Double] = []
         for _ in 0..<6 { values.append(try reader.read(Double.self)) }
         guard values.allSatisfy({ $0.isFinite && $0 >= 0 }) else { throw .corrupt("the turns' rules \(values)") }
+        let aliasRoomSize = try reader.read(Int.self)
+        guard aliasRoomSize >= 0 else { throw .corrupt("the turns' alias room size \(aliasRoomSize)") }
+        for _ in 0..<3 { values.append(try reader.read(Double.self)) }
+        guard values.allSatisfy({ $0.isFinite && $0 >= 0 }) else { throw .corrupt("the turns' rules \(values)") }
         self.init(rules: Rules(slotGuard: values[0], lead: values[1], openGap: values[2], refresh: values[3],
-                               memory: values[4], hold: values[5]))
+                               memory: values[4], hold: values[5], aliasRoomSize: aliasRoomSize, horizon: values[6],
+                               settle: values[7], fullTokenEvery: values[8]))
         heard = try reader.read()
         airtimes = try reader.read()
+        aliasAirtimes = try reader.read()
+        let aliasValues: [SessionID: Int] = try reader.read()
+        guard aliasValues.values.allSatisfy({ (0...Int(Payload.maxRoomAlias)).contains($0) }) else { throw .corrupt("a room alias is out of range") }
+        for (session, alias) in aliasValues { setAlias(UInt16(alias), of: session) }
+        roomOf = try reader.read()
+        lastFullToken = try reader.read()
+        followUntil = try reader.read()
         slotsEnd = try reader.read()
         lastSlot = try reader.read()
         quietUntil = try reader.read()
         lastPlan = try reader.read()
         // Times that would turn into NaN or overflow when a schedule is put on the wire.
-        let times = heard.values.flatMap(\.values) + slotsEnd.values + lastSlot.values + quietUntil.values + [lastPlan ?? 0]
+        let times = heard.values.flatMap(\.values) + slotsEnd.values + lastSlot.values + quietUntil.values + lastFullToken.values + followUntil.values + [lastPlan ?? 0]
         guard times.allSatisfy({ $0.isFinite && abs($0) < 1e12 }) else { throw .corrupt("a time of the turns is not finite") }
-        guard airtimes.values.allSatisfy({ $0 > 0 && $0 <= Double(ExchangeLimits.maxFrameAirtimeMs) / 1000 }) else {
+        guard (Array(airtimes.values) + aliasAirtimes.values).allSatisfy({ $0 > 0 && $0 <= Double(ExchangeLimits.maxFrameAirtimeMs) / 1000 }) else {
             throw .corrupt("a frame airtime of the turns is out of range")
         }
     }

@@ -44,9 +44,10 @@ public enum MatcherInput: Sendable {
     /// `observer` decoded a frame carrying `payload`, with this SNR (dB) and received level (dBFS).
     case observe(SessionID, Payload, snr: Double, level: Double)
     /// The session's radio follows the matcher's turns (``MatcherCore/turns``), with token frames of
-    /// `frameAirtime` (s); 0: no longer. Ignored for a session that does not broadcast, or when the matcher plans
-    /// no turns.
-    case takeTurns(SessionID, frameAirtime: Double)
+    /// `frameAirtime` (s); 0: no longer. With an `aliasAirtime` (s), the radio can also play a room alias
+    /// (``Payload/roomAlias(_:)``) of that airtime in its slots. Ignored for a session that does not broadcast, or
+    /// when the matcher plans no turns.
+    case takeTurns(SessionID, frameAirtime: Double, aliasAirtime: Double?)
     /// Time passes: expiries and lost timeouts.
     case tick
 }
@@ -65,9 +66,10 @@ public enum MatcherEvent: Sendable, Hashable {
     case expired(SessionID, OperationID)
     /// The observer heard a token that resolves to nothing: it should stop reporting it for a while.
     case invalidToken(SessionID, [UInt8])
-    /// The session's turns (``BroadcastCoordinator``): start a token frame at each of `slotOffsets` (s after
-    /// the input that made this event), nothing else for `followFor` (s), then the session's own rules again.
-    case broadcastTurns(SessionID, slotOffsets: [Double], followFor: Double)
+    /// The session's turns (``BroadcastCoordinator``): start a token frame (or, with `alias`, that room alias's
+    /// frame) at each of `slotOffsets` (s after the input that made this event), nothing else for `followFor`
+    /// (s), then the session's own rules again.
+    case broadcastTurns(SessionID, slotOffsets: [Double], followFor: Double, alias: UInt16?)
 }
 
 /// The matcher: a pure state machine (inputs and the current time in, events out; no clock, no I/O),
@@ -204,6 +206,12 @@ public struct MatcherCore: Sendable {
                 // A rotating beacon's stable ID is never on the air: hearing it is a replay, a guess or a leak.
                 guard let stable = resolveBeacon(heard, unixTime: unixTime ?? now) else { return [] }
                 source = .beacon(stable)
+            case .roomAlias(let alias):
+                // Resolved only in the observer's room; anywhere else it names nobody (not an invalid token: it is
+                // valid in its own room, and the observer may join it).
+                guard let speaker = turns?.session(withAlias: alias, heardBy: observer),
+                      let speakerSession = sessions[speaker], speakerSession.appID == sessions[observer]?.appID else { return [] }
+                source = .session(speaker)
             case .token(let token):
                 guard let owner = tokenOwners[token], owner.validUntil.map({ now <= $0 }) ?? true,
                       let ownerSession = sessions[owner.session],
@@ -215,20 +223,20 @@ public struct MatcherCore: Sendable {
                 source = .session(owner.session)
             }
             recordSighting(by: observer, of: source, snr: snr, level: level, now: now, work: &work)
-        case .takeTurns(let id, let airtime):
+        case .takeTurns(let id, let airtime, let aliasAirtime):
             guard sessions[id]?.broadcasts == true, airtime > 0, airtime.isFinite else {
                 turns?.leave(id)
                 break
             }
-            turns?.join(id, frameAirtime: airtime)
+            turns?.join(id, frameAirtime: airtime, aliasAirtime: aliasAirtime.flatMap { $0 > 0 && $0.isFinite && $0 <= airtime ? $0 : nil })
         case .tick:
             events += rotateTokens(now: now)
             sweepSightings(now: now, work: &work)
             // Mutated in place (a copy would copy its tables on every plan).
-            if let schedules = turns?.tick(now: now) {
+            if let schedules = turns?.tick(now: now, using: &generator) {
                 for schedule in schedules where sessions[schedule.session] != nil {
                     events.append(.broadcastTurns(schedule.session, slotOffsets: schedule.slots.map { $0 - now },
-                                                  followFor: schedule.until - now))
+                                                  followFor: schedule.until - now, alias: schedule.alias))
                 }
             }
         }

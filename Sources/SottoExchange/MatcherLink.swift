@@ -7,8 +7,8 @@ public enum MatcherRequest: Sendable, Hashable {
     /// Frames the session's modem decoded.
     case observe([Sighting])
     /// The session's radio follows the matcher's turns for its token frames, which last `frameAirtime` (s);
-    /// 0: no longer.
-    case takeTurns(frameAirtime: Double)
+    /// 0: no longer. With `aliasAirtime` (s), it can play a room alias of that airtime in its slots.
+    case takeTurns(frameAirtime: Double, aliasAirtime: Double?)
 }
 
 /// One decoded frame as reported to a matcher: the payload, its in-band SNR (dB) and received level (dBFS).
@@ -45,8 +45,9 @@ public enum MatcherNotice: Sendable, Hashable {
     case disconnected(reason: String)
     /// The matcher's turns for this session's token frames: start one at each of `slotOffsets` (s after the
     /// notice was made; the delay of its delivery comes out of the slot's guard), nothing else for `followFor`
-    /// (s), then the sender's own rules again.
-    case turns(slotOffsets: [Double], followFor: Double)
+    /// (s), then the sender's own rules again. With `alias`, the slots are for that room alias's frame
+    /// (``Payload/roomAlias(_:)``) instead of the token's.
+    case turns(slotOffsets: [Double], followFor: Double, alias: UInt16?)
     /// The link gave up for good (a wrong API key, a session quota): nothing more will come.
     case failed(ExchangeError)
 }
@@ -117,8 +118,8 @@ public actor LocalMatcher {
             for sighting in sightings {
                 route(core.handle(.observe(session, sighting.payload, snr: sighting.snr, level: sighting.level), now: now))
             }
-        case .takeTurns(let airtime):
-            route(core.handle(.takeTurns(session, frameAirtime: airtime), now: now))
+        case .takeTurns(let airtime, let aliasAirtime):
+            route(core.handle(.takeTurns(session, frameAirtime: airtime, aliasAirtime: aliasAirtime), now: now))
         }
     }
 
@@ -154,7 +155,7 @@ extension MatcherEvent {
         case .signalChanged(let s, let op, let message, let snr, let level): return (s, .signalChanged(op, message, snr: snr, level: level))
         case .expired(let s, let op): return (s, .expired(op))
         case .invalidToken(let s, let token): return (s, .invalidToken(token))
-        case .broadcastTurns(let s, let offsets, let follow): return (s, .turns(slotOffsets: offsets, followFor: follow))
+        case .broadcastTurns(let s, let offsets, let follow, let alias): return (s, .turns(slotOffsets: offsets, followFor: follow, alias: alias))
         }
     }
 }

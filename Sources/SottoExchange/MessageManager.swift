@@ -120,7 +120,7 @@ public actor MessageManager {
     /// Called when the link to a matcher service goes down, comes back or fails for good (with a link only).
     private var connectionHandler: (@Sendable (MatcherNotice) -> Void)?
     /// Called with the matcher's turns for this session's token frames (the radio follows them).
-    private var turnsHandler: (@Sendable (_ slotOffsets: [Double], _ followFor: Double) -> Void)?
+    private var turnsHandler: (@Sendable (_ slotOffsets: [Double], _ followFor: Double, _ alias: UInt16?) -> Void)?
 
     /// An embedded manager with its own matcher core.
     /// - Parameters:
@@ -213,9 +213,10 @@ public actor MessageManager {
     }
 
     /// Sets what receives the matcher's turns for this session's token frames: the offsets of the slots and
-    /// how long to follow them (s after the notice was made). The radio that plays the token sets it.
+    /// how long to follow them (s after the notice was made), and the room alias to play in those slots instead of
+    /// the token (nil: the token). The radio that plays the token sets it.
     /// - Parameter handler: called on the manager's executor for every turns notice; nil: turns are ignored.
-    public func setTurnsHandler(_ handler: (@Sendable (_ slotOffsets: [Double], _ followFor: Double) -> Void)?) {
+    public func setTurnsHandler(_ handler: (@Sendable (_ slotOffsets: [Double], _ followFor: Double, _ alias: UInt16?) -> Void)?) {
         turnsHandler = handler
     }
 
@@ -408,15 +409,17 @@ public actor MessageManager {
 
     /// Tells the matcher that this session's radio follows its turns (``setTurnsHandler(_:)``) for token frames
     /// of `frameAirtime` (s); 0: no longer. A matcher that plans no turns ignores it.
-    /// - Parameter frameAirtime: the airtime of one token frame as the radio plays it (s).
-    public func takeTurns(frameAirtime: Double) async {
+    /// - Parameters:
+    ///   - frameAirtime: the airtime of one token frame as the radio plays it (s).
+    ///   - aliasAirtime: the airtime of a room-alias frame as the radio plays it (s); nil when it cannot play one.
+    public func takeTurns(frameAirtime: Double, aliasAirtime: Double? = nil) async {
         switch backend {
         case .embedded(var core):
-            let events = core.handle(.takeTurns(session, frameAirtime: frameAirtime), now: lastNow)
+            let events = core.handle(.takeTurns(session, frameAirtime: frameAirtime, aliasAirtime: aliasAirtime), now: lastNow)
             backend = .embedded(core)
             apply(events)
         case .linked(let link):
-            await link.send(.takeTurns(frameAirtime: frameAirtime))
+            await link.send(.takeTurns(frameAirtime: frameAirtime, aliasAirtime: aliasAirtime))
         }
     }
 
@@ -546,8 +549,8 @@ public actor MessageManager {
             connected = false
             for op in Array(pendingAccepts.keys) { resolveAccept(op, with: nil) }
             if !closing { connectionHandler?(notice) }
-        case .turns(let offsets, let follow):
-            turnsHandler?(offsets, follow)
+        case .turns(let offsets, let follow, let alias):
+            turnsHandler?(offsets, follow, alias)
         case .failed(let error):
             connected = false
             linkFailure = error

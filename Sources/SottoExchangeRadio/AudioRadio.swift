@@ -44,7 +44,7 @@ public final class AudioRadio: @unchecked Sendable {
     private var turnsAirtime = 0.0
     /// The matcher's last turns, in this process's clock: given again to a token sender that replaces the one
     /// they were for (a new publication or a rotated token restarts the broadcasters).
-    private var lastTurns: (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant)?
+    private var lastTurns: (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant, alias: [UInt8]?)?
     private let lock = NSLock()
     private var listener: Listener?
     private var broadcasters: [Broadcaster] = []
@@ -107,14 +107,17 @@ public final class AudioRadio: @unchecked Sendable {
         if let scanning { startScanner(scanning) }
         ticker = Task.detached { [weak self] in
             // The matcher's turns for the token frame, if it gives any (a service that coordinates the room).
-            await self?.manager.setTurnsHandler { [weak self] offsets, follow in
+            await self?.manager.setTurnsHandler { [weak self] offsets, follow, alias in
                 guard let self else { return }
                 let now = ContinuousClock.now
-                let access = self.lock.withLock { () -> MediumAccess? in
-                    self.lastTurns = (offsets.map { now + .seconds($0) }, now + .seconds(follow))
-                    return self.tokenAccess
+                let aliasFrame = alias.map { Payload.roomAlias($0).frameBytes }
+                let (access, check) = self.lock.withLock { () -> (MediumAccess?, SelfCheck?) in
+                    self.lastTurns = (offsets.map { now + .seconds($0) }, now + .seconds(follow), aliasFrame)
+                    return (self.tokenAccess, self.selfCheck)
                 }
-                access?.follow(slotOffsets: offsets, followFor: follow)
+                // The alias counts as the own token for the self-check (it is what some slots play).
+                if let aliasFrame { check?.accept(alternate: aliasFrame) }
+                access?.follow(slotOffsets: offsets, followFor: follow, aliasFrame: aliasFrame)
             }
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(200))
@@ -233,6 +236,7 @@ public final class AudioRadio: @unchecked Sendable {
             return broadcasters
         }
         var tokenAirtime = 0.0
+        var aliasAirtime: Double?
         let ownFrames = Set(plan.map(\.frameBytes))
         for broadcaster in old { broadcaster.stop() }
         for payload in plan {
@@ -263,16 +267,21 @@ public final class AudioRadio: @unchecked Sendable {
                     let format = broadcaster.negotiated
                     let playoutDelay = Double(max(0, format.bufferFrames - format.periodFrames)) / format.sampleRate
                     let access = MediumAccess(rules: rules, airtime: broadcaster.airtime, ownFrames: ownFrames, playoutDelay: playoutDelay)
-                    let turns = lock.withLock { () -> (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant)? in
+                    let turns = lock.withLock { () -> (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant, alias: [UInt8]?)? in
                         accesses.append(access)
                         if isToken { tokenAccess = access }
                         return isToken ? lastTurns : nil
                     }
                     if let turns, turns.until > .now {
                         let now = ContinuousClock.now
-                        access.follow(slotOffsets: turns.slots.map { ($0 - now).inSeconds }, followFor: (turns.until - now).inSeconds)
+                        access.follow(slotOffsets: turns.slots.map { ($0 - now).inSeconds }, followFor: (turns.until - now).inSeconds,
+                                      aliasFrame: turns.alias)
+                        if let alias = turns.alias { check?.accept(alternate: alias) }
                     }
-                    if isToken { tokenAirtime = broadcaster.airtime }
+                    if isToken {
+                        tokenAirtime = broadcaster.airtime
+                        aliasAirtime = broadcaster.airtime(payloadBytes: Payload.roomAlias(0).frameBytes.count)
+                    }
                     broadcaster.start(access: access, onSent: onSent, onStatus: onStatus, onEnd: onEnd)
                 } else {
                     broadcaster.start(interval: interval, jitter: jitter, generator: SystemRandomNumberGenerator(),
@@ -288,7 +297,7 @@ public final class AudioRadio: @unchecked Sendable {
         // The matcher's turns are for the token frame as this radio plays it: say so when that changes.
         if tokenAirtime != lock.withLock({ turnsAirtime }) {
             lock.withLock { turnsAirtime = tokenAirtime }
-            await manager.takeTurns(frameAirtime: tokenAirtime)
+            await manager.takeTurns(frameAirtime: tokenAirtime, aliasAirtime: aliasAirtime)
         }
     }
 

@@ -81,7 +81,7 @@ public final class Outbox: Sendable {
         case .welcome(let body): return frameOverhead + body.sessionID.utf8.count + body.project.utf8.count + body.resumeSecret.count
         case .token(let body): return frameOverhead + body.token.count
         case .tokenStatus(let body): return frameOverhead + body.token.count
-        case .turns(let body): return frameOverhead + 4 * body.slotOffsetsMs.count
+        case .turns(let body): return frameOverhead + 4 * body.slotOffsetsMs.count + (body.hasRoomAlias ? 4 : 0)
         case .expired, .none: return frameOverhead
         }
     }

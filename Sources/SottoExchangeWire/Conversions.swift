@@ -274,8 +274,9 @@ extension ServerFrame {
             kind = .opStatus(.accepted(UInt32(clamping: op.value), visible: visible))
         case .rejected(let op, let error):
             kind = .opStatus(.rejected(UInt32(clamping: op.value), error))
-        case .turns(let offsets, let follow):
+        case .turns(let offsets, let follow, let alias):
             var body = Sotto_Exchange_V1_BroadcastTurns()
+            if let alias { body.roomAlias = UInt32(alias) }
             func milliseconds(_ seconds: Double) -> UInt32 {
                 seconds.isFinite ? UInt32((min(max(seconds, 0), 4e6) * 1000).rounded()) : 0
             }
@@ -307,7 +308,9 @@ extension ServerFrame {
             // Bounded whatever the service says: a damaged or hostile frame cannot mute the token for long.
             let follow = min(Double(body.followMs) / 1000, ExchangeLimits.maxTurnsFollow)
             let offsets = body.slotOffsetsMs.prefix(ExchangeLimits.maxTurnsSlots).map { Double($0) / 1000 }.filter { $0 <= follow }
-            return .turns(slotOffsets: offsets, followFor: follow)
+            // An alias out of range is no alias: the token is played in those slots.
+            let alias = body.hasRoomAlias && body.roomAlias <= UInt32(Payload.maxRoomAlias) ? UInt16(body.roomAlias) : nil
+            return .turns(slotOffsets: offsets, followFor: follow, alias: alias)
         case .welcome, .error, .none: return nil
         }
     }
@@ -349,9 +352,13 @@ extension ClientFrame {
                 return wire
             }
             kind = .observe(body)
-        case .takeTurns(let airtime):
+        case .takeTurns(let airtime, let aliasAirtime):
             var body = Sotto_Exchange_V1_TakeTurns()
-            body.frameAirtimeMs = airtime.isFinite ? UInt32(clamping: Int((max(0, airtime) * 1000).rounded(.up))) : 0
+            func milliseconds(_ seconds: Double) -> UInt32 {
+                seconds.isFinite ? UInt32(min((max(0, seconds) * 1000).rounded(.up), Double(UInt32.max))) : 0
+            }
+            body.frameAirtimeMs = milliseconds(airtime)
+            body.aliasFrameAirtimeMs = aliasAirtime.map(milliseconds) ?? 0
             kind = .takeTurns(body)
         }
     }

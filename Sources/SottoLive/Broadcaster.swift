@@ -56,6 +56,10 @@ public final class Broadcaster: @unchecked Sendable {
     /// Airtime of one frame (s).
     public var airtime: Double { lock.withLock { Double(burst.count) / playback.negotiated.sampleRate } }
 
+    /// Airtime of another frame of `payloadBytes` bytes on this broadcaster's profile (s), such as a room alias.
+    /// - Parameter payloadBytes: the frame's length (bytes).
+    public func airtime(payloadBytes: Int) -> Double { profile.airtime(payloadBytes: payloadBytes) }
+
     /// How long after a frame is queued it must have been decoded back by a self-check (s): its airtime, one
     /// device buffer, and ``SelfCheck/decodingMargin``.
     public var selfCheckDeadline: Double {
@@ -121,19 +125,29 @@ public final class Broadcaster: @unchecked Sendable {
         }
     }
 
-    /// The loop on the sender's rules: silence a period at a time until `access` allows the frame.
+    /// The loop on the sender's rules: silence a period at a time until `access` allows the frame (or, in a slot
+    /// of the matcher's turns that names one, the room alias's frame, synthesised once per alias).
     private func sendWhenAllowed(by access: MediumAccess, count: Int?, onSent: (Int) -> Void) throws {
         let (playback, burst) = lock.withLock { (self.playback, self.burst) }
         let silence = [Float](repeating: 0, count: playback.negotiated.periodFrames)
+        var alternate: (frame: [UInt8], burst: [Float])?
         try silence.withUnsafeBufferPointer { (silence) throws in
             try burst.withUnsafeBufferPointer { (burst) throws in
                 while !isStopped {
                     if let count, sent >= count { break }
-                    guard access.shouldTransmit() else {
+                    switch access.decide() {
+                    case .silence:
                         try playback.write(silence)
                         continue
+                    case .ownFrame:
+                        try playback.write(burst)
+                    case .frame(let frame):
+                        if alternate?.frame != frame {
+                            let modulator = try Modulator(profile: profile, sampleRate: playback.negotiated.sampleRate, level: level)
+                            alternate = (frame, try modulator.modulate(frame))
+                        }
+                        try alternate!.burst.withUnsafeBufferPointer { try playback.write($0) }
                     }
-                    try playback.write(burst)
                     let index = lock.withLock { () -> Int in sentCount += 1; return sentCount }
                     onSent(index)
                 }
@@ -214,16 +228,24 @@ public final class SelfCheck: @unchecked Sendable {
     private var consecutiveMisses = 0
     /// The own token.
     public let token: [UInt8]
+    /// Another frame of this device's that counts as its own when heard (its room alias), if any.
+    private var alternate: [UInt8]?
 
     public init(token: [UInt8]) { self.token = token }
+
+    /// Counts `frame` (the device's room alias, played in some of its slots instead of the token) as the own
+    /// token when heard; nil: only the token.
+    public func accept(alternate frame: [UInt8]?) { lock.withLock { alternate = frame } }
 
     /// Decoding latency allowed beyond a frame's airtime and the device buffer (s).
     public static let decodingMargin = 0.5
 
     /// Call for every decoded frame.
     public func heard(_ frame: DecodedFrame) {
-        guard frame.token == token else { return }
-        lock.withLock { lastHeard = Date() }
+        lock.withLock {
+            guard frame.token == token || frame.token == alternate else { return }
+            lastHeard = Date()
+        }
     }
 
     /// Call once the deadline of a transmission sent at `sentAt` has passed; returns the number of

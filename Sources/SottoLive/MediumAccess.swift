@@ -21,6 +21,8 @@ public final class MediumAccess: @unchecked Sendable {
     /// How long after the decision to send a frame its sound leaves the device (s): the playback buffer ahead of
     /// the period being written. The matcher's slots are for the sound, so the decisions come this much earlier.
     private let playoutDelay: Double
+    /// The frame of the room alias the matcher's latest turns named, played in their alias slots.
+    private var aliasFrame: [UInt8]?
 
     /// - Parameters:
     ///   - rules: the sender's rules.
@@ -69,7 +71,10 @@ public final class MediumAccess: @unchecked Sendable {
     /// A frame was decoded on the capture side.
     public func heard(_ frame: [UInt8]) {
         guard !ownFrames.contains(frame) else { return }
-        lock.withLock { scheduler.heard(frame, at: now) }
+        lock.withLock {
+            guard frame != aliasFrame else { return }
+            scheduler.heard(frame, at: now)
+        }
     }
 
     /// Follows the matcher's turns: start the frame's sound at each of `slotOffsets` (s from now; the decision
@@ -85,18 +90,50 @@ public final class MediumAccess: @unchecked Sendable {
         }
     }
 
-    /// Whether the sender follows the matcher's turns now.
-    public var isFollowing: Bool { lock.withLock { scheduler.isFollowing } }
+    /// Follows the matcher's turns for a room alias: as ``follow(slotOffsets:followFor:)``, with `aliasFrame` (the
+    /// alias's frame bytes) played in these slots instead of the device's own frame.
+    /// - Parameters:
+    ///   - slotOffsets: starts of the alias frame's slots (s from now).
+    ///   - followFor: how long to follow them (s from now).
+    ///   - aliasFrame: the frame to play in these slots; nil: the device's own frame.
+    public func follow(slotOffsets: [Double], followFor: Double, aliasFrame: [UInt8]?) {
+        lock.withLock {
+            let time = now
+            if let aliasFrame { self.aliasFrame = aliasFrame }
+            scheduler.follow(slots: slotOffsets.map { time + $0 - playoutDelay }, until: time + followFor, now: time,
+                             alias: aliasFrame != nil)
+        }
+    }
 
-    /// Whether to start the frame now (from the playback thread, once per device period). Without any
-    /// captured audio yet, the band counts as idle since sensing cannot say otherwise.
-    public func shouldTransmit() -> Bool {
+    /// What the sender does in the coming device period.
+    public enum Decision: Sendable, Equatable {
+        /// Nothing: a period of silence.
+        case silence
+        /// Start the device's own frame.
+        case ownFrame
+        /// Start this frame (the room alias a slot of the matcher's turns names).
+        case frame([UInt8])
+    }
+
+    /// What to send in the coming device period (from the playback thread, once per device period). Without
+    /// any captured audio yet, the band counts as idle since sensing cannot say otherwise.
+    public func decide() -> Decision {
         lock.withLock {
             let time = now
             let idleFor = time - (lastBusy ?? sensingSince ?? 0)
-            return scheduler.step(now: time, bandIdleFor: max(0, idleFor)) == .transmit
+            switch scheduler.step(now: time, bandIdleFor: max(0, idleFor)) {
+            case .wait: return .silence
+            case .transmit: return .ownFrame
+            case .transmitAlias: return aliasFrame.map(Decision.frame) ?? .ownFrame
+            }
         }
     }
+
+    /// Whether the sender follows the matcher's turns now.
+    public var isFollowing: Bool { lock.withLock { scheduler.isFollowing } }
+
+    /// Whether to start a frame now (``decide()`` other than silence).
+    public func shouldTransmit() -> Bool { decide() != .silence }
 
     /// Devices heard within the rules' memory.
     public var neighbours: Int { lock.withLock { scheduler.neighbours(at: now) } }

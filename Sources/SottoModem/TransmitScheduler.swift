@@ -103,6 +103,15 @@ public struct TransmitScheduler: Sendable {
         case wait
         /// Start sending the frame now.
         case transmit
+        /// Start sending the short frame the schedule's slot names (the matcher's room alias) now.
+        case transmitAlias
+    }
+
+    /// One slot of a schedule someone else made: when it starts (s) and whether it is for the short frame (the
+    /// matcher's room alias) rather than the device's own.
+    public struct Slot: Sendable, Hashable {
+        public var start: Double
+        public var alias: Bool
     }
 
     /// Where the device is between two frames.
@@ -117,7 +126,7 @@ public struct TransmitScheduler: Sendable {
         case transmitting(started: Double, until: Double)
         /// Following a schedule someone else made (the matcher's turns): sending at each of `slots`, and
         /// nothing else, until `until`.
-        case following(slots: [Double], until: Double)
+        case following(slots: [Slot], until: Double)
     }
 
     public let rules: Rules
@@ -129,7 +138,7 @@ public struct TransmitScheduler: Sendable {
     /// Whether a newcomer already brought the next frame forward since the last one.
     private var answeredSinceLastFrame = false
     /// A schedule received while a frame of the device's own was on the air: followed once it ends.
-    private var pendingSchedule: (slots: [Double], until: Double)?
+    private var pendingSchedule: (slots: [Slot], until: Double)?
     /// How late a scheduled slot may still be used (s): a slot missed by more is skipped.
     public static let slotLateness = 0.05
 
@@ -178,16 +187,18 @@ public struct TransmitScheduler: Sendable {
 
     /// Follow a schedule made by someone else (the matcher's turns, already in this device's time, s): send
     /// at each of `slots` and nothing else until `until`; then the device's own rules again. A later schedule
-    /// adds its slots and moves `until`. A frame on the air is finished first.
-    public mutating func follow(slots: [Double], until: Double, now: Double) {
+    /// adds its slots and moves `until`. A frame on the air is finished first. With `alias`, the slots are for the
+    /// short frame the schedule names (``Action/transmitAlias``).
+    public mutating func follow(slots: [Double], until: Double, now: Double, alias: Bool = false) {
+        let slots = slots.map { Slot(start: $0, alias: alias) }
+        func merged(_ earlier: [Slot]) -> [Slot] { Array(Set(earlier + slots)).sorted { ($0.start, $0.alias ? 1 : 0) < ($1.start, $1.alias ? 1 : 0) } }
         switch state {
         case .transmitting:
-            let earlier = pendingSchedule?.slots ?? []
-            pendingSchedule = (Array(Set(earlier + slots)).sorted(), max(until, pendingSchedule?.until ?? until))
+            pendingSchedule = (merged(pendingSchedule?.slots ?? []), max(until, pendingSchedule?.until ?? until))
         case .following(let earlier, let before):
-            state = .following(slots: Array(Set(earlier + slots)).filter { $0 >= now - Self.slotLateness }.sorted(), until: max(until, before))
+            state = .following(slots: merged(earlier).filter { $0.start >= now - Self.slotLateness }, until: max(until, before))
         case .starting, .waiting, .contending:
-            state = .following(slots: slots.filter { $0 >= now - Self.slotLateness }.sorted(), until: until)
+            state = .following(slots: merged([]).filter { $0.start >= now - Self.slotLateness }, until: until)
         }
     }
 
@@ -234,11 +245,11 @@ public struct TransmitScheduler: Sendable {
             }
             return step(now: now, bandIdleFor: bandIdleFor)
         case .following(var slots, let until):
-            slots.removeAll { $0 < now - Self.slotLateness }
-            if let next = slots.first, now >= next {
+            slots.removeAll { $0.start < now - Self.slotLateness }
+            if let next = slots.first, now >= next.start {
                 state = .following(slots: Array(slots.dropFirst()), until: until)
                 answeredSinceLastFrame = false
-                return .transmit
+                return next.alias ? .transmitAlias : .transmit
             }
             guard slots.isEmpty, now >= until else {
                 state = .following(slots: slots, until: until)

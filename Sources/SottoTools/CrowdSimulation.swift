@@ -57,6 +57,10 @@ public struct CrowdSimulation: Sendable {
         public var clockError: Double = 0.005
         /// How often the matcher plans (s).
         public var coordinatorTick: Double = 0.1
+        /// Whether the devices can play room aliases in their coordinated slots (``Payload/roomAlias(_:)``).
+        public var roomAliases: Bool = true
+        /// Members taking turns from which the matcher gives a room aliases.
+        public var aliasRoomSize: Int = BroadcastCoordinator.Rules().aliasRoomSize
         /// Seed of the room, the devices' draws and the noise.
         public var seed: UInt64
 
@@ -165,13 +169,20 @@ public struct CrowdSimulation: Sendable {
         let modulator = try Modulator(profile: profile, sampleRate: rate)
         let bursts = try frames.enumerated().map { room.played(try modulator.modulate($0.element), by: $0.offset, sampleRate: rate) }
         let airtime = Double(bursts[0].count) / rate
+        // Room-alias frames, modulated when the matcher first hands an alias out: who holds which now, and its sound.
+        var aliasBursts: [UInt16: [Float]] = [:]
+        var aliasOf: [UInt16?] = Array(repeating: nil, count: n)
+        var aliasHolder: [UInt16: Int] = [:]
+        let aliasAirtime = profile.airtime(payloadBytes: Payload.roomAlias(0).frameBytes.count)
         var schedulers = (0..<n).map {
             TransmitScheduler(rules: c.rules, airtime: airtime, start: starts[$0], seed: c.seed &+ UInt64($0) &* 7919)
         }
         // The matcher's turns, as `sotto serve` plans them: every device's radio follows them.
         if c.coordinated {
-            core.turns = BroadcastCoordinator(rules: .init(slotGuard: c.slotGuard))
-            for d in 0..<n { _ = core.handle(.takeTurns(SessionID("\(d)"), frameAirtime: airtime), now: 0) }
+            core.turns = BroadcastCoordinator(rules: .init(slotGuard: c.slotGuard, aliasRoomSize: c.aliasRoomSize))
+            for d in 0..<n {
+                _ = core.handle(.takeTurns(SessionID("\(d)"), frameAirtime: airtime, aliasAirtime: c.roomAliases ? aliasAirtime : nil), now: 0)
+            }
         }
         let clockErrors = (0..<n).map { _ in (2 * random.uniform() - 1) * c.clockError }
 
@@ -200,6 +211,7 @@ public struct CrowdSimulation: Sendable {
         let steps = Int((duration * rate / Double(period)).rounded(.up))
         var arrivals: [[Arrival]] = Array(repeating: [], count: n)
         var heardPaths: [Int: [Float]] = [:]  // from * n + to
+        var aliasPaths: [Int: (alias: UInt16, samples: [Float])] = [:]  // from * n + to: the alias last played
         var firstHeard: [[Double?]] = Array(repeating: Array(repeating: nil, count: n), count: n)
         var firstFound: [[Double?]] = Array(repeating: Array(repeating: nil, count: n), count: n)
         var result = Result(devices: n, firstHeard: [], firstFound: [], falseTokens: 0, framesSent: 0, framesHeard: 0,
@@ -216,9 +228,14 @@ public struct CrowdSimulation: Sendable {
         let ahead = Double(period) / rate
         func handle(_ events: [MatcherEvent], at now: Double) {
             for event in events {
-                if case .broadcastTurns(let session, let offsets, let follow) = event, let d = Int(session.value) {
+                if case .broadcastTurns(let session, let offsets, let follow, let alias) = event, let d = Int(session.value) {
+                    if let alias, aliasOf[d] != alias {
+                        if let old = aliasOf[d], aliasHolder[old] == d { aliasHolder[old] = nil }
+                        aliasOf[d] = alias
+                        aliasHolder[alias] = d
+                    }
                     schedulers[d].follow(slots: offsets.map { now + $0 + clockErrors[d] - ahead },
-                                         until: now + follow + clockErrors[d], now: now)
+                                         until: now + follow + clockErrors[d], now: now, alias: alias != nil)
                     continue
                 }
                 guard case .found(let subscriber, _, let message) = event,
@@ -244,13 +261,29 @@ public struct CrowdSimulation: Sendable {
             for d in 0..<n where now >= starts[d] {
                 let monitor = monitors[d]
                 let idleFor = monitor.isBusy ? 0 : Double(monitor.samplesSeen - monitor.lastBusyEnd) / rate
-                guard schedulers[d].step(now: now, bandIdleFor: idleFor) == .transmit else { continue }
+                let action = schedulers[d].step(now: now, bandIdleFor: idleFor)
+                guard action != .wait else { continue }
+                // The alias a slot names is the one the device holds (the schedule that named it came with it).
+                let alias = action == .transmitAlias ? aliasOf[d] : nil
+                let burst: [Float]
+                if let alias {
+                    if aliasBursts[alias] == nil { aliasBursts[alias] = try modulator.modulate(Payload.roomAlias(alias).frameBytes) }
+                    burst = room.played(aliasBursts[alias]!, by: d, sampleRate: rate)
+                } else {
+                    burst = bursts[d]
+                }
                 result.framesSent += 1
                 let start = first + period
                 result.transmissions.append(.init(device: d, start: Double(start) / rate))
-                busySamples += max(0, start + bursts[d].count - max(start, busyUntil))
-                busyUntil = max(busyUntil, start + bursts[d].count)
+                busySamples += max(0, start + burst.count - max(start, busyUntil))
+                busyUntil = max(busyUntil, start + burst.count)
                 for to in 0..<n {
+                    if let alias {
+                        let key = d * n + to
+                        if aliasPaths[key]?.alias != alias { aliasPaths[key] = (alias, room.heard(burst, from: d, to: to, sampleRate: rate)) }
+                        arrivals[to].append(Arrival(start: start, samples: aliasPaths[key]!.samples))
+                        continue
+                    }
                     let key = d * n + to
                     if heardPaths[key] == nil { heardPaths[key] = room.heard(bursts[d], from: d, to: to, sampleRate: rate) }
                     arrivals[to].append(Arrival(start: start, samples: heardPaths[key]!))
@@ -275,7 +308,8 @@ public struct CrowdSimulation: Sendable {
                 for frame in decoders[to].process(block) {
                     // Decoder time counts from the device's first period.
                     let heardAt = Double(first + period) / rate
-                    guard let speaker = owner[frame.token] else { result.falseTokens += 1; continue }
+                    let aliasSpeaker: Int? = if case .roomAlias(let alias)? = Payload(frame: frame.token) { aliasHolder[alias] } else { nil }
+                    guard let speaker = owner[frame.token] ?? aliasSpeaker else { result.falseTokens += 1; continue }
                     guard speaker != to else { continue }
                     result.framesHeard += 1
                     result.hearings.append(.init(listener: to, speaker: speaker, time: heardAt))
@@ -312,15 +346,16 @@ public struct CrowdSimulation: Sendable {
 /// Runs and summarises crowd simulations: the `crowd` sweep and its benchmarks.
 public enum CrowdSweep {
     /// The named sender rules a sweep can compare.
-    public static let ruleNames = ["fixed", "crowd", "coordinated"]
+    public static let ruleNames = ["fixed", "crowd", "coordinated", "coordinated-tokens"]
 
     /// Rules by name: `fixed` (every 1 s + 0-0.25 s whatever is heard, Sotto's rule before listen-before-talk),
     /// `crowd` (`TransmitScheduler/Rules/crowd`), `coordinated` (the crowd rules until the matcher's turns
-    /// reach the device, then the turns).
+    /// reach the device, then the turns, with room aliases in crowded rooms), `coordinated-tokens` (the turns
+    /// with tokens only, as before room aliases).
     public static func rules(named name: String) -> TransmitScheduler.Rules? {
         switch name {
         case "fixed": return .fixed()
-        case "crowd", "coordinated": return .crowd
+        case "crowd", "coordinated", "coordinated-tokens": return .crowd
         default: return nil
         }
     }
@@ -330,7 +365,8 @@ public enum CrowdSweep {
     public static func configuration(devices: Int, rules name: String, seed: UInt64) -> CrowdSimulation.Configuration? {
         guard let rules = rules(named: name) else { return nil }
         var c = CrowdSimulation.Configuration(devices: devices, rules: rules, seed: seed)
-        c.coordinated = name == "coordinated"
+        c.coordinated = name.hasPrefix("coordinated")
+        c.roomAliases = name == "coordinated"
         return c
     }
 
@@ -341,6 +377,27 @@ public enum CrowdSweep {
             results.set(i, Result { try CrowdSimulation(configurations[i]).run() })
         }
         return try results.values.map { try $0!.get() }
+    }
+
+    /// Appends every room's whole result to `path` as JSON Lines (`{"rules": ..., "result": ...}`), for analysis.
+    /// - Parameters:
+    ///   - results: the rooms' results.
+    ///   - rules: the rules' name, written on every line.
+    ///   - path: the file, created if missing.
+    public static func appendTrace(_ results: [CrowdSimulation.Result], rules: String, to path: String) throws {
+        struct Line: Encodable { var rules: String; var result: CrowdSimulation.Result }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var data = Data()
+        for result in results {
+            data.append(try encoder.encode(Line(rules: rules, result: result)))
+            data.append(0x0A)
+        }
+        if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+        guard let handle = FileHandle(forWritingAtPath: path) else { throw CrowdSimulation.ParameterError("cannot write the trace \(path)") }
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: data)
     }
 
     /// What a set of rooms measured together.

@@ -20,6 +20,8 @@ import SottoExchangeRadio
         pcm.sotto_radio_lbt_playback { type sottofault; rate 48000; outfile "\(url.path)/lbt-out.raw" }
         pcm.sotto_radio_turns_capture { type sottofault; rate 48000; infile "\(url.path)/turns-in.raw" }
         pcm.sotto_radio_turns_playback { type sottofault; rate 48000; outfile "\(url.path)/turns-out.raw" }
+        pcm.sotto_radio_alias_capture { type sottofault; rate 48000; infile "\(url.path)/alias-in.raw" }
+        pcm.sotto_radio_alias_playback { type sottofault; rate 48000; outfile "\(url.path)/alias-out.raw" }
         """
         // ALSA keeps one configuration per process, and the live-audio suites of another test target run in
         // this process at the same time: every in-process suite sets the same list of files (see
@@ -183,6 +185,63 @@ import SottoExchangeRadio
         #expect(starts.contains { $0 < quiet.lowerBound }, "own rules before: \(starts)")
         #expect(!starts.contains { quiet.contains($0) }, "frames at \(starts) in the quiet \(quiet)")
         #expect(starts.contains { $0 > quiet.upperBound }, "a slot after: \(starts)")
+    }
+
+    /// In a crowded room the matcher hands the radio a room alias, and the radio plays the alias's two-byte frame
+    /// in the slots that name it (and its token in the round's full-token slots), on the sound card.
+    @Test func theRadioPlaysItsRoomAliasInTheSlotsThatNameIt() async throws {
+        let rate = 48_000.0
+        var rng = SystemRandomNumberGenerator()
+        try Self.writeCapture((0..<Int(14 * rate)).map { _ in Float.random(in: -0.001...0.001, using: &rng) }, name: "alias-in.raw")
+        let out = Self.directory.appendingPathComponent("alias-out.raw")
+        try? FileManager.default.removeItem(at: out)
+        var core = MatcherCore()
+        core.turns = BroadcastCoordinator(rules: .init(aliasRoomSize: 2))
+        let matcher = LocalMatcher(core: core)
+        let manager = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
+        let others = [MessageManager(link: await matcher.link(appID: "app"), appID: "app"),
+                      MessageManager(link: await matcher.link(appID: "app"), appID: "app")]
+        let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_radio_alias_capture"),
+                               playback: PCMConfiguration(device: "sotto_radio_alias_playback"))
+        let started = Date()
+        func elapsed() -> Double { Date().timeIntervalSince(started) }
+        try radio.start()
+        let subscription = try await manager.subscribe(now: 0)
+        var tokens: [[UInt8]] = []
+        var otherSubscriptions: [SubscriptionHandle] = []
+        for other in others {
+            otherSubscriptions.append(try await other.subscribe(now: 0))
+            await other.takeTurns(frameAirtime: 0.5, aliasAirtime: 0.3)
+            while await other.token == nil, elapsed() < 10 { try await Task.sleep(for: .milliseconds(20)) }
+            tokens.append(try #require(await other.token))
+        }
+        var token = await manager.token
+        while token == nil, elapsed() < 10 {
+            try await Task.sleep(for: .milliseconds(20))
+            token = await manager.token
+        }
+        let own = Payload.token(try #require(token)).frameBytes
+        // The first other hears the radio, the second hears the first: one room of three, where the second never
+        // heard the radio, so that every round gives the radio a slot; the full token goes round.
+        while elapsed() < 12 {
+            await others[0].heard(frame: own, snr: 20, level: -30, now: 0)
+            await others[1].heard(frame: Payload.token(tokens[0]).frameBytes, snr: 20, level: -30, now: 0)
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        await subscription.cancel()
+        for handle in otherSubscriptions { await handle.cancel() }
+        await radio.stop()
+        for other in others { await other.close(now: 0) }
+        let data = try Data(contentsOf: out)
+        let played = data.withUnsafeBytes { raw in raw.bindMemory(to: Int16.self).map { Float(Int16(littleEndian: $0)) / 32_768 } }
+        let frames = try StreamingDecoder.decode(played, sampleRate: rate)
+        let aliases = frames.compactMap { frame -> UInt16? in
+            if case .roomAlias(let alias)? = Payload(frame: frame.token) { return alias } else { return nil }
+        }
+        #expect(!aliases.isEmpty, "no room alias among \(frames.map { ($0.startTime, $0.token) })")
+        #expect(Set(aliases).count == 1, "one alias while the room stands: \(aliases)")
+        #expect(frames.allSatisfy { $0.token == own || Payload(frame: $0.token).map { if case .roomAlias = $0 { true } else { false } } == true })
+        #expect(frames.contains { $0.token == own }, "its token too (on its own rules first, and in full-token slots)")
     }
 
     @Test func missingDevicesAreReportedWithTheirKind() async throws {

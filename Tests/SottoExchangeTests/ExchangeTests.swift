@@ -43,9 +43,13 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
     }
 
     @Test func payloadKindsRoundTrip() {
-        for payload in [Payload.token([1, 2, 3, 4, 5, 6, 7, 8]), .audioBytes([1, 2]), .beacon([9, 9, 9])] {
+        for payload in [Payload.token([1, 2, 3, 4, 5, 6, 7, 8]), .audioBytes([1, 2]), .beacon([9, 9, 9]),
+                        .roomAlias(0), .roomAlias(0x0ABC), .roomAlias(Payload.maxRoomAlias)] {
             #expect(Payload(frame: payload.frameBytes) == payload)
         }
+        // A room alias is two bytes on the air, its kind in the high nibble; longer frames of that kind are nobody's.
+        #expect(Payload.roomAlias(0x0ABC).frameBytes == [0x4A, 0xBC])
+        #expect(Payload(frame: [0x4A, 0xBC, 0]) == nil)
         #expect(Payload(frame: [0x77, 1, 2]) == nil)
         #expect(Payload(frame: [0x20] + [UInt8](repeating: 0, count: 11)) == nil)
     }

@@ -485,6 +485,7 @@ struct ReferenceMatcher {
             guard sessions[observer] != nil else { break }
             let source: Source
             switch payload {
+            case .roomAlias: return events  // room aliases come with the turns, which the reference has none of
             case .audioBytes(let bytes): source = .audio(bytes)
             case .beacon(let heard):
                 guard let stable = resolveBeacon(heard, now: now) else { return events }

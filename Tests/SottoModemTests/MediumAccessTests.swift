@@ -173,6 +173,23 @@ import Testing
         #expect(own.map { $0 >= 5 && $0 <= 5 + TransmitScheduler.Rules.crowd.interval + 0.4 } == true)
     }
 
+    /// Slots of a schedule that names a short frame (the matcher's room alias) say so when they come; slots of
+    /// another schedule merged with it keep their own frame.
+    @Test func aliasSlotsAskForTheAliasFrame() {
+        var scheduler = TransmitScheduler(rules: .crowd, airtime: 0.5, start: 0, seed: 9)
+        scheduler.follow(slots: [1.0], until: 4, now: 0.1, alias: true)
+        scheduler.follow(slots: [2.0], until: 4, now: 0.2)
+        var actions: [(Double, TransmitScheduler.Action)] = []
+        for step in 30..<400 {
+            let now = Double(step) * 0.01
+            let action = scheduler.step(now: now, bandIdleFor: 10)
+            if action != .wait { actions.append((now, action)) }
+        }
+        #expect(actions.count == 2)
+        #expect(actions.first.map { abs($0.0 - 1) < 0.011 && $0.1 == .transmitAlias } == true)
+        #expect(actions.last.map { abs($0.0 - 2) < 0.011 && $0.1 == .transmit } == true)
+    }
+
     @Test func aScheduleArrivingDuringAFrameIsFollowedAfterIt() {
         var scheduler = TransmitScheduler(rules: .crowd, airtime: 0.5, start: 0, seed: 8)
         var now = 0.0

@@ -212,12 +212,17 @@ import Testing
     /// Records each manager's turns with the instant they arrived.
     final class TurnsLog: Sendable {
         private let turns = Mutex<[(at: ContinuousClock.Instant, offsets: [Double], follow: Double)]>([])
-        var handler: @Sendable ([Double], Double) -> Void { { offsets, follow in self.turns.withLock { $0.append((.now, offsets, follow)) } } }
+        var handler: @Sendable ([Double], Double, UInt16?) -> Void { { offsets, follow, _ in self.turns.withLock { $0.append((.now, offsets, follow)) } } }
         /// The absolute starts of the slots received.
         var slots: [ContinuousClock.Instant] { turns.withLock { $0.flatMap { t in t.offsets.map { t.at + .seconds($0) } } } }
         /// Every slot offset received (s).
         var offsets: [Double] { turns.withLock { $0.flatMap(\.offsets) } }
         var count: Int { turns.withLock { $0.count } }
+    }
+
+    /// The room alias each manager's turns named last, by manager.
+    final class AliasLog: Sendable {
+        let values = Mutex<[Int: UInt16]>([:])
     }
 
     @Test func sessionsThatHearEachOtherGetSlotsThatDoNotOverlap() async throws {
@@ -234,8 +239,8 @@ import Testing
         let tokens = [try await token(of: managers[0]), try await token(of: managers[1]), try await token(of: managers[2])]
         // Each hears the next one: one room of three.
         for i in 0..<3 { await heard(managers[i], token: tokens[(i + 1) % 3]) }
-        #expect(await eventually(5) { logs.allSatisfy { $0.count > 0 } }, "every member got its turns")
-        // The first round starts the service's lead (0.3 s) after it was planned, as the offsets say.
+        #expect(await eventually(5) { logs.allSatisfy { $0.count > 0 } && logs.flatMap(\.slots).count >= 3 }, "every member got its turns")
+        // The first slot starts the service's lead (0.3 s) after it was planned, as the offsets say.
         let first = logs.flatMap(\.offsets).min() ?? 0
         #expect(abs(first - 0.3) < 0.002, "\(first)")
         let slots = logs.flatMap(\.slots).sorted()
@@ -247,6 +252,46 @@ import Testing
         // The first round's three slots follow one another (later rounds come after its open gap).
         #expect(gaps.prefix(2).allSatisfy { $0 <= 0.58 + 0.3 }, "\(gaps)")
         keep(subscriptions)
+        for m in managers { await m.close(now: 0) }
+    }
+
+    /// A crowded room over the service: four sessions that can play room aliases get one each with their turns;
+    /// an alias heard by a member of the room finds its holder's message, heard by a session outside the room it
+    /// finds nothing.
+    @Test func roomAliasesComeWithTheTurnsAndResolveInTheRoomOnly() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        var managers: [MessageManager] = []
+        for _ in 0..<5 { managers.append(try await service.manager()) }
+        let aliases = AliasLog()
+        var handles: [Any] = [try await managers[0].publish(exhibit, now: 0)]
+        let recorders = (0..<5).map { _ in EventRecorder() }
+        for (i, manager) in managers.enumerated() {
+            if i < 4 {
+                await manager.setTurnsHandler { offsets, _, alias in
+                    if let alias, !offsets.isEmpty { aliases.values.withLock { $0[i] = alias } }
+                }
+                await manager.takeTurns(frameAirtime: 0.54, aliasAirtime: 0.29)
+            }
+            handles.append(try await manager.subscribe(filter: exhibitFilter, now: 0, handler: recorders[i].handler))
+        }
+        var tokens: [[UInt8]] = []
+        for manager in managers { tokens.append(try await token(of: manager)) }
+        // 2 and 3 heard the publisher 0, 1 heard 2: one room of four, where 1 has not heard 0; 4 is in none. So 0
+        // keeps getting slots, and (once the room's token slot went round) one that names its alias.
+        for i in 2...3 { await heard(managers[i], token: tokens[0]) }
+        await heard(managers[1], token: tokens[2])
+        #expect(await eventually(15) { aliases.values.withLock { $0[0] } != nil }, "the publisher's turns name its alias")
+        let alias = try #require(aliases.values.withLock { $0[0] })
+        let given = Array(aliases.values.withLock { $0 }.values)
+        #expect(Set(given).count == given.count && given.allSatisfy { $0 <= Payload.maxRoomAlias }, "\(given)")
+        // Heard by 4, outside the room, the alias names nobody; heard by 1, in the room, it is the publisher.
+        await managers[4].heard(frame: Payload.roomAlias(alias).frameBytes, snr: 20, level: -30, now: 0)
+        await managers[1].heard(frame: Payload.roomAlias(alias).frameBytes, snr: 20, level: -30, now: 0)
+        #expect(await eventually(5) { recorders[1].found == [exhibit] }, "1 found the publisher's message by its alias")
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(recorders[4].all.isEmpty, "a session outside the room finds nothing from an alias")
+        keep(handles)
         for m in managers { await m.close(now: 0) }
     }
 

@@ -30,9 +30,12 @@ public func fuzzClientFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
             _ = APIKeysParsing.parse(hello.apiKey)
         case .takeTurns(let body):
             // The airtime survives the client's conversion to seconds and back within the millisecond it rounds up.
-            let again = ClientFrame(MatcherRequest.takeTurns(frameAirtime: Double(body.frameAirtimeMs) / 1000))
+            let alias = body.aliasFrameAirtimeMs > 0 ? Double(body.aliasFrameAirtimeMs) / 1000 : nil
+            let again = ClientFrame(MatcherRequest.takeTurns(frameAirtime: Double(body.frameAirtimeMs) / 1000, aliasAirtime: alias))
             if case .takeTurns(let sent) = again.kind {
                 precondition(sent.frameAirtimeMs >= body.frameAirtimeMs && sent.frameAirtimeMs - body.frameAirtimeMs <= 1, "airtime changed")
+                precondition(sent.aliasFrameAirtimeMs >= body.aliasFrameAirtimeMs && sent.aliasFrameAirtimeMs - body.aliasFrameAirtimeMs <= 1,
+                             "alias airtime changed")
             } else {
                 preconditionFailure("TakeTurns did not round-trip")
             }
@@ -41,7 +44,8 @@ public func fuzzClientFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
         }
     }
     if let frame = try? ServerFrame(serializedBytes: bytes), let notice = frame.notice,
-       case .turns(let offsets, let follow) = notice {
+       case .turns(let offsets, let follow, let alias) = notice {
+        precondition(alias.map { $0 <= Payload.maxRoomAlias } ?? true, "alias out of range")
         // Whatever the service says, a client follows a bounded schedule.
         precondition(follow.isFinite && follow >= 0 && follow <= ExchangeLimits.maxTurnsFollow, "unbounded follow \(follow)")
         precondition(offsets.count <= ExchangeLimits.maxTurnsSlots && offsets.allSatisfy { $0 >= 0 && $0 <= follow }, "unbounded slots")

@@ -289,7 +289,13 @@ struct ExchangeReplica: Sendable {
                     "frame_airtime_ms \(body.frameAirtimeMs) is beyond \(ExchangeLimits.maxFrameAirtimeMs) ms: no Sotto frame lasts that long"))))
                 return
             }
-            handle(.takeTurns(session, frameAirtime: Double(body.frameAirtimeMs) / 1000), now: now, into: &outputs)
+            guard body.aliasFrameAirtimeMs <= body.frameAirtimeMs else {
+                outputs.append(.deliver(attachment, .error(.protocolViolation(
+                    "alias_frame_airtime_ms \(body.aliasFrameAirtimeMs) is beyond frame_airtime_ms \(body.frameAirtimeMs): a room alias is shorter than a token"))))
+                return
+            }
+            handle(.takeTurns(session, frameAirtime: Double(body.frameAirtimeMs) / 1000,
+                              aliasAirtime: body.aliasFrameAirtimeMs > 0 ? Double(body.aliasFrameAirtimeMs) / 1000 : nil), now: now, into: &outputs)
         case .heartbeat: break
         case .none:
             outputs.append(.deliver(attachment, .error(.protocolViolation("an empty or unknown frame"))))

@@ -552,6 +552,10 @@ public nonisolated struct Sotto_Exchange_V1_TakeTurns: Sendable {
 
   public var frameAirtimeMs: UInt32 = 0
 
+  /// Airtime of a room-alias frame (two bytes, the kind 0x4 in the first byte's high nibble and a 12-bit alias)
+  /// of the same profile (ms, at most frame_airtime_ms); 0: the radio cannot play room aliases.
+  public var aliasFrameAirtimeMs: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -677,9 +681,22 @@ public nonisolated struct Sotto_Exchange_V1_BroadcastTurns: Sendable {
   /// How long to follow these turns (ms after sending).
   public var followMs: UInt32 = 0
 
+  /// In a crowded room: play this room alias (0 to 4095) instead of the token in these slots. It resolves only
+  /// among the sessions of the room.
+  public var roomAlias: UInt32 {
+    get {_roomAlias ?? 0}
+    set {_roomAlias = newValue}
+  }
+  /// Returns true if `roomAlias` has been explicitly set.
+  public var hasRoomAlias: Bool {self._roomAlias != nil}
+  /// Clears the value of `roomAlias`. Subsequent reads from it will return its default value.
+  public mutating func clearRoomAlias() {self._roomAlias = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _roomAlias: UInt32? = nil
 }
 
 public nonisolated struct Sotto_Exchange_V1_Welcome: Sendable {
@@ -1531,7 +1548,7 @@ nonisolated extension Sotto_Exchange_V1_Heartbeat: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Sotto_Exchange_V1_TakeTurns: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".TakeTurns"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}frame_airtime_ms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}frame_airtime_ms\0\u{3}alias_frame_airtime_ms\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1540,6 +1557,7 @@ nonisolated extension Sotto_Exchange_V1_TakeTurns: SwiftProtobuf.Message, SwiftP
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularUInt32Field(value: &self.frameAirtimeMs) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.aliasFrameAirtimeMs) }()
       default: break
       }
     }
@@ -1549,11 +1567,15 @@ nonisolated extension Sotto_Exchange_V1_TakeTurns: SwiftProtobuf.Message, SwiftP
     if self.frameAirtimeMs != 0 {
       try visitor.visitSingularUInt32Field(value: self.frameAirtimeMs, fieldNumber: 1)
     }
+    if self.aliasFrameAirtimeMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.aliasFrameAirtimeMs, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Sotto_Exchange_V1_TakeTurns, rhs: Sotto_Exchange_V1_TakeTurns) -> Bool {
     if lhs.frameAirtimeMs != rhs.frameAirtimeMs {return false}
+    if lhs.aliasFrameAirtimeMs != rhs.aliasFrameAirtimeMs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1764,7 +1786,7 @@ nonisolated extension Sotto_Exchange_V1_ServerFrame: SwiftProtobuf.Message, Swif
 
 nonisolated extension Sotto_Exchange_V1_BroadcastTurns: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".BroadcastTurns"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}slot_offsets_ms\0\u{3}follow_ms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}slot_offsets_ms\0\u{3}follow_ms\0\u{3}room_alias\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1774,24 +1796,33 @@ nonisolated extension Sotto_Exchange_V1_BroadcastTurns: SwiftProtobuf.Message, S
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedUInt32Field(value: &self.slotOffsetsMs) }()
       case 2: try { try decoder.decodeSingularUInt32Field(value: &self.followMs) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self._roomAlias) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.slotOffsetsMs.isEmpty {
       try visitor.visitPackedUInt32Field(value: self.slotOffsetsMs, fieldNumber: 1)
     }
     if self.followMs != 0 {
       try visitor.visitSingularUInt32Field(value: self.followMs, fieldNumber: 2)
     }
+    try { if let v = self._roomAlias {
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 3)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Sotto_Exchange_V1_BroadcastTurns, rhs: Sotto_Exchange_V1_BroadcastTurns) -> Bool {
     if lhs.slotOffsetsMs != rhs.slotOffsetsMs {return false}
     if lhs.followMs != rhs.followMs {return false}
+    if lhs._roomAlias != rhs._roomAlias {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
