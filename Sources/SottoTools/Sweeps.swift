@@ -48,6 +48,10 @@ public struct SweepRunner {
     public var crowdRules = ["fixed", "crowd"]
     /// Guard of a coordinated slot after the frame (s), for the crowd sweep's `coordinated` rules.
     public var crowdSlotGuard = 0.08
+    /// Members taking turns from which the matcher gives a room aliases, for the crowd sweep's `coordinated` rules.
+    public var crowdAliasRoomSize = 4
+    /// Where the crowd sweep writes every room's whole result (JSON Lines: configuration and result), or nil.
+    public var crowdTrace: String?
 
     /// `trials` frames (or runs) per point, seeded; measured rooms and noise from `dataDirectory`, speech for
     /// the speech and false sweeps from `speechPath`; `directivity` is the source's Q in synthetic rooms.
@@ -376,8 +380,10 @@ public struct SweepRunner {
                         c.profile = profile.name
                         c.tokenLength = length
                         c.slotGuard = crowdSlotGuard
+                        c.aliasRoomSize = crowdAliasRoomSize
                         return c
                     })
+                    if let crowdTrace { try CrowdSweep.appendTrace(results, rules: name, to: crowdTrace) }
                     let summary = CrowdSweep.Summary(results)
                     func q(_ p: Double) -> String { summary.hearingQuantile(p).map { fixed($0, 2) } ?? "-" }
                     // One device has no pairs: its shares are not zero but undefined.

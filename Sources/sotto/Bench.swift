@@ -94,12 +94,15 @@ struct BenchSweep: ParsableCommand {
     @Option(help: "Devices in the room, for crowd (comma-separated counts, 1 to 100).") var devices: String = "2,5,10,20"
     @Option(help: "Sender rules, for crowd (comma-separated: \(CrowdSweep.ruleNames.joined(separator: ", "))).") var rules: String = "fixed,crowd"
     @Option(parsing: .unconditional, help: "Guard after the frame in a coordinated slot, for crowd (s).") var slotGuard: Double = 0.08
+    @Option(help: "Members taking turns from which a room gets room aliases, for crowd's coordinated rules.") var aliasRoomSize: Int = 4
+    @Option(help: "Write every crowd room's whole result to this file (JSON Lines), for analysis.") var trace: String?
     @OptionGroup var format: FormatOption
     @OptionGroup var progress: ProgressOptions
 
     func validate() throws {
         try format.refuseHex("bench")
         try NumericOption("--slot-guard", 0...2, unit: "s").check(slotGuard)
+        try NumericOption("--alias-room-size", 2...1000).check(Double(aliasRoomSize))
         try NumericOption("--trials", 1...100_000).check(trials)
         try NumericOption("--seconds", above: 0, upTo: 7 * 86_400, unit: "s").check(seconds)
         try NumericOption.directivity.check(directivity)
@@ -153,6 +156,8 @@ struct BenchSweep: ParsableCommand {
         runner.crowdDevices = try deviceCounts()
         runner.crowdRules = rules.split(separator: ",").map(String.init)
         runner.crowdSlotGuard = slotGuard
+        runner.crowdAliasRoomSize = aliasRoomSize
+        runner.crowdTrace = trace
         do { try runner.run(kind, profiles: selectedProfiles(), lengths: sizes(), seconds: seconds) }
         catch let error as ToolError { throw CommandError(error.description) }
         ProgressLine.shared.clear()
