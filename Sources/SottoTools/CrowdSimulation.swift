@@ -99,10 +99,12 @@ public struct CrowdSimulation: Sendable {
         /// was decoded in).
         public var hearings: [Hearing]
 
-        /// A frame sent.
+        /// A frame sent: by which device, when it started and how long it lasted (s; a room alias's frame is
+        /// shorter than a token's).
         public struct Transmission: Sendable, Hashable, Codable {
             public var device: Int
             public var start: Double
+            public var airtime: Double
         }
 
         /// A frame decoded by a device other than its sender.
@@ -274,7 +276,7 @@ public struct CrowdSimulation: Sendable {
                 }
                 result.framesSent += 1
                 let start = first + period
-                result.transmissions.append(.init(device: d, start: Double(start) / rate))
+                result.transmissions.append(.init(device: d, start: Double(start) / rate, airtime: Double(burst.count) / rate))
                 busySamples += max(0, start + burst.count - max(start, busyUntil))
                 busyUntil = max(busyUntil, start + burst.count)
                 for to in 0..<n {
