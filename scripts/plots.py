@@ -149,11 +149,12 @@ def crowd(records: str, output: str) -> None:
         raise SystemExit(f"{records}: no rows of the crowd sweep")
     figure, (heard, latency) = plt.subplots(1, 2, figsize=(11, 5), constrained_layout=True)
     labels = {"fixed": "before: every 1 s + 0-0.25 s, whatever is heard", "crowd": "sender's rules (listen before talk)",
-              "coordinated": "the matcher's turns"}
+              "coordinated-tokens": "the matcher's turns, tokens only",
+              "coordinated": "the matcher's turns with room aliases"}
     # Rows of older records have no token length: theirs was 8 bytes.
     def variant(r):
         return (r["rules"], r.get("bytes", "8"))
-    order = {"fixed": 0, "crowd": 1, "coordinated": 2}
+    order = {"fixed": 0, "crowd": 1, "coordinated-tokens": 2, "coordinated": 3}
     for rules, length in sorted({variant(r) for r in rows}, key=lambda v: (order.get(v[0], 9), -int(v[1]))):
         name = labels.get(rules, rules) + ("" if length == "8" else f", {length}-byte tokens")
         # One device has no pairs to hear.
