@@ -69,6 +69,8 @@ public struct ServiceConfiguration: Sendable {
     /// Test hook: seconds added to this node's wall clock (a skewed clock). In a cluster it decides nothing;
     /// serving alone, it is the time base of rotating beacons.
     public var clockSkew: Double = 0
+    /// Test hook: moves a node's clocks forward while it runs (serving alone; nil: the real clocks).
+    public var timeShift: ServiceTimeShift?
     /// The in-band SNR (dB) from which a sighting counts for an earshot publication or subscription
     /// (`MatcherCore.earshotSNR`), 30 dB by default, within ``earshotSNRRange``. Nodes sharing a PostgreSQL
     /// must use the same value.
@@ -185,11 +187,11 @@ public actor MatcherHost {
         return "n_" + APIKeys.hex((0..<6).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
-    /// Seconds since the host started (monotonic).
-    public var now: Double { (ContinuousClock.now - started).inSeconds }
-    /// This node's wall clock (s since 1970, with the test hook's skew): the time base of rotating beacons
+    /// Seconds since the host started (monotonic), plus the test hook's time shift.
+    public var now: Double { (ContinuousClock.now - started).inSeconds + (configuration.timeShift?.seconds ?? 0) }
+    /// This node's wall clock (s since 1970, with the test hooks' skew and time shift): the time base of rotating beacons
     /// when serving alone (in a cluster, the database's clock is).
-    var unixTime: Double { Date().timeIntervalSince1970 + configuration.clockSkew }
+    var unixTime: Double { Date().timeIntervalSince1970 + configuration.clockSkew + (configuration.timeShift?.seconds ?? 0) }
 
     /// Starts the timer loop (and, with a shared log, the loops that append and apply entries).
     public func start() {

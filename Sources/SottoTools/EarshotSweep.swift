@@ -87,6 +87,21 @@ public enum EarshotSweep {
         return decode(token, profile: .standard, response: path, noisePower: noisePower(profile: .standard, rate: rate), rate: rate, random: &random)
     }
 
+    /// The frame carrying `token` as decoded behind `response` (a path already placed at its distance, as
+    /// ``calibratedPair(close:far:extraDistance:rate:)`` places a measured room's) from the nominal speaker made
+    /// `gain` dB louder, with the sweep's quiet-room noise, at 48 kHz; nil when not decoded. Seeded.
+    /// - Parameters:
+    ///   - token: the frame's payload (1 to 16 bytes).
+    ///   - response: the speaker-to-microphone path at 48 kHz.
+    ///   - gain: the speaker's level above the nominal one (dB).
+    ///   - seed: seed of the noise.
+    public static func hear(_ token: [UInt8], through response: [Float], gain: Double = 0, seed: UInt64) -> DecodedFrame? {
+        var random = SeededRandom(seed: seed)
+        let scale = Float(pow(10, gain / 20))
+        return decode(token, profile: .standard, response: response.map { $0 * scale },
+                      noisePower: noisePower(profile: .standard, rate: 48_000), rate: 48_000, random: &random)
+    }
+
     /// One real room measured at two positions with the same rig (MANIFEST.md of `../shared/data`): the
     /// Arroyo House living room, "Close" and "Far", the far microphone 4.1 m further (from the onset delays).
     public static let measuredPair = (close: "rir_livingroom_close_arroyo.wav", far: "rir_livingroom_far_arroyo.wav", extraDistance: 4.1)
@@ -109,7 +124,12 @@ public enum EarshotSweep {
     /// root of the energy from 1 ms before the onset to 2 ms after) is the ratio of the distances, which gives
     /// the near one, `extraDistance / (r - 1)`; then scaled so that the near direct sound is 1 / distance, as
     /// the synthetic rooms' is. Nil when the far direct sound is not weaker (r below 1.05).
-    static func calibratedPair(close: [Float], far: [Float], extraDistance: Double, rate: Double)
+    /// - Parameters:
+    ///   - close: the near position's measured response.
+    ///   - far: the far position's, measured with the same rig.
+    ///   - extraDistance: how much farther the far microphone is (m).
+    ///   - rate: both responses' sample rate (Hz).
+    public static func calibratedPair(close: [Float], far: [Float], extraDistance: Double, rate: Double)
         -> (close: [Float], far: [Float], closeDistance: Double, farDistance: Double)? {
         let lateClose = energy(after: close, from: lateWindow.from, to: lateWindow.to, rate: rate)
         let lateFar = energy(after: far, from: lateWindow.from, to: lateWindow.to, rate: rate)

@@ -275,7 +275,7 @@ struct Subscribe: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Seconds without a sighting before lost.") var lostTimeout: Double = 10
     @Option(help: "Discovery mode: broadcast, scan or both (scan and both report what is heard).") var mode: String = "both"
     @Flag(help: "Earshot: find only what is heard at an in-band SNR of at least the matcher's earshot threshold (\(fixed(MatcherCore.defaultEarshotSNR, 1)) dB by default).") var earshot = false
-    @Flag(help: "Low power (beacon subscriptions; the seeds' lowPowerPreferred): listen duty-cycled, --scan-listen s of every --scan-every s, finding up to the difference later for less CPU; the lost timeout is raised to at least --scan-every + --scan-listen + 1 s.") var lowPower = false
+    @Flag(help: "Low power (beacon subscriptions; the seeds' lowPowerPreferred): listen duty-cycled, --scan-listen s of every --scan-every s, finding up to the difference later (less CPU only where decoding is costly); the lost timeout is raised to at least --scan-every + --scan-listen + 1 s.") var lowPower = false
     @Option(parsing: .unconditional, help: "With --low-power: seconds of listening per period (default \(fixed(ScanDutyCycle.lowPower.listen, 0))).") var scanListen: Double?
     @Option(parsing: .unconditional, help: "With --low-power: seconds from one listening window to the next (default \(fixed(ScanDutyCycle.lowPower.period, 0)), at most \(fixed(ScanDutyCycle.maximumPeriod, 0))).") var scanEvery: Double?
     @OptionGroup var format: FormatOption

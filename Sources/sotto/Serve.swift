@@ -103,6 +103,8 @@ struct Serve: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "In-band SNR (dB, \(fixed(ServiceConfiguration.earshotSNRRange.lowerBound, 0))-\(fixed(ServiceConfiguration.earshotSNRRange.upperBound, 0))) from which a sighting counts for earshot publications and subscriptions; the same on every node of a shared store.")
     var earshotSnr: Double = MatcherCore.defaultEarshotSNR
     @Option(parsing: .unconditional, help: .hidden) var clockSkew: Double = 0
+    /// Test hook: a file whose number (s) moves the service's clocks forward while it runs (`ServiceTimeShift`).
+    @Option(help: .hidden) var timeShiftFile: String?
     @OptionGroup(title: "Transport bounds") var transport: TransportOptions
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(
         "Give sessions that hear each other turns to broadcast in (those whose radio asks for them).",
@@ -152,6 +154,12 @@ struct Serve: AsyncParsableCommand {
         configuration.projectPublicationBytes = projectPublicationBytes
         if !broadcastTurns { configuration.broadcastTurns = nil }
         configuration.earshotSNR = earshotSnr
+        let following = timeShiftFile.map { file in
+            let shift = ServiceTimeShift()
+            configuration.timeShift = shift
+            return shift.follow(file: file) { seconds in printError("clocks moved forward by \(fixed(seconds, 1)) s since the start (test hook)") }
+        }
+        defer { following?.cancel() }
         var logger = Logger(label: "sotto.serve")
         logger.logLevel = verbose ? .debug : .notice
         let exchangeStore = try await store.open(service: true)

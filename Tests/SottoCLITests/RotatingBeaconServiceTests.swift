@@ -57,4 +57,40 @@ import Testing
         #expect(!replayed.contains { $0.contains(roomHex) || $0.contains("5077000000000029") }, "\(replayed)")
         await serve.interrupt()
     }
+
+    /// The beacon started minutes, then hours after `sotto serve`: the service's clocks are moved forward while
+    /// it runs (its hidden `--time-shift-file`, no waiting), and `sotto beacon --clock` plays the IDs of that
+    /// later Unix time. Found 7 minutes and 3 hours after the start, with the beacon's clock 50 s behind at
+    /// 3 hours; not with it 75 s behind (beyond the 60 s window and the 10 s period).
+    @Test(.timeLimit(.minutes(4))) func aBeaconStartedMinutesOrHoursAfterSottoServeResolves() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = "sqlite:" + directory.appendingPathComponent("exchange.sqlite").path
+        let keyFile = directory.appendingPathComponent("beacon.key").path
+        _ = try admin(["project", "create", "museum"], store: store)
+        let key = try admin(["key", "create", "museum"], store: store)
+        _ = try admin(["beacon", "register", "museum", "0x5077000000000031", "--rotating", "10", "--key-out", keyFile], store: store)
+        _ = try admin(["beacon", "attach", "0x5077000000000031", "--namespace", "museum", "--type", "room", "--text", "Gallery 31"], store: store)
+        let shiftFile = directory.appendingPathComponent("shift")
+        let serve = try BackgroundSotto(["serve", "--listen", "127.0.0.1:0", "--store", store, "--time-shift-file", shiftFile.path])
+        defer { serve.process.terminate() }
+        let listening = await serve.line(timeout: 30) { $0.hasPrefix("listening on ") }
+        let address = try #require(listening.map { String($0.dropFirst("listening on ".count)) }, "\(serve.standardError)")
+        let roomHex = Array("Gallery 31".utf8).map { String(format: "%02x", $0) }.joined()
+
+        for (shift, skew, resolves) in [(420.0, 0.0, true), (10_817, 0, true), (10_817, -50, true), (10_817, -75, false)] {
+            try Data(String(shift).utf8).write(to: shiftFile)
+            let moved = "clocks moved forward by \(String(format: "%.1f", shift)) s"
+            let deadline = Date(timeIntervalSinceNow: 20)
+            while !serve.standardError.contains(moved) && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+            try #require(serve.standardError.contains(moved), "\(serve.standardError)")
+            let recording = directory.appendingPathComponent("beacon-\(Int(shift))\(Int(skew)).wav").path
+            let beacon = try Sotto.run(["beacon", "--key-file", keyFile, "--clock", String(Date().timeIntervalSince1970 + shift + skew),
+                                        "--duration", "4", "--interval", "1", "--jitter", "0", "--out", recording])
+            #expect(beacon.status == 0, "\(beacon.stderr)")
+            let events = try found(recording, address: address, key: key)
+            #expect(events.contains { $0.contains(roomHex) } == resolves, "\(shift) s after the start, beacon \(skew) s off: \(events)")
+        }
+        await serve.interrupt()
+    }
 }

@@ -83,6 +83,76 @@ import Testing
         }
     }
 
+    static let hourlyStable: [UInt8] = [0xE1, 0xD0, 0, 0, 0, 0, 0x0E, 29]
+    static let hourlyOffer = try! BeaconAttachment.message(namespace: "museum", type: "exhibit", data: Array("every 15 min".utf8))
+
+    /// A beacon started minutes, then hours after the service: the service's clocks (monotonic and wall) are
+    /// moved forward while it runs (`ServiceTimeShift`, no waiting), and a beacon's ID is the one of its own
+    /// Unix time then (`BeaconRotation.id(atUnixTime:length:)`, what `sotto beacon` plays). Two beacons, one
+    /// rotating every 5 s and one every 900 s (the README's period), each across many rotation boundaries since
+    /// the service started. A subscriber since the service's start (TTL infinite) finds both 7 minutes later,
+    /// loses them, and finds them again 3 hours later; at 3 hours a new subscriber finds the 5 s beacon with its
+    /// clock 55 s ahead or behind (within the skew window, 11 slots away), not with it 70 s ahead or behind
+    /// (beyond the window plus a period), and then the same subscriber finds the beacon's current ID.
+    @Test func aBeaconStartedMinutesOrHoursAfterTheServiceResolves() async throws {
+        let seed = try await TestServer(configuration: Self.configuration)
+        await seed.stop()
+        let fast = try await Self.register(seed.store, project: seed.project.id)
+        let hourly = try BeaconRotation(key: .generate(), period: 900)
+        try await seed.store.registerBeacon(BeaconRecord(id: Self.hourlyStable, projectID: seed.project.id, isPublic: false,
+                                                         rotation: hourly, attachments: [Self.hourlyOffer]))
+        let shift = ServiceTimeShift()
+        var configuration = Self.configuration
+        configuration.timeShift = shift
+        let service = try await TestServer(configuration: configuration, reuse: seed)
+        /// The Unix time of a beacon whose clock is `skew` s ahead of the service's.
+        func beaconTime(skew: Double = 0) -> Double { Date().timeIntervalSince1970 + shift.seconds + skew }
+        func hear(_ device: Device, _ rotation: BeaconRotation, skew: Double = 0) async {
+            await device.manager.heard(frame: Payload.beacon(rotation.id(atUnixTime: beaconTime(skew: skew), length: 8)).frameBytes,
+                                       snr: 15, level: -30, now: 0)
+        }
+
+        let early = try await Device.remote(service.address, key: service.apiKey, name: "since the start")
+        let earlyEvents = EventRecorder()
+        let always = try await early.manager.subscribe(filter: Self.exhibitFilter, strategy: try Strategy(ttl: .infinite), lostTimeout: 30,
+                                                       now: 0, handler: earlyEvents.handler)
+        try await early.sync()
+        shift.advance(by: 7 * 60)
+        await hear(early, fast)
+        await hear(early, hourly)
+        #expect(await earlyEvents.waitFound(2, 5), "7 min after the start: \(earlyEvents.all)")
+        #expect(Set(earlyEvents.found) == [Self.offer, Self.hourlyOffer])
+
+        shift.advance(by: 3 * 3600 - 7 * 60 + 17)
+        #expect(await earlyEvents.waitLost(2, 5), "not heard for 3 hours: lost (\(earlyEvents.all))")
+        await hear(early, fast)
+        await hear(early, hourly)
+        #expect(await earlyEvents.waitFound(4, 5), "3 h 17 s after the start: \(earlyEvents.all)")
+        #expect(earlyEvents.pattern == "FFLLFF", "\(earlyEvents.pattern)")
+        keep(always)
+        await early.close()
+
+        for (skew, resolves) in [(55.0, true), (-55, true), (70, false), (-70, false)] {
+            let device = try await Device.remote(service.address, key: service.apiKey, name: "skew \(skew)")
+            let found = EventRecorder()
+            let subscription = try await device.manager.subscribe(filter: Self.exhibitFilter, lostTimeout: 30, now: 0, handler: found.handler)
+            await hear(device, fast, skew: skew)
+            if resolves {
+                #expect(await found.waitFound(1, 5), "beacon clock \(skew) s from the service's, 3 h after its start")
+            } else {
+                try await device.sync()
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(found.all.isEmpty, "beacon clock \(skew) s from the service's: \(found.all)")
+                await hear(device, fast)
+                #expect(await found.waitFound(1, 5), "then the beacon's current ID, on the same subscription")
+            }
+            #expect(found.found == [Self.offer])
+            keep(subscription)
+            await device.close()
+        }
+        await service.stop()
+    }
+
     /// Two nodes on one PostgreSQL: a beacon registered while they run is resolved on either node, on the
     /// database's clock (the same for every replica).
     @Test func aSecondNodeResolvesTheSameIDs() async throws {
