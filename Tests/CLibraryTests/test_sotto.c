@@ -70,6 +70,7 @@ static void test_version_and_status_names(void) {
     CHECK(strncmp(sotto_version(), "1.", 2) == 0);
     CHECK(strcmp(sotto_status_name(SOTTO_OK), "ok") == 0);
     CHECK(strcmp(sotto_status_name(SOTTO_ERROR_BUFFER_TOO_SMALL), "buffer too small") == 0);
+    CHECK(strcmp(sotto_status_name(SOTTO_ERROR_RESOURCE), "resource unavailable") == 0);
     CHECK(strcmp(sotto_status_name(12345), "unknown status") == 0);
 }
 
@@ -408,9 +409,24 @@ static void test_threads(void) {
     }
 }
 
+// Run with the fault shim (Tests/AllocFaultShim) failing FFTW's buffers: a decoder whose transforms cannot be
+// made is SOTTO_ERROR_RESOURCE with FFTW's reason, not SOTTO_ERROR_ARGUMENT (the rate and profiles are right).
+static void test_transform_failure(void) {
+    sotto_decoder *decoder = (sotto_decoder *)1;
+    CHECK_STATUS(sotto_decoder_create(48000, "default", &decoder), SOTTO_ERROR_RESOURCE);
+    CHECK(decoder == NULL);
+    CHECK(strstr(sotto_thread_error_message(), "cannot prepare the receiver") != NULL);
+    CHECK(strstr(sotto_thread_error_message(), "FFT") != NULL);
+}
+
 // With the argument "errors", only the error paths (quick enough to run under valgrind in every test run).
 int main(int argc, char **argv) {
     int errors_only = argc > 1 && strcmp(argv[1], "errors") == 0;
+    if (argc > 1 && strcmp(argv[1], "transform-failure") == 0) {
+        test_transform_failure();
+        printf("capi (transform failure): %d passed, %d failed\n", passed, failed);
+        return failed == 0 ? 0 : 1;
+    }
     test_version_and_status_names();
     test_profiles();
     if (!errors_only) test_modulator_round_trip_and_level();
