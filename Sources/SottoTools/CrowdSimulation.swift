@@ -252,7 +252,7 @@ public struct CrowdSimulation: Sendable {
                 busyUntil = max(busyUntil, start + bursts[d].count)
                 for to in 0..<n {
                     let key = d * n + to
-                    if heardPaths[key] == nil { heardPaths[key] = room.heard(bursts[d], from: d, to: to, sampleRate: rate) }
+                    if heardPaths[key] == nil { heardPaths[key] = try room.heard(bursts[d], from: d, to: to, sampleRate: rate) }
                     arrivals[to].append(Arrival(start: start, samples: heardPaths[key]!))
                 }
             }

@@ -1,7 +1,8 @@
 // Tests of the C API (sotto.h) through the installed libsotto: a C program compiled against the header in
 // the test run that encodes, decodes and checks the result, and tries every error path the header names.
 // Prints "capi: N passed, N failed" and exits non-zero on any failure.
-// Usage: test_sotto [errors]
+// Usage: test_sotto [errors | transform-failure]  (transform-failure: under the fault shim, see scripts/test-embedding)
+#define _POSIX_C_SOURCE 200809L  // setenv
 #include <sotto.h>
 
 #include <math.h>
@@ -416,6 +417,19 @@ static void test_transform_failure(void) {
     CHECK_STATUS(sotto_decoder_create(48000, "default", &decoder), SOTTO_ERROR_RESOURCE);
     CHECK(decoder == NULL);
     CHECK(strstr(sotto_thread_error_message(), "cannot prepare the receiver") != NULL);
+    CHECK(strstr(sotto_thread_error_message(), "FFT") != NULL);
+    // A room's transforms (its response's diffuse tail, the convolution: far larger than the decoder's) fail alike.
+    setenv("SOTTO_FAULT_MEMALIGN", "100000+", 1);
+    float silence[4800] = {0};
+    sotto_channel channel;
+    sotto_channel_init(&channel);
+    channel.rt60_s = 0.3;
+    channel.distance_m = 1;
+    float *heard = (float *)1;
+    size_t heard_count = 0;
+    double heard_rate = 0;
+    CHECK_STATUS(sotto_simulate(&channel, silence, 4800, 48000, &heard, &heard_count, &heard_rate), SOTTO_ERROR_RESOURCE);
+    CHECK(heard == NULL && heard_count == 0);
     CHECK(strstr(sotto_thread_error_message(), "FFT") != NULL);
 }
 

@@ -99,6 +99,16 @@ import Testing
         let decode = try Sotto.run(["decode", wav], environment: Self.failing("16384"), timeout: 30)
         #expect(decode.status == 2 && decode.stderr.contains("cannot prepare the receiver"), "\(decode.status) \(decode.stderr)")
     }
+
+    /// The tools' transforms (a room's response and its convolution, in `bench sweep reverb`) trapped when FFTW
+    /// could not allocate them; now the reason reaches the user with exit 2.
+    @Test(.timeLimit(.minutes(2))) func toolTransformsThatCannotBeMadeAreErrors() throws {
+        let sweep = try Sotto.run(["bench", "sweep", "reverb", "--trials", "1", "--lengths", "4", "--profiles", "default"],
+                                  environment: Self.failing("100000+"), timeout: 90)
+        #expect(sweep.status == 2, "\(sweep.status) \(sweep.stderr)")
+        #expect(sweep.stderr.contains("cannot allocate the buffers of a") && sweep.stderr.contains("FFT (out of memory)")
+                && !sweep.stderr.contains("Fatal error"), "\(sweep.stderr)")
+    }
 }
 
 /// The test's hold on its slow writer thread.

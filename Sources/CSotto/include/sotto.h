@@ -288,7 +288,8 @@ void sotto_channel_init(sotto_channel *channel);
  *  reverberation or a positive clock offset); free it with sotto_samples_free. On failure `*output` is
  *  NULL and the message is in sotto_thread_error_message().
  *  Errors: SOTTO_ERROR_NULL, SOTTO_ERROR_STRUCT_SIZE, SOTTO_ERROR_ARGUMENT (rate, a stage out of range),
- *  SOTTO_ERROR_MEMORY. Thread-safe (reentrant; it keeps no state). */
+ *  SOTTO_ERROR_MEMORY, SOTTO_ERROR_RESOURCE (the room's transforms could not be made: out of memory).
+ *  Thread-safe (reentrant; it keeps no state). */
 sotto_status sotto_simulate(const sotto_channel *channel, const float *input, size_t count, double sample_rate_hz,
                             float **output, size_t *output_count, double *output_sample_rate_hz);
 
