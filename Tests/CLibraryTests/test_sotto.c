@@ -419,7 +419,7 @@ static void test_transform_failure(void) {
     CHECK(strstr(sotto_thread_error_message(), "cannot prepare the receiver") != NULL);
     CHECK(strstr(sotto_thread_error_message(), "FFT") != NULL);
     // A room's transforms (its response's diffuse tail, the convolution: far larger than the decoder's) fail alike.
-    setenv("SOTTO_FAULT_MEMALIGN", "100000+", 1);
+    setenv("SOTTO_FAULT_MEMALIGN", "40000+", 1);
     float silence[4800] = {0};
     sotto_channel channel;
     sotto_channel_init(&channel);
