@@ -248,7 +248,7 @@ public final class AudioFileReader {
     public private(set) var headerWarning: String?
     /// A damaged Ogg Vorbis file, read as its runs of whole pages with silence for the damaged ones.
     private var oggSegments: OggSegmentReader?
-    /// Standard input or a named pipe, kept open as long as the file is read.
+    /// Standard input or a named pipe, kept open (and its copy, for Ogg of another codec) as long as the file is read.
     private let stream: StreamInput?
     /// True when the input is a stream (standard input, a named pipe): it can be read once only.
     public var isStream: Bool { stream != nil }
@@ -287,6 +287,8 @@ public final class AudioFileReader {
         self.stream = stream
         var pipeSource: PipeSource?
         var pipeHead: [UInt8]?
+        /// The path libsndfile and the page checks open: `path`, or the copy of an Ogg stream of another codec.
+        var source = path
         if let stream, raw == nil, let head = PipeHead.peek(descriptor: stream.descriptor) {
             pipeHead = head
             // On a pipe, only containers that stream: the others read nothing there, or spin on a cut header.
@@ -296,13 +298,16 @@ public final class AudioFileReader {
             if head.starts(with: Array("fLaC".utf8)) { pipeSource = PipeSource(descriptor: stream.descriptor) }
             // Ogg is decoded as it arrives, its pages checked on the way (OggStreamReader): libogg drops a damaged
             // page without a word and every later time would move.
-            if head.starts(with: Array("OggS".utf8)) {
+            // Another codec in Ogg (Opus, FLAC): copied to a temporary file first and read from there at the end.
+            if head.starts(with: Array("OggS".utf8)) && !PipeHead.holdsVorbis(head) { source = try stream.spool(name: name) }
+            else if head.starts(with: Array("OggS".utf8)) {
                 do throws(AudioFileError) { oggStream = try OggStreamReader(descriptor: stream.descriptor) } catch {
                     if case .cannotOpen(_, let reason) = error { throw .cannotOpen(path: name, reason: reason) }
                     throw error
                 }
             }
         }
+        let fromCopy = source != path
         let opened: OpaquePointer?
         if let oggStream {
             opened = nil
@@ -313,10 +318,10 @@ public final class AudioFileReader {
         } else if let pipeSource {
             var io = PipeSource.virtualIO
             opened = sf_open_virtual(&io, Int32(SFM_READ), &sfInfo, Unmanaged.passUnretained(pipeSource).toOpaque())
-        } else if let stream {
+        } else if let stream, !fromCopy {
             opened = sf_open_fd(stream.descriptor, Int32(SFM_READ), &sfInfo, 0)
         } else {
-            opened = sf_open(path, Int32(SFM_READ), &sfInfo)
+            opened = sf_open(source, Int32(SFM_READ), &sfInfo)
         }
         self.pipeSource = pipeSource
         guard opened != nil || oggStream != nil else {
@@ -325,7 +330,7 @@ public final class AudioFileReader {
                               reason: (reason.isEmpty ? "unknown error" : reason) + (raw == nil && !standardInput && path.lowercased().hasSuffix(".raw") ? " (a raw file needs its rate, encoding and channels)" : ""))
         }
         // A stream has no length to announce (libsndfile gives the largest count, or a header's guess).
-        let streamed = standardInput && lseek(stream!.descriptor, 0, SEEK_CUR) < 0
+        let streamed = standardInput && !fromCopy && lseek(stream!.descriptor, 0, SEEK_CUR) < 0
         file = opened
         guard sfInfo.channels > 0, sfInfo.channels <= Int32(Self.maximumChannels) else {
             if let opened { sf_close(opened) }
@@ -369,9 +374,9 @@ public final class AudioFileReader {
         isFLAC = !streamed && !standardInput && Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_FLAC
         // libogg drops a damaged page without a word, and every later sample would come early: the pages' own
         // granule positions place what follows.
-        if !standardInput, Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_OGG,
-           Int(sfInfo.format) & SF_FORMAT_SUBMASK == SF_FORMAT_VORBIS, let damage = OggDamage.scan(path: path) {
-            oggSegments = OggSegmentReader(path: path, damage: damage, channels: Int(sfInfo.channels))
+        if !standardInput || fromCopy, Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_OGG,
+           Int(sfInfo.format) & SF_FORMAT_SUBMASK == SF_FORMAT_VORBIS, let damage = OggDamage.scan(path: source) {
+            oggSegments = OggSegmentReader(path: source, damage: damage, channels: Int(sfInfo.channels))
         }
         switch Int(sfInfo.format) & SF_FORMAT_SUBMASK {
         case SF_FORMAT_PCM_S8, SF_FORMAT_PCM_U8: bytesPerSample = 1

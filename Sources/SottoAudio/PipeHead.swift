@@ -111,6 +111,14 @@ enum PipeHead {
         return frames > 0 ? frames : nil
     }
 
+    /// True when the Ogg stream starting with `head` carries Vorbis: its first packet, on the first page, is a
+    /// Vorbis identification header ("\u{01}vorbis").
+    static func holdsVorbis(_ head: [UInt8]) -> Bool {
+        guard head.count >= 28 else { return false }
+        let start = 27 + Int(head[26])
+        return head.count >= start + 7 && head[start..<(start + 7)].elementsEqual([1] + Array("vorbis".utf8))
+    }
+
     /// Why a stream starting with `head` is not read from a pipe, or nil when it streams (WAV, RF64, AIFF,
     /// AU of PCM, float or G.711, FLAC, Ogg, MP3).
     static func refusal(_ head: [UInt8]) -> String? {
@@ -227,11 +235,13 @@ final class PipeSource {
 
 /// An input read as a stream: standard input (`-`), or a path naming a pipe (`/dev/stdin` on a pipe, a shell's
 /// `<(...)`, a FIFO), which gets the same checks as standard input instead of libsndfile's own pipe reading.
-/// Owns the descriptor it opened.
+/// Owns the descriptor it opened and the temporary copy ``spool(name:)`` makes.
 final class StreamInput {
     /// The stream's descriptor (0 for standard input).
     let descriptor: Int32
     private let owned: Bool
+    /// The unlinked temporary copy, or -1.
+    private var copy: Int32 = -1
 
     private init(descriptor: Int32, owned: Bool) {
         self.descriptor = descriptor
@@ -240,6 +250,7 @@ final class StreamInput {
 
     deinit {
         if owned { close(descriptor) }
+        if copy >= 0 { close(copy) }
     }
 
     /// The stream `path` names: standard input for `-`, the opened pipe for a FIFO, nil for anything else
@@ -251,5 +262,39 @@ final class StreamInput {
         let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw .cannotOpen(path: path, reason: String(cString: strerror(errno))) }
         return StreamInput(descriptor: descriptor, owned: true)
+    }
+
+    /// Copies the rest of the stream to an unlinked temporary file (in TMPDIR) and returns a path that opens it
+    /// (`/proc/self/fd/N`): for Ogg of a codec other than Vorbis (Opus, FLAC), which libsndfile reads only by
+    /// seeking. Disk, not memory, grows with the stream; a failed copy (a full disk) is an error naming the directory.
+    func spool(name: String) throws(AudioFileError) -> String {
+        let directory = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array("\(directory)/sotto-input-XXXXXX".utf8CString)
+        let target = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard target >= 0 else {
+            throw .cannotOpen(path: name, reason: "cannot make a temporary file in \(directory) to read the Ogg stream: \(String(cString: strerror(errno)))")
+        }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        _ = fcntl(target, F_SETFD, FD_CLOEXEC)
+        copy = target
+        var block = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let got = block.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw .readFailed(path: name, reason: String(cString: strerror(errno)))
+            }
+            if got == 0 { break }
+            var done = 0
+            while done < got {
+                let wrote = block.withUnsafeBytes { write(target, $0.baseAddress! + done, got - done) }
+                if wrote < 0 && errno == EINTR { continue }
+                guard wrote > 0 else {
+                    throw .readFailed(path: name, reason: "cannot copy the Ogg stream to a temporary file in \(directory) (to read it): \(String(cString: strerror(errno)))")
+                }
+                done += wrote
+            }
+        }
+        return "/proc/self/fd/\(target)"
     }
 }
