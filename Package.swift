@@ -37,6 +37,9 @@ let package = Package(
         // any language with a C FFI. Links the modem modules only.
         .library(name: "SottoC", type: .dynamic, targets: ["SottoC"]),
         .library(name: "asound_module_pcm_sottofault", type: .dynamic, targets: ["ALSAFaultPlugin"]),
+        // Test fixture, not for use: loaded with LD_PRELOAD, fails FFTW's buffer allocations of chosen sizes
+        // (SOTTO_FAULT_MEMALIGN), so tests see a transform that cannot be made as a user would.
+        .library(name: "sotto_allocfault", type: .dynamic, targets: ["AllocFaultShim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -70,11 +73,15 @@ let package = Package(
         // System libraries (Debian: libfftw3-dev, libsndfile1-dev, libasound2-dev), found through pkg-config.
         .systemLibrary(name: "CFFTW", pkgConfig: "fftw3f", providers: [.apt(["libfftw3-dev"])]),
         .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
+        // Ogg Vorbis on a pipe, decoded as it arrives (libsndfile seeks in Ogg: it reads a pipe only to its end).
+        .systemLibrary(name: "CVorbisFile", pkgConfig: "vorbisfile", providers: [.apt(["libvorbis-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         // The reference D-Bus client library (Debian: libdbus-1-dev), for desktop notifications.
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         // C for what Swift cannot import: ALSA's variadic error handler, *_alloca macros.
         .target(name: "CSottoShims", dependencies: ["CALSA"]),
+        // Test fixture (see the product sotto_allocfault); lives with the tests.
+        .target(name: "AllocFaultShim", path: "Tests/AllocFaultShim", publicHeadersPath: "."),
         // Test fixture (see the product above); lives with the tests.
         .target(name: "ALSAFaultPlugin", dependencies: ["CALSA"], path: "Tests/ALSAFaultPlugin", publicHeadersPath: ".",
                 // PIC selects the dlopen form of ALSA's plugin entry symbol.
@@ -97,7 +104,7 @@ let package = Package(
                 swiftSettings: hot),
         // Audio files (libsndfile) and live devices (ALSA). Knows nothing of DSP.
         .target(name: "SottoAudio",
-                dependencies: ["CSndFile", "CALSA", "CSottoShims", "SottoSupport",
+                dependencies: ["CSndFile", "CVorbisFile", "CALSA", "CSottoShims", "SottoSupport",
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         // Live use: ALSA capture feeding the streaming decoder, looped playback, self-check.

@@ -219,7 +219,10 @@ public final class AudioFileReader {
     /// What the file holds.
     public let info: AudioFileInfo
     public let path: String
-    private let file: OpaquePointer
+    /// libsndfile's handle; nil for Ogg on a pipe (``oggStream``).
+    private let file: OpaquePointer?
+    /// Ogg Vorbis on a pipe, decoded as it arrives (libsndfile would read it only at its end).
+    private var oggStream: OggStreamReader?
     private let selection: ChannelSelection
     private var interleaved: [Float] = []
     /// 16-bit PCM (most WAV files) is read as integers and scaled here: libsndfile's own conversion
@@ -245,7 +248,7 @@ public final class AudioFileReader {
     public private(set) var headerWarning: String?
     /// A damaged Ogg Vorbis file, read as its runs of whole pages with silence for the damaged ones.
     private var oggSegments: OggSegmentReader?
-    /// Standard input or a named pipe, kept open (and its copy, for Ogg) as long as the file is read.
+    /// Standard input or a named pipe, kept open (and its copy, for Ogg of another codec) as long as the file is read.
     private let stream: StreamInput?
     /// True when the input is a stream (standard input, a named pipe): it can be read once only.
     public var isStream: Bool { stream != nil }
@@ -284,7 +287,7 @@ public final class AudioFileReader {
         self.stream = stream
         var pipeSource: PipeSource?
         var pipeHead: [UInt8]?
-        /// The path libsndfile and the page checks open: `path`, or the copy of an Ogg stream.
+        /// The path libsndfile and the page checks open: `path`, or the copy of an Ogg stream of another codec.
         var source = path
         if let stream, raw == nil, let head = PipeHead.peek(descriptor: stream.descriptor) {
             pipeHead = head
@@ -293,13 +296,26 @@ public final class AudioFileReader {
             if let refusal = PipeHead.refusal(head) { throw .cannotOpen(path: name, reason: refusal) }
             // FLAC is read through our own reader of the pipe (libsndfile's loses the bytes it sniffed).
             if head.starts(with: Array("fLaC".utf8)) { pipeSource = PipeSource(descriptor: stream.descriptor) }
-            // Ogg is copied to a temporary file first, to check its pages as a file's are (OggDamage): libogg drops
-            // a damaged page without a word and every later time would move.
-            if head.starts(with: Array("OggS".utf8)) { source = try stream.spool(name: name) }
+            // Ogg is decoded as it arrives, its pages checked on the way (OggStreamReader): libogg drops a damaged
+            // page without a word and every later time would move.
+            // Another codec in Ogg (Opus, FLAC): copied to a temporary file first and read from there at the end.
+            if head.starts(with: Array("OggS".utf8)) && !PipeHead.holdsVorbis(head) { source = try stream.spool(name: name) }
+            else if head.starts(with: Array("OggS".utf8)) {
+                do throws(AudioFileError) { oggStream = try OggStreamReader(descriptor: stream.descriptor) } catch {
+                    if case .cannotOpen(_, let reason) = error { throw .cannotOpen(path: name, reason: reason) }
+                    throw error
+                }
+            }
         }
         let fromCopy = source != path
         let opened: OpaquePointer?
-        if let pipeSource {
+        if let oggStream {
+            opened = nil
+            sfInfo.channels = Int32(oggStream.channels)
+            sfInfo.samplerate = Int32(clamping: oggStream.sampleRate)
+            sfInfo.format = Int32(SF_FORMAT_OGG | SF_FORMAT_VORBIS)
+            sfInfo.frames = 0
+        } else if let pipeSource {
             var io = PipeSource.virtualIO
             opened = sf_open_virtual(&io, Int32(SFM_READ), &sfInfo, Unmanaged.passUnretained(pipeSource).toOpaque())
         } else if let stream, !fromCopy {
@@ -308,32 +324,32 @@ public final class AudioFileReader {
             opened = sf_open(source, Int32(SFM_READ), &sfInfo)
         }
         self.pipeSource = pipeSource
-        guard let handle = opened else {
+        guard opened != nil || oggStream != nil else {
             let reason = String(cString: sf_strerror(nil))
             throw .cannotOpen(path: name,
                               reason: (reason.isEmpty ? "unknown error" : reason) + (raw == nil && !standardInput && path.lowercased().hasSuffix(".raw") ? " (a raw file needs its rate, encoding and channels)" : ""))
         }
         // A stream has no length to announce (libsndfile gives the largest count, or a header's guess).
         let streamed = standardInput && !fromCopy && lseek(stream!.descriptor, 0, SEEK_CUR) < 0
-        file = handle
+        file = opened
         guard sfInfo.channels > 0, sfInfo.channels <= Int32(Self.maximumChannels) else {
-            sf_close(handle)
+            if let opened { sf_close(opened) }
             throw .unsupported(path: path == "-" ? "standard input" : path, reason: "\(sfInfo.channels) channels in the header: the file is corrupt or not supported")
         }
         guard Self.supportedSampleRates.contains(Double(sfInfo.samplerate)) else {
-            sf_close(handle)
+            if let opened { sf_close(opened) }
             throw .unsupportedSampleRate(path: path == "-" ? "standard input" : path, rate: Int(sfInfo.samplerate))
         }
         guard sfInfo.frames > 0 || streamed else {
-            sf_close(handle)
+            if let opened { sf_close(opened) }
             throw .empty(path: name)
         }
         if case .channel(let index) = channel, !(0..<Int(sfInfo.channels)).contains(index) {
-            sf_close(handle)
+            if let opened { sf_close(opened) }
             throw .invalidChannel(index, available: Int(sfInfo.channels))
         }
         // Integer formats are scaled to [-1, 1); float files are read as they are.
-        sf_command(handle, Int32(SFC_SET_NORM_FLOAT), nil, Int32(SF_TRUE))
+        if let opened { sf_command(opened, Int32(SFC_SET_NORM_FLOAT), nil, Int32(SF_TRUE)) }
         // libsndfile reports an unknown length (FLAC streamed without a total) as SF_COUNT_MAX.
         // A FLAC stream read through PipeSource states its length in STREAMINFO (0: unknown).
         var announcedFrames: Int64? = sfInfo.frames == Int64.max || sfInfo.frames <= 0 || (streamed && pipeSource == nil) ? nil : Int64(sfInfo.frames)
@@ -342,13 +358,19 @@ public final class AudioFileReader {
            let width = Self.sampleBytes(sfInfo.format) {
             announcedFrames = bytes / Int64(width * Int(sfInfo.channels))
         }
+        // An MP3 on a pipe: its Xing or Info tag, in the bytes peeked, states its length as a file's does.
+        if streamed && pipeSource == nil, Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_MPEG, let head = pipeHead,
+           let frames = PipeHead.taggedMP3Frames(head) {
+            announcedFrames = frames
+        }
         info = AudioFileInfo(sampleRate: Double(sfInfo.samplerate), channels: Int(sfInfo.channels),
                              frames: announcedFrames, format: describeFormat(sfInfo.format))
         selection = channel
         if sfInfo.format & Int32(SF_FORMAT_SUBMASK) == Int32(SF_FORMAT_PCM_16) { pcm16 = [] }
         lengthIsExact = Int(sfInfo.format) & SF_FORMAT_TYPEMASK != SF_FORMAT_MPEG
         if !lengthIsExact && !standardInput && Self.hasXingTag(path) { taggedMP3Tolerance = 2 * 1_152 }
-        if !streamed { headerWarning = Self.cutWarning(handle, info: info) }
+        if !lengthIsExact && streamed && announcedFrames != nil { taggedMP3Tolerance = 2 * 1_152 }
+        if !streamed, let opened { headerWarning = Self.cutWarning(opened, info: info) }
         isFLAC = !streamed && !standardInput && Int(sfInfo.format) & SF_FORMAT_TYPEMASK == SF_FORMAT_FLAC
         // libogg drops a damaged page without a word, and every later sample would come early: the pages' own
         // granule positions place what follows.
@@ -364,7 +386,7 @@ public final class AudioFileReader {
         }
     }
 
-    deinit { sf_close(file) }
+    deinit { if let file { sf_close(file) } }
 
     /// A FLAC whose STREAMINFO announces fewer samples than its frames hold ends at the announcement in
     /// libsndfile, silently: at the end, the audio bytes after the metadata are compared with the most the
@@ -444,11 +466,27 @@ public final class AudioFileReader {
         guard buffer.count > 0 else { return 0 }
         let channels = info.channels
         if interleaved.count < buffer.count * channels { interleaved = [Float](repeating: 0, count: buffer.count * channels) }
-        let got = readInterleaved(frames: buffer.count, channels: channels)
+        let got: sf_count_t
+        if let oggStream {
+            do throws(AudioFileError) {
+                got = sf_count_t(try interleaved.withUnsafeMutableBufferPointer { (buffer) throws(AudioFileError) -> Int in
+                    try oggStream.read(into: buffer.baseAddress!, frames: buffer.count / channels)
+                })
+            } catch {
+                if case .readFailed(_, let reason) = error { throw .readFailed(path: path == "-" ? "standard input" : path, reason: reason) }
+                throw error
+            }
+        } else {
+            got = readInterleaved(frames: buffer.count, channels: channels)
+        }
         if got < 0 { throw .readFailed(path: path == "-" ? "standard input" : path, reason: String(cString: sf_strerror(file))) }
         let frames = Int(got)
-        if frames == 0 && sf_error(file) == 0 {
+        if frames == 0 && errorCode == 0 {
             // The end: a stream that gave nothing, or a file shorter than its header says, is no success.
+            if framesRead == 0, let oggStream, oggStream.truncated {
+                pendingError = .readFailed(path: path == "-" ? "standard input" : path, reason: "the Ogg stream ends without its last page, before any audio (cut short?)")
+                throw pendingError!
+            }
             if framesRead == 0 {
                 if let announced = info.frames, announced > 0 {
                     pendingError = .readFailed(path: path == "-" ? "standard input" : path, reason: "no sample could be read, though the header announces \(announced) frames (a damaged file?)")
@@ -458,6 +496,12 @@ public final class AudioFileReader {
             }
             if headerWarning == nil, isFLAC { headerWarning = flacSurplusWarning() }
             if headerWarning == nil, let oggSegments { headerWarning = oggSegments.warning(sampleRate: info.sampleRate) }
+            if headerWarning == nil, let oggStream { headerWarning = oggStream.warning() }
+            if let oggStream, oggStream.truncated {
+                let error = AudioFileError.readFailed(path: path == "-" ? "standard input" : path, reason: "the Ogg stream ends after \(framesRead) frames without its last page (cut short?)")
+                pendingError = error
+                throw error
+            }
             if let oggSegments, oggSegments.truncated {
                 let error = AudioFileError.readFailed(path: path == "-" ? "standard input" : path, reason: "the Ogg stream ends after \(framesRead) frames without its last page (cut short?)")
                 pendingError = error
@@ -473,7 +517,7 @@ public final class AudioFileReader {
                 throw error
             }
         }
-        let code = sf_error(file)
+        let code = errorCode
         if code != 0 {
             let error = AudioFileError.readFailed(path: path == "-" ? "standard input" : path, reason: "\(libsndfileMessage(sf_error_number(code))) after \(framesRead + Int64(frames)) frames")
             if frames == 0 { throw error }
@@ -501,6 +545,9 @@ public final class AudioFileReader {
         framesRead += Int64(frames)
         return frames
     }
+
+    /// libsndfile's error state of the file (0: none; always 0 for an Ogg stream, whose errors are thrown).
+    private var errorCode: Int32 { file.map { sf_error($0) } ?? 0 }
 
     /// Reads up to `frames` interleaved frames into `interleaved` as Floats in [-1, 1]; libsndfile's
     /// count (negative on failure).

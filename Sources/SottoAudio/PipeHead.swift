@@ -72,6 +72,53 @@ enum PipeHead {
         return nil
     }
 
+    /// PCM frames an MP3 starting with `head` holds by its Xing or Info tag (LAME's, libsndfile's: the MPEG frame
+    /// count), less the encoder's delay and padding when a LAME tag states them (what a gapless decoder gives);
+    /// nil without a tag in `head` (an MP3 whose length nothing states). A stream that ends well before it was cut.
+    static func taggedMP3Frames(_ head: [UInt8]) -> Int64? {
+        var start = 0
+        // An ID3v2 tag first: 10 bytes and a syncsafe size.
+        if head.count >= 10, head[0..<3].elementsEqual("ID3".utf8) {
+            start = 10 + head[6..<10].reduce(0) { $0 << 7 | Int($1 & 0x7F) }
+        }
+        guard start + 4 <= head.count, head[start] == 0xFF, head[start + 1] & 0xE0 == 0xE0 else { return nil }
+        let version = (head[start + 1] >> 3) & 3, layer = (head[start + 1] >> 1) & 3
+        // Samples per MPEG frame: Layer I 384, Layer II 1152, Layer III 1152 (MPEG-1) or 576 (MPEG-2 and 2.5).
+        let samplesPerFrame: Int64
+        switch layer {
+        case 3: samplesPerFrame = 384
+        case 2: samplesPerFrame = 1_152
+        case 1: samplesPerFrame = version == 3 ? 1_152 : 576
+        default: return nil
+        }
+        func big(_ at: Int) -> Int64 { head[at..<(at + 4)].reduce(Int64(0)) { $0 << 8 | Int64($1) } }
+        // The tag follows the side information (at most 32 bytes after the 4-byte header).
+        let window = (start + 4)..<min(head.count - 12, start + 4 + 40)
+        guard !window.isEmpty, let tag = window.first(where: {
+            head[$0..<($0 + 4)].elementsEqual("Xing".utf8) || head[$0..<($0 + 4)].elementsEqual("Info".utf8)
+        }) else { return nil }
+        let flags = big(tag + 4)
+        guard flags & 1 != 0 else { return nil }
+        var frames = big(tag + 8) * samplesPerFrame
+        // The LAME tag after the optional fields (frames, bytes, table of contents, quality): delay and padding,
+        // 12 bits each, 21 bytes into it.
+        let lame = tag + 8 + (flags & 1 != 0 ? 4 : 0) + (flags & 2 != 0 ? 4 : 0) + (flags & 4 != 0 ? 100 : 0) + (flags & 8 != 0 ? 4 : 0)
+        if lame + 24 <= head.count, head[lame..<(lame + 4)].elementsEqual("LAME".utf8) {
+            let delay = Int64(head[lame + 21]) << 4 | Int64(head[lame + 22] >> 4)
+            let padding = Int64(head[lame + 22] & 0x0F) << 8 | Int64(head[lame + 23])
+            frames -= delay + padding
+        }
+        return frames > 0 ? frames : nil
+    }
+
+    /// True when the Ogg stream starting with `head` carries Vorbis: its first packet, on the first page, is a
+    /// Vorbis identification header ("\u{01}vorbis").
+    static func holdsVorbis(_ head: [UInt8]) -> Bool {
+        guard head.count >= 28 else { return false }
+        let start = 27 + Int(head[26])
+        return head.count >= start + 7 && head[start..<(start + 7)].elementsEqual([1] + Array("vorbis".utf8))
+    }
+
     /// Why a stream starting with `head` is not read from a pipe, or nil when it streams (WAV, RF64, AIFF,
     /// AU of PCM, float or G.711, FLAC, Ogg, MP3).
     static func refusal(_ head: [UInt8]) -> String? {
@@ -217,15 +264,15 @@ final class StreamInput {
         return StreamInput(descriptor: descriptor, owned: true)
     }
 
-    /// Copies the rest of the stream to an unlinked temporary file (in TMPDIR) and returns a path that opens
-    /// it (`/proc/self/fd/N`): for a container whose damage is found only by reading it whole (Ogg). Disk, not
-    /// memory, grows with the stream; a failed copy (a full disk) is an error naming the directory.
+    /// Copies the rest of the stream to an unlinked temporary file (in TMPDIR) and returns a path that opens it
+    /// (`/proc/self/fd/N`): for Ogg of a codec other than Vorbis (Opus, FLAC), which libsndfile reads only by
+    /// seeking. Disk, not memory, grows with the stream; a failed copy (a full disk) is an error naming the directory.
     func spool(name: String) throws(AudioFileError) -> String {
         let directory = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
         var template = Array("\(directory)/sotto-input-XXXXXX".utf8CString)
         let target = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard target >= 0 else {
-            throw .cannotOpen(path: name, reason: "cannot make a temporary file in \(directory) to check the Ogg stream's pages: \(String(cString: strerror(errno)))")
+            throw .cannotOpen(path: name, reason: "cannot make a temporary file in \(directory) to read the Ogg stream: \(String(cString: strerror(errno)))")
         }
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         _ = fcntl(target, F_SETFD, FD_CLOEXEC)
@@ -243,7 +290,7 @@ final class StreamInput {
                 let wrote = block.withUnsafeBytes { write(target, $0.baseAddress! + done, got - done) }
                 if wrote < 0 && errno == EINTR { continue }
                 guard wrote > 0 else {
-                    throw .readFailed(path: name, reason: "cannot copy the Ogg stream to a temporary file in \(directory) (to check its pages): \(String(cString: strerror(errno)))")
+                    throw .readFailed(path: name, reason: "cannot copy the Ogg stream to a temporary file in \(directory) (to read it): \(String(cString: strerror(errno)))")
                 }
                 done += wrote
             }

@@ -70,7 +70,7 @@ final class DecoderHandle {
     func reset() throws(CallFailure) {
         guard !inCallback else { throw .state("the decoder cannot be reset from its own callback") }
         do throws(ModemError) { decoder = try StreamingDecoder(sampleRate: sampleRate, profiles: profiles) }
-        catch { throw .argument(error.description) }  // not reached: the same rate and profiles passed before
+        catch { throw .modem(error) }  // the same rate and profiles passed before: only its transforms can fail
         queue.removeAll(keepingCapacity: true)
         queueHead = 0
         ended = false
@@ -151,7 +151,7 @@ public func sotto_decoder_create(_ sampleRate: Double, _ profileList: UnsafePoin
         let chosen = try profiles(fromList: profileList)
         let handle: DecoderHandle
         do throws(ModemError) { handle = try DecoderHandle(sampleRate: sampleRate, profiles: chosen) }
-        catch { throw .argument(error.description) }
+        catch { throw .modem(error) }
         decoder.pointee = OpaquePointer(Unmanaged.passRetained(handle).toOpaque())
         return SOTTO_OK
     }

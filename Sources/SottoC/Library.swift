@@ -14,6 +14,7 @@ public func sotto_status_name(_ status: sotto_status) -> UnsafePointer<CChar>? {
     case SOTTO_ERROR_STRUCT_SIZE: staticCString("wrong struct size")
     case SOTTO_ERROR_STATE: staticCString("not allowed in this state")
     case SOTTO_ERROR_MEMORY: staticCString("out of memory")
+    case SOTTO_ERROR_RESOURCE: staticCString("resource unavailable")
     default: staticCString("unknown status")
     }
 }

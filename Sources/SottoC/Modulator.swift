@@ -24,7 +24,7 @@ final class ModulatorHandle {
         try checkTokenLength(length)
         let trajectory: FrequencyTrajectory
         do throws(ModemError) { trajectory = try modulator.trajectory(token: [UInt8](repeating: 0, count: length)) }
-        catch { throw .argument(error.description) }
+        catch { throw .modem(error) }
         return trajectory.sampleCount(sampleRate: modulator.sampleRate)
     }
 }
@@ -38,7 +38,7 @@ public func sotto_modulator_create(_ profileName: UnsafePointer<CChar>?, _ sampl
         let profile = profileName == nil ? Profile.standard : try profile(named: profileName)
         let made: Modulator
         do throws(ModemError) { made = try Modulator(profile: profile, sampleRate: sampleRate) }
-        catch { throw .argument(error.description) }
+        catch { throw .modem(error) }
         modulator.pointee = OpaquePointer(Unmanaged.passRetained(ModulatorHandle(modulator: made)).toOpaque())
         return SOTTO_OK
     }
@@ -56,7 +56,7 @@ public func sotto_modulator_set_level(_ modulator: OpaquePointer?, _ level: Doub
     return handle.run { () throws(CallFailure) in
         do throws(ModemError) {
             handle.modulator = try Modulator(profile: handle.modulator.profile, sampleRate: handle.modulator.sampleRate, level: level)
-        } catch { throw .argument(error.description) }
+        } catch { throw .modem(error) }
         return SOTTO_OK
     }
 }
@@ -96,7 +96,7 @@ public func sotto_modulator_write(_ modulator: OpaquePointer?, _ token: UnsafePo
         let capacity = try checkedCount(capacity, "capacity")
         let trajectory: FrequencyTrajectory
         do throws(ModemError) { trajectory = try handle.modulator.trajectory(token: Array(UnsafeBufferPointer(start: token, count: tokenLength))) }
-        catch { throw .argument(error.description) }
+        catch { throw .modem(error) }
         let needed = trajectory.sampleCount(sampleRate: handle.modulator.sampleRate)
         written.pointee = needed
         guard capacity >= needed else {

@@ -1,4 +1,5 @@
 import CSotto
+import SottoDSP
 import Glibc
 import SottoChannel
 
@@ -68,7 +69,9 @@ public func sotto_simulate(_ channel: UnsafePointer<sotto_channel>?, _ input: Un
             throw .argument("invalid sample rate \(sampleRate) Hz: expected 1000 to 768000")
         }
         let model = try channelModel(channel.pointee)
-        let result = model.apply(Array(UnsafeBufferPointer(start: input, count: count)), sampleRate: sampleRate)
+        let result: (samples: [Float], sampleRate: Double)
+        do throws(FFTError) { result = try model.apply(Array(UnsafeBufferPointer(start: input, count: count)), sampleRate: sampleRate) }
+        catch { throw CallFailure(status: SOTTO_ERROR_RESOURCE, message: "cannot simulate the room: \(error.description)") }
         guard let memory = malloc(max(1, result.samples.count) * MemoryLayout<Float>.stride) else {
             throw CallFailure(status: SOTTO_ERROR_MEMORY, message: "cannot allocate \(result.samples.count) samples")
         }

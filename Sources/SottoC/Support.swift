@@ -1,4 +1,5 @@
 import CSotto
+import SottoModem
 import Glibc
 
 /// A C string with static storage, for messages and names the library returns.
@@ -14,6 +15,12 @@ struct CallFailure: Error {
     static func null(_ what: String) -> CallFailure { CallFailure(status: SOTTO_ERROR_NULL, message: "\(what) is NULL") }
     static func argument(_ message: String) -> CallFailure { CallFailure(status: SOTTO_ERROR_ARGUMENT, message: message) }
     static func state(_ message: String) -> CallFailure { CallFailure(status: SOTTO_ERROR_STATE, message: message) }
+    /// A modem error: SOTTO_ERROR_RESOURCE for transforms that could not be made (out of memory: no argument is
+    /// wrong), SOTTO_ERROR_ARGUMENT for the rest.
+    static func modem(_ error: ModemError) -> CallFailure {
+        if case .transformFailed = error { return CallFailure(status: SOTTO_ERROR_RESOURCE, message: error.description) }
+        return .argument(error.description)
+    }
 }
 
 /// The message of the last failure on one handle, kept in C memory so that its pointer stays valid until

@@ -48,10 +48,11 @@ public enum Channel {
     }
 
     /// Adds Gaussian noise confined to `band` (Hz) with total power `power`.
-    public static func addBandLimitedNoise(_ x: inout [Float], sampleRate: Double, band: ClosedRange<Double>, power: Double, rng: inout SeededRandom) {
+    /// - Throws: `FFTError` when the transforms cannot be allocated or planned (out of memory).
+    public static func addBandLimitedNoise(_ x: inout [Float], sampleRate: Double, band: ClosedRange<Double>, power: Double, rng: inout SeededRandom) throws(FFTError) {
         guard !x.isEmpty else { return }
         let size = fastFFTSize(atLeast: x.count)
-        let forward = RealFFT(size: size), inverse = InverseRealFFT(size: size)
+        let forward = try RealFFT(checkedSize: size), inverse = try InverseRealFFT(checkedSize: size)
         for i in 0..<size { forward.input[i] = Float(rng.gaussian()) }
         forward.execute()
         for k in 0...(size / 2) {

@@ -66,7 +66,7 @@ public final class ChannelStream {
             convolver = try OverlapAddConvolver(response: response)
             responseLength = response.count
         } else if let rt60 = model.rt60 {
-            let response = Room(rt60: rt60, distance: model.distance, volume: model.volume, directivity: model.directivity)
+            let response = try Room(rt60: rt60, distance: model.distance, volume: model.volume, directivity: model.directivity)
                 .impulseResponse(sampleRate: sampleRate, rng: &rng)
             convolver = try OverlapAddConvolver(response: response)
             responseLength = response.count

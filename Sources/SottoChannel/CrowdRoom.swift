@@ -75,12 +75,13 @@ public struct CrowdRoom: Sendable, Hashable {
 
     /// The path from device `from`'s speaker to device `to`'s microphone at `sampleRate` (Hz): the
     /// room's response at their distance, 1 / distance, `from`'s level.
-    public func impulseResponse(from: Int, to: Int, sampleRate: Double) -> [Float] {
+    /// - Throws: `FFTError` when the room's transforms cannot be allocated or planned (out of memory).
+    public func impulseResponse(from: Int, to: Int, sampleRate: Double) throws(FFTError) -> [Float] {
         let d = distance(from, to)
         var rng = SeededRandom(seed: seed &+ 0x9E37_79B9_7F4A_7C15 &* UInt64(from * devices.count + to + 1))
         // The room's directivity default models a small speaker aimed at the listener; in a crowd nobody aims,
         // so the source is taken as omnidirectional.
-        var h = Room(rt60: rt60, distance: d, volume: volume, directivity: 1).impulseResponse(sampleRate: sampleRate, rng: &rng)
+        var h = try Room(rt60: rt60, distance: d, volume: volume, directivity: 1).impulseResponse(sampleRate: sampleRate, rng: &rng)
         let gain = Float(Double.pow(10, devices[from].levelDB / 20) / max(d, Self.ownDistance))
         for i in h.indices { h[i] *= gain }
         return h
@@ -97,7 +98,8 @@ public struct CrowdRoom: Sendable, Hashable {
     }
 
     /// What device `to`'s microphone picks up of `played` (``played(_:by:sampleRate:)`` of device `from`).
-    public func heard(_ played: [Float], from: Int, to: Int, sampleRate: Double) -> [Float] {
-        fftConvolve(played, impulseResponse(from: from, to: to, sampleRate: sampleRate))
+    /// - Throws: `FFTError` when the room's transforms cannot be allocated or planned (out of memory).
+    public func heard(_ played: [Float], from: Int, to: Int, sampleRate: Double) throws(FFTError) -> [Float] {
+        try fftConvolve(played, impulseResponse(from: from, to: to, sampleRate: sampleRate))
     }
 }

@@ -62,7 +62,8 @@ public struct Room: Sendable, Hashable, Codable {
     }
 
     /// The impulse response at `sampleRate` (Hz), seeded by `rng`.
-    public func impulseResponse(sampleRate: Double, rng: inout SeededRandom) -> [Float] {
+    /// - Throws: `FFTError` when the diffuse tail's transforms cannot be allocated or planned (out of memory).
+    public func impulseResponse(sampleRate: Double, rng: inout SeededRandom) throws(FFTError) -> [Float] {
         let directDelay = distance / Self.speedOfSound * sampleRate
         let longest = rt60(at: 250)
         let length = Int((directDelay + 1.2 * longest * sampleRate).rounded(.up)) + 1
@@ -90,10 +91,10 @@ public struct Room: Sendable, Hashable, Codable {
         let tailLength = length - tailStart
         guard tailLength > 16 else { return h }
         let size = fastFFTSize(atLeast: tailLength)
-        let noise = RealFFT(size: size)
+        let noise = try RealFFT(checkedSize: size)
         for i in 0..<size { noise.input[i] = Float(rng.gaussian()) }
         noise.execute()
-        let inverse = InverseRealFFT(size: size)
+        let inverse = try InverseRealFFT(checkedSize: size)
         var tail = [Float](repeating: 0, count: tailLength)
         for b in 0..<(edges.count - 1) where edges[b] < sampleRate / 2 {
             let low = edges[b], high = min(edges[b + 1], sampleRate / 2)
@@ -173,17 +174,18 @@ public struct ChannelModel: Sendable, Codable, Hashable {
     /// normalised so that its largest peak is 1 (the direct path, unless a reflection is stronger). The
     /// interference recording is given at `sampleRate` and follows the signal to `outputRate`. Signal power for SNR and SIR is the active power of the
     /// input (``Channel/activePower(_:sampleRate:)``), so silence around bursts does not count.
+    /// - Throws: `FFTError` when the room's transforms cannot be allocated or planned (out of memory).
     public func apply(_ x: [Float], sampleRate: Double, interference: [Float]? = nil,
-                      measuredImpulseResponse: [Float]? = nil) -> (samples: [Float], sampleRate: Double) {
+                      measuredImpulseResponse: [Float]? = nil) throws(FFTError) -> (samples: [Float], sampleRate: Double) {
         var rng = SeededRandom(seed: seed)
         let signalPower = Channel.activePower(x, sampleRate: sampleRate)
         var y = x
         if var response = measuredImpulseResponse, !response.isEmpty {
             let peak = response.map { abs($0) }.max() ?? 1
             if peak > 0 { for i in response.indices { response[i] /= peak } }
-            y = fftConvolve(y, response)
+            y = try fftConvolve(y, response)
         } else if let rt60 {
-            y = fftConvolve(y, Room(rt60: rt60, distance: distance, volume: volume, directivity: directivity).impulseResponse(sampleRate: sampleRate, rng: &rng))
+            y = try fftConvolve(y, Room(rt60: rt60, distance: distance, volume: volume, directivity: directivity).impulseResponse(sampleRate: sampleRate, rng: &rng))
         }
         if let rollOffCornerHz { Channel.rollOff(&y, sampleRate: sampleRate, cornerHz: rollOffCornerHz) }
         if let ppm, ppm != 0 { y = Channel.clockOffset(y, ppm: ppm) }

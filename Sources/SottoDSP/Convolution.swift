@@ -1,9 +1,10 @@
 /// Full linear convolution of `x` and `h` (length x.count + h.count - 1) by FFT (FFTW).
-public func fftConvolve(_ x: [Float], _ h: [Float]) -> [Float] {
+/// - Throws: ``FFTError`` when the transforms cannot be allocated or planned (out of memory).
+public func fftConvolve(_ x: [Float], _ h: [Float]) throws(FFTError) -> [Float] {
     guard !x.isEmpty, !h.isEmpty else { return [] }
     let length = x.count + h.count - 1
     let size = fastFFTSize(atLeast: length)
-    let fx = RealFFT(size: size), fh = RealFFT(size: size), inverse = InverseRealFFT(size: size)
+    let fx = try RealFFT(checkedSize: size), fh = try RealFFT(checkedSize: size), inverse = try InverseRealFFT(checkedSize: size)
     for i in 0..<size {
         fx.input[i] = i < x.count ? x[i] : 0
         fh.input[i] = i < h.count ? h[i] : 0

@@ -21,6 +21,13 @@ public enum AudioDeviceError: Error, Sendable, Equatable {
         default: self = .other(error.description)
         }
     }
+
+    init(_ error: ListenerError) {
+        switch error {
+        case .device(let device): self.init(device)
+        case .receiverUnavailable: self = .other(error.description)
+        }
+    }
 }
 
 /// Connects a `MessageManager` to the sound card: listens on a capture device and feeds every decoded

@@ -25,6 +25,22 @@ public enum ListenEvent: Sendable {
     case stopped(capturedSeconds: Double, overruns: Int)
 }
 
+/// Why a ``Listener`` could not start: its capture device, or its receiver.
+public enum ListenerError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The capture device failed (missing, busy, its rate, ...).
+    case device(ALSAError)
+    /// The receiver's transforms (the decoder's, the band check's) could not be made: FFTW could not allocate
+    /// or plan them (out of memory), with FFTW's reason. No device is at fault; it may work with more memory free.
+    case receiverUnavailable(String)
+
+    public var description: String {
+        switch self {
+        case .device(let error): return error.description
+        case .receiverUnavailable(let reason): return "cannot prepare the receiver: \(reason); the capture device is not at fault"
+        }
+    }
+}
+
 /// Listens on an ALSA capture device and decodes tokens as they arrive: the live twin of
 /// `StreamingDecoder` on a file.
 ///
@@ -60,7 +76,7 @@ public final class Listener: @unchecked Sendable {
     ///     it. It must not block.
     public init(configuration: PCMConfiguration, profiles: [Profile] = Profile.all, duration: Double? = nil,
                 retryInterval: Double = 1, bufferingNewest: Int? = 256,
-                onCapture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)? = nil) throws(ALSAError) {
+                onCapture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)? = nil) throws(ListenerError) {
         self.configuration = configuration
         self.profiles = profiles
         self.retryInterval = max(0.01, retryInterval.isFinite ? retryInterval : 1)
@@ -68,26 +84,27 @@ public final class Listener: @unchecked Sendable {
         self.onCapture = onCapture
         (events, continuation) = AsyncStream.makeStream(of: ListenEvent.self,
                                                         bufferingPolicy: bufferingNewest.map { .bufferingNewest($0) } ?? .unbounded)
-        let session = try CaptureSession(configuration: configuration)
+        let session: CaptureSession
+        do throws(ALSAError) { session = try CaptureSession(configuration: configuration) } catch { throw .device(error) }
         try run(session, reopened: false)
     }
 
-    private func run(_ session: CaptureSession, reopened: Bool) throws(ALSAError) {
+    private func run(_ session: CaptureSession, reopened: Bool) throws(ListenerError) {
         let negotiated = session.negotiated
         let usable = Profile.carried(atSampleRate: negotiated.sampleRate, among: profiles)
         let decoder: StreamingDecoder
         do throws(ModemError) {
             decoder = try StreamingDecoder(sampleRate: negotiated.sampleRate, profiles: usable.isEmpty ? profiles : usable)
         } catch {
-            // The receiver's transforms could not be made (out of memory): said so, not blamed on the rate.
-            if case .transformFailed(let reason) = error {
-                throw .failed(device: configuration.device, operation: "preparing the receiver", code: -ENOMEM, message: reason)
-            }
-            throw .unsupportedRate(device: configuration.device, requested: negotiated.sampleRate, supported: nil)
+            // The receiver's transforms could not be made (out of memory): said so, blamed on neither the rate nor the device.
+            if case .transformFailed(let reason) = error { throw .receiverUnavailable(reason) }
+            throw .device(.unsupportedRate(device: configuration.device, requested: negotiated.sampleRate, supported: nil))
         }
+        let monitor: BandMonitor
+        do throws(FFTError) { monitor = try BandMonitor(sampleRate: negotiated.sampleRate) } catch { throw .receiverUnavailable(error.description) }
         lock.withLock { self.session = session }
         continuation.yield(reopened ? .reopened(negotiated) : .started(negotiated))
-        let state = CaptureThreadState(decoder: decoder, monitor: BandMonitor(sampleRate: negotiated.sampleRate))
+        let state = CaptureThreadState(decoder: decoder, monitor: monitor)
         let continuation = self.continuation, onCapture = self.onCapture, totals = self.totals
         // Frames of this session are placed after the audio captured by the earlier ones.
         let timeOffset = totals.capturedSeconds
@@ -208,15 +225,18 @@ public final class BandMonitor: @unchecked Sendable {
     let sampleRate: Double
     let size = 4096
     private var buffer: [Float] = []
-    private let fft = RealFFT(size: 4096)
+    private let fft: RealFFT
     private var high = 0.0, low = 0.0
     private var blocks = 0
     private var done = false
     static let threshold = 30.0
     static let seconds = 2.0
 
-    public init(sampleRate: Double) {
+    /// - Parameter sampleRate: the capture's rate (Hz).
+    /// - Throws: `FFTError` when its 4 096-point transform cannot be allocated or planned (out of memory).
+    public init(sampleRate: Double) throws(FFTError) {
         self.sampleRate = sampleRate
+        fft = try RealFFT(checkedSize: 4096)
         done = sampleRate < 42_000  // the band is not even representable
         buffer.reserveCapacity(size)
     }

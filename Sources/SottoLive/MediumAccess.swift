@@ -1,4 +1,5 @@
 import Foundation
+import SottoDSP
 import SottoModem
 
 /// The sender's rules on a live sound card: a `TransmitScheduler` that a ``Broadcaster`` asks before every
@@ -11,6 +12,10 @@ public final class MediumAccess: @unchecked Sendable {
     private let lock = NSLock()
     private var scheduler: TransmitScheduler
     private var monitor: BandActivityMonitor?
+    /// Why the band cannot be sensed (its transform could not be made: out of memory), or nil; frames then go
+    /// out without carrier sense.
+    public var senseFailure: FFTError? { lock.withLock { failure } }
+    private var failure: FFTError?
     private let band: ClosedRange<Double>
     private let ownFrames: Set<[UInt8]>
     private let origin = ContinuousClock.now
@@ -58,7 +63,12 @@ public final class MediumAccess: @unchecked Sendable {
         lock.withLock {
             if monitor?.sampleRate != sampleRate {
                 guard sampleRate >= 2 * band.upperBound else { monitor = nil; return }
-                monitor = BandActivityMonitor(band: band, sampleRate: sampleRate)
+                do throws(FFTError) { monitor = try BandActivityMonitor(band: band, sampleRate: sampleRate); failure = nil } catch {
+                    // No carrier sense without its transform (out of memory): said, and frames go out unsensed.
+                    monitor = nil
+                    failure = error
+                    return
+                }
             }
             guard let monitor else { return }
             monitor.process(block)

@@ -53,8 +53,9 @@ public final class BandActivityMonitor {
     ///   - blockDuration: block length (s), rounded to a power of two of samples.
     ///   - thresholdDB: margin over the noise floor that counts as busy (dB).
     ///   - floorMemory: how far back the noise floor looks (s).
+    /// - Throws: `FFTError` (SottoDSP) when its transform cannot be allocated or planned (out of memory).
     public init(band: ClosedRange<Double>, sampleRate: Double, blockDuration: Double = 0.01,
-                thresholdDB: Double = 6, floorMemory: Double = 4) {
+                thresholdDB: Double = 6, floorMemory: Double = 4) throws(FFTError) {
         self.band = band
         self.sampleRate = sampleRate
         var size = 64
@@ -62,7 +63,7 @@ public final class BandActivityMonitor {
         blockSize = size
         self.thresholdDB = thresholdDB
         threshold = pow10(thresholdDB / 10)
-        fft = RealFFT(size: size)
+        fft = try RealFFT(checkedSize: size)
         window = (0..<size).map { Float(0.5 - 0.5 * Double.cos(2 * Double.pi * Double($0) / Double(size))) }
         let binWidth = sampleRate / Double(size)
         let low = max(1, Int((band.lowerBound / binWidth).rounded(.up)))

@@ -207,7 +207,7 @@ public struct CrowdSimulation: Sendable {
         let decoders = try (0..<n).map { _ in try StreamingDecoder(sampleRate: rate, profiles: listenProfiles) }
         let inaudible = listenProfiles.filter { $0.band.lowerBound > 10_000 }
         let senseBand = (inaudible.map(\.band.lowerBound).min() ?? profile.band.lowerBound)...(inaudible.map(\.band.upperBound).max() ?? profile.band.upperBound)
-        let monitors = (0..<n).map { _ in BandActivityMonitor(band: senseBand, sampleRate: rate) }
+        let monitors = try (0..<n).map { _ in try BandActivityMonitor(band: senseBand, sampleRate: rate) }
         let period = 1024
         let duration = c.startSpread + c.window + airtime + 0.5
         let steps = Int((duration * rate / Double(period)).rounded(.up))
@@ -287,7 +287,7 @@ public struct CrowdSimulation: Sendable {
                         continue
                     }
                     let key = d * n + to
-                    if heardPaths[key] == nil { heardPaths[key] = room.heard(bursts[d], from: d, to: to, sampleRate: rate) }
+                    if heardPaths[key] == nil { heardPaths[key] = try room.heard(bursts[d], from: d, to: to, sampleRate: rate) }
                     arrivals[to].append(Arrival(start: start, samples: heardPaths[key]!))
                 }
             }

@@ -34,20 +34,20 @@ public enum EarshotSweep {
 
     /// One frame of `profile` (8-byte token) through `response` (already scaled), with white noise at
     /// `noisePower` (mean square), decoded.
-    static func trial(profile: Profile, response: [Float], noisePower: Double, rate: Double, random: inout SeededRandom) -> Trial {
+    static func trial(profile: Profile, response: [Float], noisePower: Double, rate: Double, random: inout SeededRandom) throws(FFTError) -> Trial {
         let token = (0..<8).map { _ in UInt8.random(in: 0...255, using: &random) }
-        guard let frame = decode(token, profile: profile, response: response, noisePower: noisePower, rate: rate, random: &random) else {
+        guard let frame = try decode(token, profile: profile, response: response, noisePower: noisePower, rate: rate, random: &random) else {
             return Trial(decoded: false)
         }
         return Trial(decoded: true, snr: frame.snr, level: frame.level)
     }
 
     static func decode(_ token: [UInt8], profile: Profile, response: [Float], noisePower: Double, rate: Double,
-                       random: inout SeededRandom) -> DecodedFrame? {
+                       random: inout SeededRandom) throws(FFTError) -> DecodedFrame? {
         let modulator = try! Modulator(profile: profile, sampleRate: rate)
         let burst = try! modulator.modulate(token)
         let lead = Int(0.5 * rate)
-        var x = fftConvolve([Float](repeating: 0, count: lead) + burst + [Float](repeating: 0, count: Int(0.3 * rate)), response)
+        var x = try fftConvolve([Float](repeating: 0, count: lead) + burst + [Float](repeating: 0, count: Int(0.3 * rate)), response)
         let sigma = Float(noisePower.squareRoot())
         for i in x.indices { x[i] += sigma * Float(random.gaussian()) }
         let frames = (try? StreamingDecoder.decode(x, sampleRate: rate, profiles: [profile])) ?? []
@@ -57,10 +57,10 @@ public enum EarshotSweep {
     /// The path from a speaker to a microphone `distance` m away (at `rate` Hz): a synthetic room (RT60 `rt60`
     /// s at mid frequencies, `volume` m^3, source directivity `directivity`), or a free field for a nil RT60,
     /// scaled by 1 / distance.
-    static func response(distance: Double, rt60: Double?, volume: Double, directivity: Double, rate: Double, random: inout SeededRandom) -> [Float] {
+    static func response(distance: Double, rt60: Double?, volume: Double, directivity: Double, rate: Double, random: inout SeededRandom) throws(FFTError) -> [Float] {
         var response: [Float]
         if let rt60 {
-            response = Room(rt60: rt60, distance: distance, volume: volume, directivity: directivity).impulseResponse(sampleRate: rate, rng: &random)
+            response = try Room(rt60: rt60, distance: distance, volume: volume, directivity: directivity).impulseResponse(sampleRate: rate, rng: &random)
         } else {
             response = [Float](repeating: 0, count: Int((distance / 343 * rate).rounded()) + 1)
             response[response.count - 1] = 1
@@ -79,12 +79,13 @@ public enum EarshotSweep {
     ///   - volume: room volume (m^3).
     ///   - directivity: source directivity factor Q.
     ///   - seed: seed of the room's response and the noise.
+    /// - Throws: `FFTError` when the room's transforms cannot be allocated or planned (out of memory).
     public static func hear(_ token: [UInt8], distance: Double, rt60: Double?, volume: Double, directivity: Double = 4,
-                            seed: UInt64) -> DecodedFrame? {
+                            seed: UInt64) throws(FFTError) -> DecodedFrame? {
         var random = SeededRandom(seed: seed)
         let rate = 48_000.0
-        let path = response(distance: distance, rt60: rt60, volume: volume, directivity: directivity, rate: rate, random: &random)
-        return decode(token, profile: .standard, response: path, noisePower: noisePower(profile: .standard, rate: rate), rate: rate, random: &random)
+        let path = try response(distance: distance, rt60: rt60, volume: volume, directivity: directivity, rate: rate, random: &random)
+        return try decode(token, profile: .standard, response: path, noisePower: noisePower(profile: .standard, rate: rate), rate: rate, random: &random)
     }
 
     /// The frame carrying `token` as decoded behind `response` (a path already placed at its distance, as
@@ -175,9 +176,9 @@ extension SweepRunner {
                 output.status("\(room.name) at \(distance) m")
                 var results: [EarshotSweep.Trial] = []
                 for _ in 0..<trials {
-                    let response = EarshotSweep.response(distance: distance, rt60: room.rt60, volume: room.volume, directivity: directivity,
+                    let response = try EarshotSweep.response(distance: distance, rt60: room.rt60, volume: room.volume, directivity: directivity,
                                                          rate: rate, random: &random)
-                    results.append(EarshotSweep.trial(profile: profile, response: response, noisePower: noise, rate: rate, random: &random))
+                    results.append(try EarshotSweep.trial(profile: profile, response: response, noisePower: noise, rate: rate, random: &random))
                 }
                 row(room.name, distance, results)
             }
@@ -192,7 +193,7 @@ extension SweepRunner {
             for distance in EarshotSweep.measuredDistances {
                 output.status("\(name) at \(distance) m")
                 let scaled = response.map { $0 / Float(distance) }
-                let results = (0..<trials).map { _ in EarshotSweep.trial(profile: profile, response: scaled, noisePower: noise, rate: rate, random: &random) }
+                let results = try (0..<trials).map { _ in try EarshotSweep.trial(profile: profile, response: scaled, noisePower: noise, rate: rate, random: &random) }
                 row("measured " + String(name.dropFirst(4).dropLast(4)), distance, results)
             }
         }
@@ -203,7 +204,7 @@ extension SweepRunner {
                                                     extraDistance: pair.extraDistance, rate: rate) {
             for (label, response, distance) in [("close", placed.close, placed.closeDistance), ("far", placed.far, placed.farDistance)] {
                 output.status("measured living room, \(label), at \(fixed(distance, 1)) m")
-                let results = (0..<trials).map { _ in EarshotSweep.trial(profile: profile, response: response, noisePower: noise, rate: rate, random: &random) }
+                let results = try (0..<trials).map { _ in try EarshotSweep.trial(profile: profile, response: response, noisePower: noise, rate: rate, random: &random) }
                 row("measured pair: living room \(label) (its own position)", distance, results)
             }
         }

@@ -116,7 +116,7 @@ public struct FixtureGenerator {
             model.rt60 = rt60
             model.distance = distance
             model.snrDB = 20
-            let y = model.apply(x, sampleRate: 48_000).samples
+            let y = try model.apply(x, sampleRate: 48_000).samples
             x = y
             _ = power
             try add("reverb/\(profile.name)-rt\(rt60)-\(Int(distance))m.wav", group: "reverb-simulated",
@@ -171,10 +171,10 @@ public struct FixtureGenerator {
         let peak = response.map { abs($0) }.max() ?? 1
         for i in response.indices { response[i] /= max(peak, 1e-9) }
         let (x, _) = try frames(tokens, profile: profile, rate: 48_000, gap: 0.4)
-        var y = fftConvolve(x, response)
+        var y = try fftConvolve(x, response)
         let (noiseName, noiseSamples) = noise
         let signalPower = Channel.power(y) * Double(y.count) / Double(x.count)
-        let gain = Float((signalPower / 100 / max(bandPower(noiseSamples, sampleRate: 48_000, band: profile.band), 1e-20)).squareRoot())
+        let gain = Float((signalPower / 100 / max(try bandPower(noiseSamples, sampleRate: 48_000, band: profile.band), 1e-20)).squareRoot())
         for i in y.indices { y[i] += gain * noiseSamples[i % noiseSamples.count] }
         let room = String(rir.dropFirst(4).dropLast(4))
         try add("rooms/\(room)-\(profile.name).wav", group: "real-rooms",

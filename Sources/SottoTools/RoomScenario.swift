@@ -65,7 +65,8 @@ public struct RoomScenario: Sendable {
     }
 
     /// Runs the scenario (seeded: the same seed gives the same report).
-    public func run() -> Report {
+    /// - Throws: `FFTError` when the room's transforms cannot be allocated or planned (out of memory).
+    public func run() throws(FFTError) -> Report {
         var random = SeededRandom(seed: seed)
         var core = MatcherCore(generator: random)
         var tokens: [String: [UInt8]] = [:]
@@ -121,8 +122,8 @@ public struct RoomScenario: Sendable {
             for source in devices where source != receiver {
                 let pair = [receiver, source].sorted().joined()
                 var rng = SeededRandom(seed: seed &+ pair.utf8.reduce(UInt64(0)) { $0 &* 31 &+ UInt64($1) })
-                let response = Room(rt60: 0.4, distance: distances[pair]!).impulseResponse(sampleRate: rate, rng: &rng)
-                let heard = fftConvolve(transmitted[source]!, response)
+                let response = try Room(rt60: 0.4, distance: distances[pair]!).impulseResponse(sampleRate: rate, rng: &rng)
+                let heard = try fftConvolve(transmitted[source]!, response)
                 let gain = Float(1 / distances[pair]!)
                 for i in 0..<count { mix[i] += gain * heard[i] }
             }

@@ -71,23 +71,23 @@ public struct SweepRunner {
     }
 
     /// One frame in some silence, passed through `channel`, decoded. True when exactly the token came out.
-    mutating func trial(_ profile: Profile, _ bytes: Int, channel: (inout [Float], inout SeededRandom, Double) -> Void) -> (ok: Bool, falseTokens: Int) {
+    mutating func trial(_ profile: Profile, _ bytes: Int, channel: (inout [Float], inout SeededRandom, Double) throws -> Void) rethrows -> (ok: Bool, falseTokens: Int) {
         let token = (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) }
         let modulator = try! Modulator(profile: profile, sampleRate: rate)
         let burst = try! modulator.modulate(token)
         let lead = Int.random(in: Int(0.1 * rate)...Int(0.3 * rate), using: &random)
         var x = [Float](repeating: 0, count: lead) + burst + [Float](repeating: 0, count: Int(0.2 * rate))
         let power = Double(modulator.amplitude * modulator.amplitude) / 2
-        channel(&x, &random, power)
+        try channel(&x, &random, power)
         let frames = (try? StreamingDecoder.decode(x, sampleRate: rate, profiles: [profile])) ?? []
         let hits = frames.filter { $0.token == token }.count
         return (hits == 1 && frames.count == 1, frames.count - min(hits, 1))
     }
 
-    mutating func successRate(_ profile: Profile, _ bytes: Int, channel: (inout [Float], inout SeededRandom, Double) -> Void) -> (rate: Double, falseTokens: Int) {
+    mutating func successRate(_ profile: Profile, _ bytes: Int, channel: (inout [Float], inout SeededRandom, Double) throws -> Void) rethrows -> (rate: Double, falseTokens: Int) {
         var ok = 0, falseTokens = 0
         for _ in 0..<trials {
-            let r = trial(profile, bytes, channel: channel)
+            let r = try trial(profile, bytes, channel: channel)
             if r.ok { ok += 1 }
             falseTokens += r.falseTokens
         }
@@ -99,13 +99,13 @@ public struct SweepRunner {
         switch sweep {
         case .snr: sweepSNR(profiles, lengths)
         case .offset: sweepOffset(profiles, lengths)
-        case .reverb: sweepReverb(profiles, lengths)
+        case .reverb: try sweepReverb(profiles, lengths)
         case .rooms: try sweepRooms(profiles, lengths)
-        case .longroom: sweepLongRooms(profiles, lengths)
+        case .longroom: try sweepLongRooms(profiles, lengths)
         case .speech: try sweepSpeech(profiles, lengths)
         case .false: try sweepFalse(profiles, seconds: seconds)
         case .latency: sweepLatency(profiles, lengths)
-        case .exchange: sweepExchange()
+        case .exchange: try sweepExchange()
         case .crowd: try sweepCrowd(profiles, lengths)
         case .earshot: for profile in profiles { try sweepEarshot(profile) }
         case .skew: try sweepSkew()
@@ -167,7 +167,7 @@ public struct SweepRunner {
 
     // MARK: Rooms
 
-    mutating func sweepReverb(_ profiles: [Profile], _ lengths: [Int]) {
+    mutating func sweepReverb(_ profiles: [Profile], _ lengths: [Int]) throws {
         let rooms: [(rt60: Double, distance: Double)] = [(0.3, 1), (0.5, 1), (0.5, 3), (0.8, 3), (1.0, 5)]
         output.table("Synthetic rooms (60 m^3, source directivity Q = \(fixed(directivity, 1))) at 20 dB SNR, \(trials) frames per point.", ["profile", "bytes"] + rooms.map { "RT60 \($0.rt60) s at \(Int($0.distance)) m" })
         for profile in profiles {
@@ -176,9 +176,9 @@ public struct SweepRunner {
                 for room in rooms {
                     output.status("\(profile.name), \(bytes) bytes, RT60 \(room.rt60) s at \(Int(room.distance)) m")
                     let rate = self.rate, q = directivity
-                    let r = successRate(profile, bytes) { x, rng, power in
-                        let response = Room(rt60: room.rt60, distance: room.distance, directivity: q).impulseResponse(sampleRate: rate, rng: &rng)
-                        x = fftConvolve(x, response)
+                    let r = try successRate(profile, bytes) { x, rng, power in
+                        let response = try Room(rt60: room.rt60, distance: room.distance, directivity: q).impulseResponse(sampleRate: rate, rng: &rng)
+                        x = try fftConvolve(x, response)
                         Channel.addWhiteNoise(&x, snrDB: 20, signalPower: power, rng: &rng)
                     }
                     cells.append("\(fixed(100 * r.rate, 1))%")
@@ -208,12 +208,12 @@ public struct SweepRunner {
                     var clip = 0
                     let band = profile.band
                     let rate = self.rate
-                    let r = successRate(profile, bytes) { x, rng, _ in
-                        x = fftConvolve(x, response)
+                    let r = try successRate(profile, bytes) { x, rng, _ in
+                        x = try fftConvolve(x, response)
                         let noise = noiseClips[clip % noiseClips.count]
                         clip += 1
                         let signalPower = Channel.power(x)  // the burst dominates the clip
-                        let noisePower = bandPower(noise, sampleRate: rate, band: band)
+                        let noisePower = try bandPower(noise, sampleRate: rate, band: band)
                         let gain = Float((signalPower / pow(10, 2) / max(noisePower, 1e-20)).squareRoot())
                         let start = Int.random(in: 0..<max(1, noise.count - x.count), using: &rng)
                         for i in x.indices { x[i] += gain * noise[(start + i) % noise.count] }
@@ -226,7 +226,7 @@ public struct SweepRunner {
                 for _ in 0..<trials {
                     let response = long.impulseResponse(sampleRate: rate, rng: &random)
                     let direct = Int((long.directDelay * rate).rounded())
-                    if longRoomTrial(profile, bytes, response: response, directDelay: direct, snrInBand: Self.longRoomSNR).ok { ok += 1 }
+                    if try longRoomTrial(profile, bytes, response: response, directDelay: direct, snrInBand: Self.longRoomSNR).ok { ok += 1 }
                 }
                 swap(&random, &longRoomRandom)
                 cells.append("\(fixed(100 * Double(ok) / Double(trials), 1))%")
@@ -255,13 +255,13 @@ public struct SweepRunner {
     /// received frame's power over its airtime. Returns whether exactly the token came out, whether any
     /// preamble was detected, and the decoded frame's clock offset (ppm) and start error (ms).
     mutating func longRoomTrial(_ profile: Profile, _ bytes: Int, response: [Float], directDelay: Int,
-                                snrInBand: Double) -> (ok: Bool, detected: Bool, ppm: Double?, startError: Double?) {
+                                snrInBand: Double) throws(FFTError) -> (ok: Bool, detected: Bool, ppm: Double?, startError: Double?) {
         let token = (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) }
         let modulator = try! Modulator(profile: profile, sampleRate: rate)
         let burst = try! modulator.modulate(token)
         let lead = Int.random(in: Int(0.1 * rate)...Int(0.3 * rate), using: &random)
         let x = [Float](repeating: 0, count: lead) + burst + [Float](repeating: 0, count: Int(0.2 * rate))
-        var y = fftConvolve(x, response)
+        var y = try fftConvolve(x, response)
         let first = lead + directDelay, last = min(y.count, first + burst.count)
         let signal = Channel.power(Array(y[first..<last]))
         let bandwidth = profile.highFrequency - profile.lowFrequency
@@ -278,7 +278,7 @@ public struct SweepRunner {
 
     /// Synthetic long rooms (``LongRoom``): which part of a long, weak-direct-sound response breaks the
     /// receiver. White noise at `longRoomSNR` dB in band.
-    mutating func sweepLongRooms(_ profiles: [Profile], _ lengths: [Int]) {
+    mutating func sweepLongRooms(_ profiles: [Profile], _ lengths: [Int]) throws {
         typealias Scenario = (name: String, room: LongRoom, cut: Double?, snr: Double)
         let snr = Self.longRoomSNR
         let late = { (d: Double, g: Double) in LongRoom(rt60: 0.3, directToReverberantDB: 6, length: 1, reflections: [.init(delay: d, gain: g)]) }
@@ -314,13 +314,13 @@ public struct SweepRunner {
                     var ok = 0, detected = 0
                     var ppms: [Double] = [], errors: [Double] = []
                     for _ in 0..<trials {
-                        var response = scenario.room.impulseResponse(sampleRate: rate, rng: &random)
+                        var response = try scenario.room.impulseResponse(sampleRate: rate, rng: &random)
                         let direct = Int((scenario.room.directDelay * rate).rounded())
                         if let cut = scenario.cut {
                             let end = min(response.count, direct + Int(cut * rate))
                             response.removeSubrange(end...)
                         }
-                        let r = longRoomTrial(profile, bytes, response: response, directDelay: direct, snrInBand: scenario.snr)
+                        let r = try longRoomTrial(profile, bytes, response: response, directDelay: direct, snrInBand: scenario.snr)
                         if r.ok { ok += 1 }
                         if r.detected { detected += 1 }
                         if let p = r.ppm { ppms.append(p) }
@@ -339,11 +339,11 @@ public struct SweepRunner {
 
     // MARK: Exchange
 
-    mutating func sweepExchange() {
+    mutating func sweepExchange() throws {
         var all = RoomScenario.Report()
         for run in 0..<trials {
             output.status("run \(run + 1) of \(trials)")
-            all.add(RoomScenario(duration: 60, stopAt: 30, walkAwayAt: 40, seed: random.next() &+ UInt64(run)).run())
+            all.add(try RoomScenario(duration: 60, stopAt: 30, walkAwayAt: 40, seed: random.next() &+ UInt64(run)).run())
         }
         func quantile(_ x: [Double], _ q: Double) -> String {
             guard !x.isEmpty else { return "-" }
@@ -503,10 +503,11 @@ public func readFirstChannel(_ path: String, at rate: Double) throws -> [Float] 
 }
 
 /// Power of `x` inside `band` (Hz): the mean square of the band-pass filtered signal, from one FFT.
-public func bandPower(_ x: [Float], sampleRate: Double, band: ClosedRange<Double>) -> Double {
+/// - Throws: `FFTError` when the transform cannot be allocated or planned (out of memory).
+public func bandPower(_ x: [Float], sampleRate: Double, band: ClosedRange<Double>) throws(FFTError) -> Double {
     guard !x.isEmpty else { return 0 }
     let n = fastFFTSize(atLeast: x.count)
-    let fft = RealFFT(size: n)
+    let fft = try RealFFT(checkedSize: n)
     for i in 0..<n { fft.input[i] = i < x.count ? x[i] : 0 }
     fft.execute()
     var sum = 0.0

@@ -1,7 +1,8 @@
 // Tests of the C API (sotto.h) through the installed libsotto: a C program compiled against the header in
 // the test run that encodes, decodes and checks the result, and tries every error path the header names.
 // Prints "capi: N passed, N failed" and exits non-zero on any failure.
-// Usage: test_sotto [errors]
+// Usage: test_sotto [errors | transform-failure]  (transform-failure: under the fault shim, see scripts/test-embedding)
+#define _POSIX_C_SOURCE 200809L  // setenv
 #include <sotto.h>
 
 #include <math.h>
@@ -70,6 +71,7 @@ static void test_version_and_status_names(void) {
     CHECK(strncmp(sotto_version(), "1.", 2) == 0);
     CHECK(strcmp(sotto_status_name(SOTTO_OK), "ok") == 0);
     CHECK(strcmp(sotto_status_name(SOTTO_ERROR_BUFFER_TOO_SMALL), "buffer too small") == 0);
+    CHECK(strcmp(sotto_status_name(SOTTO_ERROR_RESOURCE), "resource unavailable") == 0);
     CHECK(strcmp(sotto_status_name(12345), "unknown status") == 0);
 }
 
@@ -408,9 +410,37 @@ static void test_threads(void) {
     }
 }
 
+// Run with the fault shim (Tests/AllocFaultShim) failing FFTW's buffers: a decoder whose transforms cannot be
+// made is SOTTO_ERROR_RESOURCE with FFTW's reason, not SOTTO_ERROR_ARGUMENT (the rate and profiles are right).
+static void test_transform_failure(void) {
+    sotto_decoder *decoder = (sotto_decoder *)1;
+    CHECK_STATUS(sotto_decoder_create(48000, "default", &decoder), SOTTO_ERROR_RESOURCE);
+    CHECK(decoder == NULL);
+    CHECK(strstr(sotto_thread_error_message(), "cannot prepare the receiver") != NULL);
+    CHECK(strstr(sotto_thread_error_message(), "FFT") != NULL);
+    // A room's transforms (its response's diffuse tail, the convolution: far larger than the decoder's) fail alike.
+    setenv("SOTTO_FAULT_MEMALIGN", "40000+", 1);
+    float silence[4800] = {0};
+    sotto_channel channel;
+    sotto_channel_init(&channel);
+    channel.rt60_s = 0.3;
+    channel.distance_m = 1;
+    float *heard = (float *)1;
+    size_t heard_count = 0;
+    double heard_rate = 0;
+    CHECK_STATUS(sotto_simulate(&channel, silence, 4800, 48000, &heard, &heard_count, &heard_rate), SOTTO_ERROR_RESOURCE);
+    CHECK(heard == NULL && heard_count == 0);
+    CHECK(strstr(sotto_thread_error_message(), "FFT") != NULL);
+}
+
 // With the argument "errors", only the error paths (quick enough to run under valgrind in every test run).
 int main(int argc, char **argv) {
     int errors_only = argc > 1 && strcmp(argv[1], "errors") == 0;
+    if (argc > 1 && strcmp(argv[1], "transform-failure") == 0) {
+        test_transform_failure();
+        printf("capi (transform failure): %d passed, %d failed\n", passed, failed);
+        return failed == 0 ? 0 : 1;
+    }
     test_version_and_status_names();
     test_profiles();
     if (!errors_only) test_modulator_round_trip_and_level();

@@ -42,6 +42,12 @@ import Testing
         let result = try Sotto.run(["decode", cut], timeout: 50)
         #expect(result.status == 2 && result.stderr.contains("cut short"), "\(result.status) \(result.stderr)")
         #expect(decodedFrameTimes(result.stdout).count == 2)
+        // The same on a pipe (it exited 0): the tag is read from the stream's first bytes.
+        let wholePiped = try Sotto.run(["decode", "-"], timeout: 50, input: bytes)
+        #expect(wholePiped.status == 0 && decodedFrameTimes(wholePiped.stdout).count == 3, "\(wholePiped.stderr)")
+        let piped = try Sotto.run(["decode", "-"], timeout: 50, input: bytes.prefix(bytes.count * 2 / 3))
+        #expect(piped.status == 2 && piped.stderr.contains("cut short"), "\(piped.status) \(piped.stderr)")
+        #expect(decodedFrameTimes(piped.stdout).count == 2)
     }
 
     /// Found by FuzzCommandLine: an AU (or WAV) cut short on standard input decoded 1 of its 3 frames with exit 0

@@ -23,7 +23,7 @@ import Testing
                 _ = core.handle(.publish(a, OperationID(1), message, .default), now: 0)
                 _ = core.handle(.subscribe(b, earshot, .allMyTypes, try Strategy(distanceType: .earshot), lostTimeout: 10), now: 0)
                 _ = core.handle(.subscribe(b, plain, .allMyTypes, .default, lostTimeout: 10), now: 0)
-                let frame = try #require(EarshotSweep.hear(Payload.token(token).frameBytes, distance: distance, rt60: 0.5, volume: 60, seed: seed),
+                let frame = try #require(try EarshotSweep.hear(Payload.token(token).frameBytes, distance: distance, rt60: 0.5, volume: 60, seed: seed),
                                          "seed \(seed), \(distance) m: not decoded")
                 let payload = try #require(Payload(frame: frame.token))
                 let events = core.handle(.observe(b, payload, snr: frame.snr, level: frame.level), now: 1)
@@ -38,8 +38,8 @@ import Testing
     /// The distance estimated from the same frames: within a factor of 2.5 at 1 m (the room adds its reverberation), and farther at 8 m than at 1 m.
     @Test func theDistanceEstimateSeparatesOneMetreFromEight() throws {
         let token: [UInt8] = [0x10, 1, 2, 3, 4, 5, 6, 7, 8]
-        let near = try #require(EarshotSweep.hear(token, distance: 1, rt60: 0.5, volume: 60, seed: 4))
-        let far = try #require(EarshotSweep.hear(token, distance: 8, rt60: 0.5, volume: 60, seed: 4))
+        let near = try #require(try EarshotSweep.hear(token, distance: 1, rt60: 0.5, volume: 60, seed: 4))
+        let far = try #require(try EarshotSweep.hear(token, distance: 8, rt60: 0.5, volume: 60, seed: 4))
         let estimate = AudioDistance()
         #expect((0.4...2.5).contains(estimate.meters(snr: near.snr)), "\(near.snr) dB")
         #expect(estimate.meters(snr: far.snr) > 2 * estimate.meters(snr: near.snr), "\(near.snr) / \(far.snr) dB")

@@ -82,7 +82,7 @@ private func sparseWAV(_ path: String, rate: Int, seconds: Int) throws {
         model.outputRate = 44_100
         model.rollOffCornerHz = 16_000
         model.quantize16 = true
-        let expected = try throughWAV(model.apply(read, sampleRate: 48_000).samples, rate: 44_100, in: dir)
+        let expected = try throughWAV(try model.apply(read, sampleRate: 48_000).samples, rate: 44_100, in: dir)
         let arguments = ["--snr", "15", "--ppm", "100", "--rate", "44100", "--roll-off", "16000", "--quantize16", "--seed", "3"]
         let fromFile = dir.appendingPathComponent("file.wav").path, fromPipe = dir.appendingPathComponent("pipe.wav").path
         let file = try Sotto.run(["simulate", input, fromFile] + arguments, timeout: 50)
@@ -107,7 +107,7 @@ private func sparseWAV(_ path: String, rate: Int, seconds: Int) throws {
         let read = try AudioFile.read(path: input).samples
         var model = ChannelModel(seed: 7)
         model.rt60 = 0.8
-        var expected = model.apply(read, sampleRate: 48_000).samples
+        var expected = try model.apply(read, sampleRate: 48_000).samples
         let peak = expected.map(abs).max()!
         if peak > 1 { expected = expected.map { $0 * (ChannelFile.outputPeak / peak) } }
         expected = try throughWAV(expected, rate: 48_000, in: dir)
@@ -173,7 +173,7 @@ extension SimulateStreamingTests {
         model.snrDB = 25
         model.outputRate = 32_000
         model.quantize16 = true
-        let expected = try throughWAV(model.apply(read, sampleRate: 48_000, interference: interference).samples, rate: 32_000, in: dir)
+        let expected = try throughWAV(try model.apply(read, sampleRate: 48_000, interference: interference).samples, rate: 32_000, in: dir)
         let arguments = ["--sir", "3", "--snr", "25", "--rate", "32000", "--quantize16", "--seed", "5"]
         let fromFile = dir.appendingPathComponent("file.wav").path, fromPipe = dir.appendingPathComponent("pipe.wav").path
         let file = try Sotto.run(["simulate", input, fromFile, "--interference", other] + arguments, timeout: 50)

@@ -40,7 +40,7 @@ private func streamed(_ x: [Float], _ stream: ChannelStream) throws -> [Float] {
         model.snrDB = 12
         model.clipLevel = 0.7
         model.quantize16 = true
-        let whole = model.apply(x, sampleRate: 48_000, interference: interference)
+        let whole = try model.apply(x, sampleRate: 48_000, interference: interference)
         let power = Channel.activePower(x, sampleRate: 48_000)
         let stream = try ChannelStream(model: model, sampleRate: 48_000, inputFrames: x.count, signalPower: power, interference: interference)
         #expect(stream.outputFrames == whole.samples.count && stream.outputRate == whole.sampleRate)
@@ -67,7 +67,7 @@ private func streamed(_ x: [Float], _ stream: ChannelStream) throws -> [Float] {
         }
         model.snrDB = 20
         model.ppm = -80
-        let whole = model.apply(x, sampleRate: 48_000, measuredImpulseResponse: response)
+        let whole = try model.apply(x, sampleRate: 48_000, measuredImpulseResponse: response)
         let stream = try ChannelStream(model: model, sampleRate: 48_000, inputFrames: x.count,
                                        signalPower: Channel.activePower(x, sampleRate: 48_000), measuredImpulseResponse: response)
         let y = try streamed(x, stream)

@@ -35,7 +35,7 @@ import Testing
         // The direct sound: nothing before it, then the gain 10^(level / 20) / distance (a reflection may land
         // on the same sample and add to it).
         func direct(_ from: Int, _ to: Int) -> (before: Float, at: Float) {
-            let h = room.impulseResponse(from: from, to: to, sampleRate: rate)
+            let h = try! room.impulseResponse(from: from, to: to, sampleRate: rate)
             let index = Int((room.distance(from, to) / 343 * rate).rounded())
             return (h[..<index].map(abs).max() ?? 0, h[index])
         }

@@ -28,7 +28,7 @@ private func noise(_ count: Int, seed: UInt64) -> [Float] {
     @Test(arguments: [(1, 100_000), (700, 5_000), (20_000, 70_000)])
     func overlapAddEqualsWholeConvolution(responseLength: Int, signalLength: Int) throws {
         let h = noise(responseLength, seed: 3), x = noise(signalLength, seed: 4)
-        let whole = fftConvolve(x, h)
+        let whole = try fftConvolve(x, h)
         let convolver = try OverlapAddConvolver(response: h, minimumBlock: 4_096)
         var streamed: [Float] = []
         for piece in pieces(x, longest: 9_000, seed: 5) { streamed += convolver.process(piece) }

@@ -20,9 +20,9 @@ import Testing
             let token = random.bytes(lengths[Int(seed) % lengths.count])
             let burst = try Modulator(profile: profile, sampleRate: rate).modulate(token)
             let x = [Float](repeating: 0, count: lead) + burst + [Float](repeating: 0, count: 2_400)
-            let response = room.impulseResponse(sampleRate: rate, rng: &random)
+            let response = try room.impulseResponse(sampleRate: rate, rng: &random)
             let direct = Int((room.directDelay * rate).rounded())
-            var y = fftConvolve(x, response)
+            var y = try fftConvolve(x, response)
             let signal = Channel.power(Array(y[(lead + direct)..<(lead + direct + burst.count)]))
             let bandwidth = profile.highFrequency - profile.lowFrequency
             let sigma = Float((signal / 100 * (rate / 2) / bandwidth).squareRoot())

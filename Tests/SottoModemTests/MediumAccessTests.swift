@@ -27,7 +27,7 @@ import Testing
         let burst = try Modulator(profile: .standard, sampleRate: rate, level: -26).modulate(Array(repeating: 7, count: 8))
         let at = Int(2 * rate)
         for i in burst.indices { x[at + i] += burst[i] }
-        let monitor = BandActivityMonitor(band: inaudible, sampleRate: rate)
+        let monitor = try BandActivityMonitor(band: inaudible, sampleRate: rate)
         let busy = busyByPeriod(monitor, x)
         let period = 1024.0 / rate
         let busyTimes = busy.indices.filter { busy[$0] }.map { Double($0 + 1) * period }
@@ -40,7 +40,7 @@ import Testing
     }
 
     @Test func aSoundOutsideTheBandAndALouderSteadyNoiseAreNotBusy() throws {
-        let monitor = BandActivityMonitor(band: inaudible, sampleRate: rate)
+        let monitor = try BandActivityMonitor(band: inaudible, sampleRate: rate)
         // An audible-profile frame (2-4 kHz) at full level over quiet noise.
         var x = noise(seconds: 3, sigma: 0.001, seed: 4)
         let audible = try Modulator(profile: .audible, sampleRate: rate, level: -6).modulate([1, 2, 3, 4])

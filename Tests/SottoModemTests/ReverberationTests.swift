@@ -18,7 +18,7 @@ import Testing
             channel.distance = distance
             channel.directivity = directivity
             channel.snrDB = 20
-            let (y, rate) = channel.apply(x, sampleRate: 48_000)
+            let (y, rate) = try channel.apply(x, sampleRate: 48_000)
             let frames = try StreamingDecoder.decode(y, sampleRate: rate, profiles: [profile])
             #expect(frames.allSatisfy { $0.token == token }, "seed \(seed): a wrong token")
             if frames.map(\.token) == [token] { decoded += 1 }
@@ -55,7 +55,7 @@ import Testing
         channel.rt60 = 0.5
         channel.distance = 3
         channel.snrDB = 20
-        let (y, rate) = channel.apply(x, sampleRate: 48_000)
+        let (y, rate) = try channel.apply(x, sampleRate: 48_000)
         let whole = try StreamingDecoder.decode(y, sampleRate: rate)
         #expect(whole.map(\.token) == tokens)
         for trial in 0..<3 {
@@ -91,7 +91,7 @@ import Testing
         channel.distance = 5
         channel.directivity = 1
         channel.snrDB = 20
-        let (y, rate) = channel.apply(x, sampleRate: 48_000)
+        let (y, rate) = try channel.apply(x, sampleRate: 48_000)
         let receiver = FrameReceiver(profile: .audible, sampleRate: rate)
         receiver.preamble.delayBiasForTesting = bias
         var frames: [DecodedFrame] = []

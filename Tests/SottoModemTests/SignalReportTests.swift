@@ -19,7 +19,7 @@ import Testing
         var channel = ChannelModel(seed: seed)
         channel.rt60 = rt60
         channel.distance = distance
-        var received = channel.apply(input, sampleRate: rate).samples
+        var received = try channel.apply(input, sampleRate: rate).samples
         // Truth: power of the received frame over its data symbols (after the two chirps).
         let delay = rt60 == nil ? 0 : Int((distance / 343 * rate).rounded())
         let first = lead + delay + Int(2 * profile.chirpDuration * rate)

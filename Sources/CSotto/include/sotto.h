@@ -73,6 +73,10 @@ typedef int sotto_status;
 #define SOTTO_ERROR_STATE (-5)
 /** Memory could not be allocated. */
 #define SOTTO_ERROR_MEMORY (-6)
+/** A resource the library needs could not be had, through no fault of the arguments: the receiver's
+ *  transforms (FFTW could not allocate their buffers or plan them, out of memory). Retrying later, with more
+ *  memory free, may succeed. */
+#define SOTTO_ERROR_RESOURCE (-7)
 
 /** A short English name of a status ("ok", "null pointer", ...). Never NULL; static storage.
  *  Thread-safe. */
@@ -201,7 +205,8 @@ typedef void (*sotto_frame_callback)(const sotto_frame *frame, void *user_data);
  *  `profiles`: a comma-separated list of names ("default", "fast,robust"), "all", or NULL for "default".
  *  The rate must reach each profile's minimum_sample_rate_hz.
  *  On failure `*decoder` is NULL and the message is in sotto_thread_error_message().
- *  Errors: SOTTO_ERROR_NULL (decoder), SOTTO_ERROR_ARGUMENT (rate, names). Thread-safe. */
+ *  Errors: SOTTO_ERROR_NULL (decoder), SOTTO_ERROR_ARGUMENT (rate, names), SOTTO_ERROR_RESOURCE (its
+ *  transforms could not be made: out of memory). Thread-safe. */
 sotto_status sotto_decoder_create(double sample_rate_hz, const char *profiles, sotto_decoder **decoder);
 
 /** Destroys a decoder and any frames it still holds. NULL is ignored. Not concurrently with any other call
@@ -243,8 +248,9 @@ size_t sotto_decoder_pending_frames(const sotto_decoder *decoder);
 sotto_status sotto_decoder_samples_fed(const sotto_decoder *decoder, uint64_t *count);
 
 /** Starts a new stream at time 0: drops the state of frames under way and every queued frame; keeps the
- *  rate, profiles and callback. Errors: SOTTO_ERROR_NULL, SOTTO_ERROR_STATE (from its callback).
- *  One thread at a time per handle. */
+ *  rate, profiles and callback. Errors: SOTTO_ERROR_NULL, SOTTO_ERROR_STATE (from its callback),
+ *  SOTTO_ERROR_RESOURCE (its transforms could not be made again: out of memory; the decoder keeps its old
+ *  state). One thread at a time per handle. */
 sotto_status sotto_decoder_reset(sotto_decoder *decoder);
 
 /** The message of the last failed call on `decoder` ("" if none). Valid until the next failing call on it
@@ -282,7 +288,8 @@ void sotto_channel_init(sotto_channel *channel);
  *  reverberation or a positive clock offset); free it with sotto_samples_free. On failure `*output` is
  *  NULL and the message is in sotto_thread_error_message().
  *  Errors: SOTTO_ERROR_NULL, SOTTO_ERROR_STRUCT_SIZE, SOTTO_ERROR_ARGUMENT (rate, a stage out of range),
- *  SOTTO_ERROR_MEMORY. Thread-safe (reentrant; it keeps no state). */
+ *  SOTTO_ERROR_MEMORY, SOTTO_ERROR_RESOURCE (the room's transforms could not be made: out of memory).
+ *  Thread-safe (reentrant; it keeps no state). */
 sotto_status sotto_simulate(const sotto_channel *channel, const float *input, size_t count, double sample_rate_hz,
                             float **output, size_t *output_count, double *output_sample_rate_hz);
 

@@ -28,6 +28,7 @@ from . import _library as _c
 
 __all__ = [
     "SottoError", "ArgumentError", "NullPointerError", "BufferTooSmallError", "StructSizeError", "StateError",
+    "ResourceError",
     "Profile", "Frame", "Modulator", "Decoder", "profiles", "profile", "encode", "decode", "simulate",
     "version", "TOKEN_MIN_BYTES", "TOKEN_MAX_BYTES", "DEFAULT_LEVEL_DBFS",
 ]
@@ -73,6 +74,12 @@ class StateError(SottoError, RuntimeError):
     """The call is not allowed now, e.g. feeding after flush without reset (SOTTO_ERROR_STATE)."""
 
 
+class ResourceError(SottoError, RuntimeError):
+    """A resource the library needs could not be had, through no fault of the arguments: the receiver's
+    transforms (FFTW could not allocate or plan them, out of memory). Retrying later may succeed
+    (SOTTO_ERROR_RESOURCE)."""
+
+
 _ERRORS = {
     _c.ERROR_NULL: NullPointerError,
     _c.ERROR_ARGUMENT: ArgumentError,
@@ -80,6 +87,7 @@ _ERRORS = {
     _c.ERROR_STRUCT_SIZE: StructSizeError,
     _c.ERROR_STATE: StateError,
     _c.ERROR_MEMORY: SottoError,
+    _c.ERROR_RESOURCE: ResourceError,
 }
 
 

@@ -241,3 +241,27 @@ def test_wav_example_decodes_a_file_read_with_soundfile(tmp_path: Path) -> None:
                             capture_output=True, text=True, check=True)
     assert "from a wav" in result.stdout
     assert result.stdout.count("\n") == 1
+
+
+def test_transforms_that_cannot_be_made_are_a_resource_error(tmp_path: Path) -> None:
+    # FFTW's buffer allocation fails (the test fault shim under LD_PRELOAD, as when memory runs out): a
+    # ResourceError (SOTTO_ERROR_RESOURCE), not an ArgumentError; the rate and profiles were right.
+    shim = tmp_path / "liballocfault.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", str(REPOSITORY / "Tests" / "AllocFaultShim" / "allocfault.c"),
+                    "-o", str(shim), "-ldl"], check=True)
+    script = (
+        "import sotto\n"
+        "try:\n"
+        "    sotto.Decoder(48000)\n"
+        "except sotto.ResourceError as error:\n"
+        "    print('resource', error.status, isinstance(error, sotto.ArgumentError), error.message)\n"
+    )
+    environment = dict(os.environ, LD_PRELOAD=str(shim), SOTTO_FAULT_MEMALIGN="16384")
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"resource {_library.ERROR_RESOURCE} False "), result.stdout
+    assert "cannot prepare the receiver" in result.stdout and "FFT" in result.stdout, result.stdout
+    # Without the fault the same call works.
+    del environment["SOTTO_FAULT_MEMALIGN"]
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout == "", result.stdout + result.stderr
