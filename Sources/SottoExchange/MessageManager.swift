@@ -44,7 +44,8 @@ public final class PublicationHandle: Sendable {
     /// Unpublishes; subscribers that had found the message get `lost` at once.
     public func cancel() async { await manager.end(id) }
     public func status() async -> OperationStatus { await manager.status(of: id) }
-    deinit { let manager = self.manager, id = self.id; Task { await manager.end(id) } }
+    /// Hands the id to the manager, whose own task ends the publication.
+    deinit { manager.released(id) }
 }
 
 /// A subscription: its events, and cancellation.
@@ -57,7 +58,8 @@ public final class SubscriptionHandle: Sendable {
     /// Unsubscribes; when this returns, no more events are delivered.
     public func cancel() async { events.cancelled.set(); await manager.end(id) }
     public func status() async -> OperationStatus { await manager.status(of: id) }
-    deinit { events.cancelled.set(); let manager = self.manager, id = self.id; Task { await manager.end(id) } }
+    /// Hands the id to the manager, whose own task ends the subscription.
+    deinit { events.cancelled.set(); manager.released(id) }
 }
 
 /// The exchange for one app: publish, subscribe, and feed it what the radio heard.
@@ -100,7 +102,8 @@ public actor MessageManager {
     private var linkToken: [UInt8]?
     private var connected = false
     private var lastReported: [Payload: Double] = [:]
-    private var pendingAccepts: [OperationID: CheckedContinuation<ExchangeError?, Never>] = [:]
+    /// Operations waiting for the matcher's answer, and the timer that stops the wait.
+    private var pendingAccepts: [OperationID: Waiter] = [:]
     /// Operations being sent, and the answers that arrived before their sender waited for them (a link whose
     /// `send` suspends, as a ``LocalMatcher``'s does, can have the answer handled during the send).
     private var sending: Set<OperationID> = []
@@ -116,7 +119,11 @@ public actor MessageManager {
     private var closing = false
     private var pump: Task<Void, Never>?
     private var linkTicker: Task<Void, Never>?
-    private let started = ContinuousClock.now
+    /// With a link: the manager's time (s since its creation) on the clock it was given, and sleeping on it.
+    private let linkTime: LinkTime
+    /// Handles released without a cancel (their deinit cannot wait): ended in turn by `reaper`.
+    private let releasedIDs: (stream: AsyncStream<(OperationID, MessageManager)>, continuation: AsyncStream<(OperationID, MessageManager)>.Continuation)
+    private var reaper: Task<Void, Never>?
     /// Called when the link to a matcher service goes down, comes back or fails for good (with a link only).
     private var connectionHandler: (@Sendable (MatcherNotice) -> Void)?
     /// Called with the matcher's turns for this session's token frames (the radio follows them).
@@ -140,22 +147,30 @@ public actor MessageManager {
         var core = core
         _ = core.handle(.openSession(session, appID: appID, broadcasts: broadcasts), now: now)  // its token is read from the core
         self.backend = .embedded(core)
+        self.linkTime = LinkTime(ContinuousClock())
+        self.releasedIDs = AsyncStream.makeStream()
         var logger = Logger(label: "sotto.exchange")
         logger.logLevel = ProcessInfo.processInfo.environment["SOTTO_DEBUG"] == "1" ? .debug : .info
         self.logger = logger
     }
 
     /// A manager whose matcher is at the other end of `link` (a ``LocalMatcher`` session or a connection to
-    /// `sotto serve`). Time is this manager's monotonic clock; the `now` arguments are ignored.
+    /// `sotto serve`). The matcher keeps the matching's time; this manager's own (how often a sighting is
+    /// reported, how long an invalid token is ignored, when a reconnection's unconfirmed messages are lost,
+    /// how long `connect` and an operation wait) is `clock`'s, so the `now` arguments, the time of an
+    /// embedded core, are not used.
     /// - Parameters:
     ///   - link: the session of a matcher this manager uses.
     ///   - appID: for logs only (the matcher knows the project from the link).
     ///   - lostTimeout: default time without a sighting before `lost` (s).
     ///   - consent: when given, publishing and subscribing need the user's consent.
+    ///   - clock: the manager's own time (a monotonic clock live; a manual one in tests).
     ///   - onConnection: called with `connected`, `disconnected` and `failed` notices.
     public init(link: any MatcherLink, appID: String = "", lostTimeout: Double = 10, consent: Consent? = nil,
-                onConnection: (@Sendable (MatcherNotice) -> Void)? = nil) {
+                clock: any Clock<Duration> = ContinuousClock(), onConnection: (@Sendable (MatcherNotice) -> Void)? = nil) {
         self.consent = consent
+        self.linkTime = LinkTime(clock)
+        self.releasedIDs = AsyncStream.makeStream()
         self.appID = appID
         self.session = SessionID("linked-\(UUID().uuidString)")
         self.lostTimeout = lostTimeout
@@ -174,15 +189,44 @@ public actor MessageManager {
             for await notice in notices { await self?.receive(notice) }
             await self?.receive(.disconnected(reason: "link closed"))
         }
+        let time = linkTime
         linkTicker = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(250))
+            while (try? await time.sleep(0.25)) != nil {
                 await self?.expireUnconfirmed()
             }
         }
     }
 
-    private var connectionWaiters: [CheckedContinuation<ExchangeError?, Never>] = []
+    /// Ends the operation of a handle released without a cancel, on this manager's own task (started with
+    /// the first handle, cancelled when the manager goes).
+    nonisolated func released(_ id: OperationID) {
+        releasedIDs.continuation.yield((id, self))
+    }
+
+    private func startReaper() {
+        guard reaper == nil else { return }
+        let ids = releasedIDs.stream
+        // The manager comes with each id (a handle may hold its last reference), so the task holds none.
+        reaper = Task { for await (id, manager) in ids { await manager.end(id) } }
+    }
+
+    deinit {
+        releasedIDs.continuation.finish()
+        reaper?.cancel()
+        pump?.cancel()
+        linkTicker?.cancel()
+        for waiter in connectionWaiters.values { waiter.timer?.cancel() }
+        for waiter in pendingAccepts.values { waiter.timer?.cancel() }
+    }
+
+    /// A caller waiting for an answer, and the task that gives up on its behalf.
+    private struct Waiter {
+        let continuation: CheckedContinuation<ExchangeError?, Never>
+        var timer: Task<Void, Never>?
+    }
+
+    private var connectionWaiters: [Int: Waiter] = [:]
+    private var nextWaiter = 0
     private var linkFailure: ExchangeError?
 
     /// With a link: waits until it is connected, for at most `timeout` (s). Embedded managers return at once.
@@ -192,25 +236,30 @@ public actor MessageManager {
         startLink()
         if let linkFailure { throw linkFailure }
         if connected { return }
+        nextWaiter += 1
+        let key = nextWaiter, time = linkTime
         let outcome: ExchangeError? = await withCheckedContinuation { continuation in
-            connectionWaiters.append(continuation)
-            Task { [weak self] in
-                try? await Task.sleep(for: .seconds(timeout))
-                await self?.wakeConnectionWaiters(.unavailable("not connected after \(timeout) s"))
+            // This caller's timer (cancelled once the link connects or fails) wakes this caller only.
+            let timer = Task { [weak self] in
+                guard (try? await time.sleep(timeout)) != nil else { return }
+                await self?.wakeConnectionWaiter(key, .unavailable("not connected after \(timeout) s"))
             }
+            connectionWaiters[key] = Waiter(continuation: continuation, timer: timer)
         }
         if let outcome { throw outcome }
     }
 
-    private func wakeConnectionWaiters(_ outcome: ExchangeError?) {
-        let waiters = connectionWaiters
-        connectionWaiters = []
-        for waiter in waiters { waiter.resume(returning: outcome) }
+    private func wakeConnectionWaiter(_ key: Int, _ outcome: ExchangeError?) {
+        guard let waiter = connectionWaiters.removeValue(forKey: key) else { return }
+        waiter.timer?.cancel()
+        waiter.continuation.resume(returning: outcome)
     }
 
-    private var clock: Double {
-        return (ContinuousClock.now - started).inSeconds
+    private func wakeConnectionWaiters(_ outcome: ExchangeError?) {
+        for key in Array(connectionWaiters.keys) { wakeConnectionWaiter(key, outcome) }
     }
+
+    private var clock: Double { linkTime.elapsed() }
 
     /// Sets what receives the matcher's turns for this session's token frames: the offsets of the slots and
     /// how long to follow them (s after the notice was made). The radio that plays the token sets it.
@@ -230,6 +279,7 @@ public actor MessageManager {
             throw .quotaExceeded(ExchangeLimits.maxOperationsPerApp)
         }
         nextID += 1
+        startReaper()
         return OperationID(nextID)
     }
 
@@ -302,12 +352,14 @@ public actor MessageManager {
             refusal = early
         } else {
             guard connected else { return }  // re-established with the others when the link is back
+            let time = linkTime
             refusal = await withCheckedContinuation { continuation in
-                pendingAccepts[id] = continuation
-                Task { [weak self] in
-                    try? await Task.sleep(for: .seconds(Self.acceptTimeout))
+                // Cancelled when the answer comes first.
+                let timer = Task { [weak self] in
+                    guard (try? await time.sleep(Self.acceptTimeout)) != nil else { return }
                     await self?.resolveAccept(id, with: nil)
                 }
+                pendingAccepts[id] = Waiter(continuation: continuation, timer: timer)
             }
         }
         if let refusal {
@@ -320,7 +372,8 @@ public actor MessageManager {
 
     private func resolveAccept(_ id: OperationID, with refusal: ExchangeError?) {
         if let waiter = pendingAccepts.removeValue(forKey: id) {
-            waiter.resume(returning: refusal)
+            waiter.timer?.cancel()
+            waiter.continuation.resume(returning: refusal)
         } else if sending.contains(id) {
             earlyAnswers[id] = .some(refusal)
         }
@@ -449,6 +502,8 @@ public actor MessageManager {
             pump?.cancel()
             linkTicker?.cancel()
         }
+        // Handles released from now on have nothing to end; the reaper ends those already handed in, then stops.
+        defer { releasedIDs.continuation.finish() }
         for id in statuses.keys where statuses[id] == .active || statuses[id] == .starting { await end(id, now: now, cancelled: false) }
     }
 
@@ -589,5 +644,20 @@ public actor MessageManager {
         logger.debug("\(event)")
         subscription.continuation.yield(event)
         subscription.handler?(event)
+    }
+}
+
+/// A linked manager's own time: seconds since its creation on an injected clock, and sleeping on that clock
+/// (the generic clock opened once, so that the manager stores no existential instant).
+struct LinkTime: Sendable {
+    /// Seconds since this value was made (s).
+    let elapsed: @Sendable () -> Double
+    /// Sleeps this long (s) on the clock; throws when cancelled.
+    let sleep: @Sendable (Double) async throws -> Void
+
+    init(_ clock: some Clock<Duration>) {
+        let start = clock.now
+        elapsed = { start.duration(to: clock.now).inSeconds }
+        sleep = { seconds in try await clock.sleep(for: .seconds(seconds)) }
     }
 }
