@@ -81,12 +81,8 @@ public actor MessageManager {
     private var backend: Backend
     private let lostTimeout: Double
     private var nextID = 0
-    private var subscriptions: [OperationID: (continuation: AsyncStream<SubscriptionEvent>.Continuation, handler: (@Sendable (SubscriptionEvent) -> Void)?, cancelled: StopFlag)] = [:]
-    private var statuses: [OperationID: OperationStatus] = [:]
-    /// Discovery mode of each live operation: the radio plays the token if any wants to broadcast and reports
-    /// what it hears if any wants to scan (Nearby's fold of the operations' strategies).
-    private var modes: [OperationID: Strategy.DiscoveryMode] = [:]
-    private var audioPublications: [OperationID: Message] = [:]
+    /// Every operation this manager made, by id: one record each (ended ones keep their final status).
+    private var operations: [OperationID: OperationRecord] = [:]
     private var invalidTokens: [[UInt8]: Double] = [:]
     private var logger: Logger
     private let consent: Consent?
@@ -102,18 +98,6 @@ public actor MessageManager {
     private var linkToken: [UInt8]?
     private var connected = false
     private var lastReported: [Payload: Double] = [:]
-    /// Operations waiting for the matcher's answer, and the timer that stops the wait.
-    private var pendingAccepts: [OperationID: Waiter] = [:]
-    /// Operations being sent, and the answers that arrived before their sender waited for them (a link whose
-    /// `send` suspends, as a ``LocalMatcher``'s does, can have the answer handled during the send).
-    private var sending: Set<OperationID> = []
-    private var earlyAnswers: [OperationID: ExchangeError?] = [:]
-    private var lostTimeouts: [OperationID: Double] = [:]
-    /// What each subscription has reported found (found and lost alternate against this).
-    private var reported: [OperationID: Set<Message>] = [:]
-    /// After a reconnection to a new session: messages reported found that the matcher has not confirmed
-    /// yet, with the time (s) at which they are reported lost unless found again.
-    private var unconfirmed: [OperationID: [Message: Double]] = [:]
     private var resumedConnection = false
     /// Set by `close`: the link's end is not news to report.
     private var closing = false
@@ -216,14 +200,9 @@ public actor MessageManager {
         pump?.cancel()
         linkTicker?.cancel()
         for waiter in connectionWaiters.values { waiter.timer?.cancel() }
-        for waiter in pendingAccepts.values { waiter.timer?.cancel() }
+        for operation in operations.values { if case .waiting(let waiter) = operation.answer { waiter.timer?.cancel() } }
     }
 
-    /// A caller waiting for an answer, and the task that gives up on its behalf.
-    private struct Waiter {
-        let continuation: CheckedContinuation<ExchangeError?, Never>
-        var timer: Task<Void, Never>?
-    }
 
     private var connectionWaiters: [Int: Waiter] = [:]
     private var nextWaiter = 0
@@ -271,7 +250,7 @@ public actor MessageManager {
     /// Switches debug logging at run time (also on with SOTTO_DEBUG=1).
     public func setDebugLogging(_ on: Bool) { logger.logLevel = on ? .debug : .info }
 
-    private var liveCount: Int { statuses.values.filter { $0 == .active || $0 == .starting }.count }
+    private var liveCount: Int { operations.values.filter(\.isLive).count }
 
     private func newID() throws(ExchangeError) -> OperationID {
         if let consent, !consent.isGranted { throw .consentNotGranted }
@@ -289,17 +268,15 @@ public actor MessageManager {
     public func publish(_ message: Message, strategy: Strategy = .default, now: Double) async throws(ExchangeError) -> PublicationHandle {
         if case .infinite = strategy.ttl { throw .invalidTTL(Int.max) }
         let id = try newID()
-        modes[id] = strategy.discoveryMode
-        if message.isAudioBytes { audioPublications[id] = message }
+        operations[id] = OperationRecord(status: .starting, mode: strategy.discoveryMode, audio: message.isAudioBytes ? message : nil)
         logger.debug("publish \(message)")
         switch backend {
         case .embedded(var core):
-            statuses[id] = .active
+            operations[id]?.status = .active
             let events = core.handle(.publish(session, id, message, strategy), now: now)
             backend = .embedded(core)
             apply(events)
         case .linked(let link):
-            statuses[id] = .starting
             try await request(.publish(id, message, strategy), id: id, over: link)
         }
         return PublicationHandle(id: id, message: message, manager: self)
@@ -319,22 +296,19 @@ public actor MessageManager {
         let timeout = lostTimeout ?? self.lostTimeout
         let (stream, continuation) = AsyncStream.makeStream(of: SubscriptionEvent.self)
         let flag = StopFlag()
-        subscriptions[id] = (continuation, handler, flag)
-        modes[id] = strategy.discoveryMode
-        lostTimeouts[id] = timeout
-        reported[id] = []
+        let subscription = SubscriptionRecord(continuation: continuation, handler: handler, cancelled: flag, lostTimeout: timeout)
+        operations[id] = OperationRecord(status: .starting, mode: strategy.discoveryMode, subscription: subscription)
         switch backend {
         case .embedded(var core):
-            statuses[id] = .active
+            operations[id]?.status = .active
             let events = core.handle(.subscribe(session, id, filter, strategy, lostTimeout: timeout), now: now)
             backend = .embedded(core)
             apply(events)
         case .linked(let link):
-            statuses[id] = .starting
             do throws(ExchangeError) {
                 try await request(.subscribe(id, filter, strategy, lostTimeout: timeout), id: id, over: link)
             } catch {
-                subscriptions.removeValue(forKey: id)?.continuation.finish()
+                operations[id]?.endSubscription()
                 throw error
             }
         }
@@ -344,11 +318,12 @@ public actor MessageManager {
     /// Sends an operation over the link and waits for the matcher's answer while connected.
     private func request(_ request: MatcherRequest, id: OperationID, over link: any MatcherLink) async throws(ExchangeError) {
         startLink()
-        sending.insert(id)
+        operations[id]?.answer = .sending
         await link.send(request)
-        sending.remove(id)
+        let answer = operations[id]?.answer
+        operations[id]?.answer = nil
         let refusal: ExchangeError?
-        if let early = earlyAnswers.removeValue(forKey: id) {
+        if case .answeredWhileSending(let early) = answer {
             refusal = early
         } else {
             guard connected else { return }  // re-established with the others when the link is back
@@ -359,41 +334,46 @@ public actor MessageManager {
                     guard (try? await time.sleep(Self.acceptTimeout)) != nil else { return }
                     await self?.resolveAccept(id, with: nil)
                 }
-                pendingAccepts[id] = Waiter(continuation: continuation, timer: timer)
+                operations[id]?.answer = .waiting(Waiter(continuation: continuation, timer: timer))
             }
         }
         if let refusal {
-            statuses[id] = .failed
-            modes[id] = nil
-            audioPublications[id] = nil
+            operations[id]?.fail()
             throw refusal
         }
     }
 
     private func resolveAccept(_ id: OperationID, with refusal: ExchangeError?) {
-        if let waiter = pendingAccepts.removeValue(forKey: id) {
+        switch operations[id]?.answer {
+        case .waiting(let waiter)?:
+            operations[id]?.answer = nil
             waiter.timer?.cancel()
             waiter.continuation.resume(returning: refusal)
-        } else if sending.contains(id) {
-            earlyAnswers[id] = .some(refusal)
+        case .sending?:
+            operations[id]?.answer = .answeredWhileSending(refusal)
+        case .answeredWhileSending?:
+            operations[id]?.answer = .answeredWhileSending(refusal)  // the last answer counts
+        case nil:
+            break
         }
+    }
+
+    /// The operations whose sender waits for the matcher's answer.
+    private var waitingForAnswers: [OperationID] {
+        operations.compactMap { id, operation in if case .waiting = operation.answer { return id } else { return nil } }
     }
 
     /// Ends an operation; `cancelled` (the user's cancel, not the session's end) also drops events not
     /// yet read.
     func end(_ id: OperationID, now: Double? = nil, cancelled: Bool = true) async {
-        guard let status = statuses[id], status == .active || status == .starting else { return }
-        statuses[id] = .inactive
-        modes[id] = nil
-        let isSubscription = subscriptions[id] != nil
-        if let subscription = subscriptions.removeValue(forKey: id) {
-            if cancelled { subscription.cancelled.set() }
-            subscription.continuation.finish()
-        } else {
-            audioPublications[id] = nil
-        }
-        reported[id] = nil
-        unconfirmed[id] = nil
+        guard var operation = operations[id], operation.isLive else { return }
+        let isSubscription = operation.subscription != nil
+        if cancelled { operation.subscription?.cancelled.set() }
+        operation.status = .inactive
+        operation.mode = nil
+        operation.audio = nil
+        operation.endSubscription()
+        operations[id] = operation
         switch backend {
         case .embedded(var core):
             let events = core.handle(isSubscription ? .unsubscribe(session, id) : .unpublish(session, id), now: now ?? lastNow)
@@ -408,7 +388,7 @@ public actor MessageManager {
     /// are in error) and, with a link, the matcher's (starting until it accepted the operation and while
     /// the link is reconnecting); active otherwise.
     func status(of id: OperationID) -> OperationStatus {
-        let status = statuses[id] ?? .inactive
+        let status = operations[id]?.status ?? .inactive
         if case .linked = backend, status == .active, !connected { return .starting }
         guard status == .active else { return status }
         switch radio {
@@ -427,10 +407,11 @@ public actor MessageManager {
 
     private var lastNow = 0.0
 
-    /// Whether some live operation listens (scan or both).
-    private var scans: Bool { modes.values.contains { $0 != .broadcast } }
+    /// Whether some live operation listens (scan or both): the radio reports what it hears if any wants to
+    /// scan (Nearby's fold of the operations' strategies).
+    private var scans: Bool { operations.values.contains { $0.mode != nil && $0.mode != .broadcast } }
     /// Whether some live operation plays the token (broadcast or both).
-    private var broadcastsToken: Bool { modes.values.contains { $0 != .scan } }
+    private var broadcastsToken: Bool { operations.values.contains { $0.mode != nil && $0.mode != .scan } }
 
     /// Feeds one decoded frame (the modem's token bytes) heard at `now` with this SNR (dB) and level (dBFS).
     /// Ignored while no live operation scans. `unixTime` (s since 1970) is the wall clock when it was heard,
@@ -494,17 +475,17 @@ public actor MessageManager {
         case .linked(let link):
             closing = true
             // Found messages are lost locally: the matcher forgets this session.
-            for (op, messages) in reported {
-                for message in messages.sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
+            for (op, operation) in operations {
+                for message in (operation.subscription?.reported ?? []).sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
+                operations[op]?.subscription?.reported = []
             }
-            reported = [:]
             await link.close()
             pump?.cancel()
             linkTicker?.cancel()
         }
         // Handles released from now on have nothing to end; the reaper ends those already handed in, then stops.
         defer { releasedIDs.continuation.finish() }
-        for id in statuses.keys where statuses[id] == .active || statuses[id] == .starting { await end(id, now: now, cancelled: false) }
+        for (id, operation) in operations where operation.isLive { await end(id, now: now, cancelled: false) }
     }
 
     /// What the radio should loop now: the session's token (while some operation broadcasts) and the
@@ -517,7 +498,7 @@ public actor MessageManager {
         case .linked: token = linkToken
         }
         if let token, liveCount > 0, broadcastsToken { plan.append(.token(token)) }
-        plan += audioPublications.values.sorted { $0.content.lexicographicallyPrecedes($1.content) }.map { .audioBytes($0.content) }
+        plan += operations.values.compactMap(\.audio).sorted { $0.content.lexicographicallyPrecedes($1.content) }.map { .audioBytes($0.content) }
         return plan
     }
 
@@ -545,42 +526,38 @@ public actor MessageManager {
         case .token(let token):
             linkToken = token
         case .accepted(let op, let visible):
-            if statuses[op] == .starting { statuses[op] = .active }
-            if subscriptions[op] != nil { reconcile(op, visible: visible) }
+            if operations[op]?.status == .starting { operations[op]?.status = .active }
+            if operations[op]?.subscription != nil { reconcile(op, visible: visible) }
             resolveAccept(op, with: nil)
         case .rejected(let op, let error):
             logger.debug("operation \(op.value) refused: \(error)")
-            if pendingAccepts[op] != nil || sending.contains(op) {
+            if operations[op]?.answer != nil {
                 resolveAccept(op, with: error)
-            } else if statuses[op] == .active || statuses[op] == .starting {
-                statuses[op] = .failed
-                modes[op] = nil
-                audioPublications[op] = nil
-                subscriptions.removeValue(forKey: op)?.continuation.finish()
+            } else if operations[op]?.isLive == true {
+                operations[op]?.fail()
             }
         case .found(let op, let message):
-            unconfirmed[op]?[message] = nil
-            guard reported[op]?.contains(message) == false else { return }
-            reported[op]?.insert(message)
+            operations[op]?.subscription?.unconfirmed[message] = nil
+            guard !closing else { return }  // closing: everything was reported lost
+            guard operations[op]?.subscription?.reported.contains(message) == false else { return }
+            operations[op]?.subscription?.reported.insert(message)
             deliver(op, .found(message))
         case .lost(let op, let message):
-            unconfirmed[op]?[message] = nil
-            guard reported[op]?.remove(message) != nil else { return }
+            operations[op]?.subscription?.unconfirmed[message] = nil
+            guard operations[op]?.subscription?.reported.remove(message) != nil else { return }
             deliver(op, .lost(message))
         case .signalChanged(let op, let message, let snr, let level):
-            guard reported[op]?.contains(message) == true else { return }
+            guard operations[op]?.subscription?.reported.contains(message) == true else { return }
             deliver(op, .signalChanged(message, snr: snr, level: level))
         case .expired(let op):
-            if subscriptions[op] != nil {
-                for message in (reported[op] ?? []).sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
+            if let subscription = operations[op]?.subscription {
+                for message in subscription.reported.sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
                 deliver(op, .expired)
             }
-            reported[op] = nil
-            unconfirmed[op] = nil
-            statuses[op] = .expired
-            modes[op] = nil
-            if let subscription = subscriptions.removeValue(forKey: op) { subscription.continuation.finish() }
-            audioPublications[op] = nil
+            operations[op]?.status = .expired
+            operations[op]?.mode = nil
+            operations[op]?.audio = nil
+            operations[op]?.endSubscription()
         case .invalidToken(let token):
             invalidTokens[token] = (isLinked ? clock : lastNow) + Self.invalidTokenCache
             logger.debug("invalid token \(token)")
@@ -590,16 +567,17 @@ public actor MessageManager {
             if !resumed {
                 // A new session: what was found must be found again within the lost timeout, or it is lost.
                 let now = clock
-                for (op, messages) in reported where !messages.isEmpty {
-                    let deadline = now + (lostTimeouts[op] ?? lostTimeout)
-                    unconfirmed[op] = Dictionary(uniqueKeysWithValues: messages.map { ($0, deadline) })
+                for (op, operation) in operations {
+                    guard let subscription = operation.subscription, !subscription.reported.isEmpty else { continue }
+                    let deadline = now + subscription.lostTimeout
+                    operations[op]?.subscription?.unconfirmed = Dictionary(uniqueKeysWithValues: subscription.reported.map { ($0, deadline) })
                 }
             }
             wakeConnectionWaiters(nil)
             connectionHandler?(notice)
         case .disconnected:
             connected = false
-            for op in Array(pendingAccepts.keys) { resolveAccept(op, with: nil) }
+            for op in waitingForAnswers { resolveAccept(op, with: nil) }
             if !closing { connectionHandler?(notice) }
         case .turns(let offsets, let follow):
             turnsHandler?(offsets, follow)
@@ -607,8 +585,8 @@ public actor MessageManager {
             connected = false
             linkFailure = error
             wakeConnectionWaiters(error)
-            for op in Array(pendingAccepts.keys) { resolveAccept(op, with: error) }
-            for id in statuses.keys where statuses[id] == .active || statuses[id] == .starting { statuses[id] = .failed }
+            for op in waitingForAnswers { resolveAccept(op, with: error) }
+            for (id, operation) in operations where operation.isLive { operations[id]?.status = .failed }
             connectionHandler?(notice)
         }
     }
@@ -620,8 +598,8 @@ public actor MessageManager {
     private func reconcile(_ op: OperationID, visible: [Message]) {
         let now = Set(visible)
         if resumedConnection {
-            for message in (reported[op] ?? []).subtracting(now).sorted(by: { $0.description < $1.description }) {
-                reported[op]?.remove(message)
+            for message in (operations[op]?.subscription?.reported ?? []).subtracting(now).sorted(by: { $0.description < $1.description }) {
+                operations[op]?.subscription?.reported.remove(message)
                 deliver(op, .lost(message))
             }
         }
@@ -631,16 +609,17 @@ public actor MessageManager {
     /// Reports lost what a new session did not confirm in time.
     private func expireUnconfirmed() {
         let now = clock
-        for (op, pending) in unconfirmed {
+        for (op, operation) in operations {
+            guard let pending = operation.subscription?.unconfirmed, !pending.isEmpty else { continue }
             for (message, deadline) in pending.sorted(by: { $0.key.description < $1.key.description }) where deadline <= now {
-                unconfirmed[op]?[message] = nil
-                if reported[op]?.remove(message) != nil { deliver(op, .lost(message)) }
+                operations[op]?.subscription?.unconfirmed[message] = nil
+                if operations[op]?.subscription?.reported.remove(message) != nil { deliver(op, .lost(message)) }
             }
         }
     }
 
     private func deliver(_ op: OperationID, _ event: SubscriptionEvent) {
-        guard let subscription = subscriptions[op], !subscription.cancelled.isSet else { return }
+        guard let subscription = operations[op]?.subscription, !subscription.cancelled.isSet else { return }
         logger.debug("\(event)")
         subscription.continuation.yield(event)
         subscription.handler?(event)
@@ -660,4 +639,64 @@ struct LinkTime: Sendable {
         elapsed = { start.duration(to: clock.now).inSeconds }
         sleep = { seconds in try await clock.sleep(for: .seconds(seconds)) }
     }
+}
+
+/// Everything a ``MessageManager`` knows of one operation, a publication or a subscription.
+private struct OperationRecord {
+    var status: OperationStatus
+    /// The discovery mode while the operation counts for the radio (nil once it ended or was refused).
+    var mode: Strategy.DiscoveryMode?
+    /// An audio-bytes publication's message while the radio plays it.
+    var audio: Message?
+    /// A subscription's delivery and what it reported, until it ends.
+    var subscription: SubscriptionRecord?
+    /// With a link: the request's answer while its sender waits for it.
+    var answer: OperationAnswer?
+
+    var isLive: Bool { status == .active || status == .starting }
+
+    /// Refused or failed: off the radio, no more events.
+    mutating func fail() {
+        status = .failed
+        mode = nil
+        audio = nil
+        endSubscription()
+    }
+
+    /// Finishes the subscription's events (what was buffered can still be read unless it was cancelled).
+    mutating func endSubscription() {
+        subscription?.continuation.finish()
+        subscription = nil
+    }
+}
+
+/// A subscription's delivery, and what it reported to its reader.
+private struct SubscriptionRecord {
+    let continuation: AsyncStream<SubscriptionEvent>.Continuation
+    let handler: (@Sendable (SubscriptionEvent) -> Void)?
+    let cancelled: StopFlag
+    /// Time without a sighting before `lost` (s).
+    let lostTimeout: Double
+    /// What it has reported found (found and lost alternate against this).
+    var reported: Set<Message> = []
+    /// After a reconnection to a new session: messages reported found that the matcher has not confirmed
+    /// yet, with the time (s) at which they are reported lost unless found again.
+    var unconfirmed: [Message: Double] = [:]
+}
+
+/// Where a linked operation's request is.
+private enum OperationAnswer {
+    /// Being sent (a link whose `send` suspends, as a ``LocalMatcher``'s does, can have the answer handled
+    /// during the send).
+    case sending
+    /// The answer came while it was being sent: nil accepted, else the refusal.
+    case answeredWhileSending(ExchangeError?)
+    /// Its sender waits for the answer.
+    case waiting(Waiter)
+}
+
+/// A caller waiting for an answer, and the task that gives up on its behalf.
+private struct Waiter {
+    let continuation: CheckedContinuation<ExchangeError?, Never>
+    var timer: Task<Void, Never>?
 }
