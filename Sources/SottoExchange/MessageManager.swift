@@ -81,9 +81,8 @@ public actor MessageManager {
     private var backend: Backend
     private let lostTimeout: Double
     private var nextID = 0
-    /// Every operation this manager made, by id: one record each (ended ones keep their final status).
-    private var operations: [OperationID: OperationRecord] = [:]
-    private var invalidTokens: [[UInt8]: Double] = [:]
+    /// Its book.operations, the link's state and the tokens to ignore: a value changed by the matcher's notices.
+    private var book = ManagerBook()
     private var logger: Logger
     private let consent: Consent?
     /// Seconds an unknown token is ignored after the matcher called it invalid.
@@ -94,13 +93,6 @@ public actor MessageManager {
     /// handle whose status is `starting` (s).
     public static let acceptTimeout = 10.0
 
-    // Linked backend state.
-    private var linkToken: [UInt8]?
-    private var connected = false
-    private var lastReported: [Payload: Double] = [:]
-    private var resumedConnection = false
-    /// Set by `close`: the link's end is not news to report.
-    private var closing = false
     private var pump: Task<Void, Never>?
     private var linkTicker: Task<Void, Never>?
     /// With a link: the manager's time (s since its creation) on the clock it was given, and sleeping on it.
@@ -200,21 +192,20 @@ public actor MessageManager {
         pump?.cancel()
         linkTicker?.cancel()
         for waiter in connectionWaiters.values { waiter.timer?.cancel() }
-        for operation in operations.values { if case .waiting(let waiter) = operation.answer { waiter.timer?.cancel() } }
+        for operation in book.operations.values { if case .waiting(let waiter) = operation.answer { waiter.timer?.cancel() } }
     }
 
 
     private var connectionWaiters: [Int: Waiter] = [:]
     private var nextWaiter = 0
-    private var linkFailure: ExchangeError?
 
     /// With a link: waits until it is connected, for at most `timeout` (s). Embedded managers return at once.
     /// - Throws: the link's failure (a wrong API key, a session quota) or `unavailable` after the timeout.
     public func connect(timeout: Double = 10) async throws(ExchangeError) {
         guard isLinked else { return }
         startLink()
-        if let linkFailure { throw linkFailure }
-        if connected { return }
+        if let failure = book.link.failure { throw failure }
+        if book.link.connected { return }
         nextWaiter += 1
         let key = nextWaiter, time = linkTime
         let outcome: ExchangeError? = await withCheckedContinuation { continuation in
@@ -250,7 +241,7 @@ public actor MessageManager {
     /// Switches debug logging at run time (also on with SOTTO_DEBUG=1).
     public func setDebugLogging(_ on: Bool) { logger.logLevel = on ? .debug : .info }
 
-    private var liveCount: Int { operations.values.filter(\.isLive).count }
+    private var liveCount: Int { book.operations.values.filter(\.isLive).count }
 
     private func newID() throws(ExchangeError) -> OperationID {
         if let consent, !consent.isGranted { throw .consentNotGranted }
@@ -268,11 +259,11 @@ public actor MessageManager {
     public func publish(_ message: Message, strategy: Strategy = .default, now: Double) async throws(ExchangeError) -> PublicationHandle {
         if case .infinite = strategy.ttl { throw .invalidTTL(Int.max) }
         let id = try newID()
-        operations[id] = OperationRecord(status: .starting, mode: strategy.discoveryMode, audio: message.isAudioBytes ? message : nil)
+        book.operations[id] = OperationRecord(status: .starting, mode: strategy.discoveryMode, audio: message.isAudioBytes ? message : nil)
         logger.debug("publish \(message)")
         switch backend {
         case .embedded(var core):
-            operations[id]?.status = .active
+            book.operations[id]?.status = .active
             let events = core.handle(.publish(session, id, message, strategy), now: now)
             backend = .embedded(core)
             apply(events)
@@ -297,10 +288,10 @@ public actor MessageManager {
         let (stream, continuation) = AsyncStream.makeStream(of: SubscriptionEvent.self)
         let flag = StopFlag()
         let subscription = SubscriptionRecord(continuation: continuation, handler: handler, cancelled: flag, lostTimeout: timeout)
-        operations[id] = OperationRecord(status: .starting, mode: strategy.discoveryMode, subscription: subscription)
+        book.operations[id] = OperationRecord(status: .starting, mode: strategy.discoveryMode, subscription: subscription)
         switch backend {
         case .embedded(var core):
-            operations[id]?.status = .active
+            book.operations[id]?.status = .active
             let events = core.handle(.subscribe(session, id, filter, strategy, lostTimeout: timeout), now: now)
             backend = .embedded(core)
             apply(events)
@@ -308,7 +299,7 @@ public actor MessageManager {
             do throws(ExchangeError) {
                 try await request(.subscribe(id, filter, strategy, lostTimeout: timeout), id: id, over: link)
             } catch {
-                operations[id]?.endSubscription()
+                book.operations[id]?.takeSubscription()?.continuation.finish()
                 throw error
             }
         }
@@ -318,15 +309,15 @@ public actor MessageManager {
     /// Sends an operation over the link and waits for the matcher's answer while connected.
     private func request(_ request: MatcherRequest, id: OperationID, over link: any MatcherLink) async throws(ExchangeError) {
         startLink()
-        operations[id]?.answer = .sending
+        book.operations[id]?.answer = .sending
         await link.send(request)
-        let answer = operations[id]?.answer
-        operations[id]?.answer = nil
+        let answer = book.operations[id]?.answer
+        book.operations[id]?.answer = nil
         let refusal: ExchangeError?
         if case .answeredWhileSending(let early) = answer {
             refusal = early
         } else {
-            guard connected else { return }  // re-established with the others when the link is back
+            guard book.link.connected else { return }  // re-established with the others when the link is back
             let time = linkTime
             refusal = await withCheckedContinuation { continuation in
                 // Cancelled when the answer comes first.
@@ -334,46 +325,30 @@ public actor MessageManager {
                     guard (try? await time.sleep(Self.acceptTimeout)) != nil else { return }
                     await self?.resolveAccept(id, with: nil)
                 }
-                operations[id]?.answer = .waiting(Waiter(continuation: continuation, timer: timer))
+                book.operations[id]?.answer = .waiting(Waiter(continuation: continuation, timer: timer))
             }
         }
         if let refusal {
-            operations[id]?.fail()
+            book.operations[id]?.fail()?.finish()
             throw refusal
         }
     }
 
     private func resolveAccept(_ id: OperationID, with refusal: ExchangeError?) {
-        switch operations[id]?.answer {
-        case .waiting(let waiter)?:
-            operations[id]?.answer = nil
-            waiter.timer?.cancel()
-            waiter.continuation.resume(returning: refusal)
-        case .sending?:
-            operations[id]?.answer = .answeredWhileSending(refusal)
-        case .answeredWhileSending?:
-            operations[id]?.answer = .answeredWhileSending(refusal)  // the last answer counts
-        case nil:
-            break
-        }
-    }
-
-    /// The operations whose sender waits for the matcher's answer.
-    private var waitingForAnswers: [OperationID] {
-        operations.compactMap { id, operation in if case .waiting = operation.answer { return id } else { return nil } }
+        perform(book.resolveAccept(id, with: refusal))
     }
 
     /// Ends an operation; `cancelled` (the user's cancel, not the session's end) also drops events not
     /// yet read.
     func end(_ id: OperationID, now: Double? = nil, cancelled: Bool = true) async {
-        guard var operation = operations[id], operation.isLive else { return }
+        guard var operation = book.operations[id], operation.isLive else { return }
         let isSubscription = operation.subscription != nil
         if cancelled { operation.subscription?.cancelled.set() }
         operation.status = .inactive
         operation.mode = nil
         operation.audio = nil
-        operation.endSubscription()
-        operations[id] = operation
+        operation.takeSubscription()?.continuation.finish()
+        book.operations[id] = operation
         switch backend {
         case .embedded(var core):
             let events = core.handle(isSubscription ? .unsubscribe(session, id) : .unpublish(session, id), now: now ?? lastNow)
@@ -388,8 +363,8 @@ public actor MessageManager {
     /// are in error) and, with a link, the matcher's (starting until it accepted the operation and while
     /// the link is reconnecting); active otherwise.
     func status(of id: OperationID) -> OperationStatus {
-        let status = operations[id]?.status ?? .inactive
-        if case .linked = backend, status == .active, !connected { return .starting }
+        let status = book.operations[id]?.status ?? .inactive
+        if case .linked = backend, status == .active, !book.link.connected { return .starting }
         guard status == .active else { return status }
         switch radio {
         case .starting: return .starting
@@ -408,10 +383,10 @@ public actor MessageManager {
     private var lastNow = 0.0
 
     /// Whether some live operation listens (scan or both): the radio reports what it hears if any wants to
-    /// scan (Nearby's fold of the operations' strategies).
-    private var scans: Bool { operations.values.contains { $0.mode != nil && $0.mode != .broadcast } }
+    /// scan (Nearby's fold of the book.operations' strategies).
+    private var scans: Bool { book.operations.values.contains { $0.mode != nil && $0.mode != .broadcast } }
     /// Whether some live operation plays the token (broadcast or both).
-    private var broadcastsToken: Bool { operations.values.contains { $0.mode != nil && $0.mode != .scan } }
+    private var broadcastsToken: Bool { book.operations.values.contains { $0.mode != nil && $0.mode != .scan } }
 
     /// Feeds one decoded frame (the modem's token bytes) heard at `now` with this SNR (dB) and level (dBFS).
     /// Ignored while no live operation scans. `unixTime` (s since 1970) is the wall clock when it was heard,
@@ -422,20 +397,20 @@ public actor MessageManager {
         case .embedded(var core):
             lastNow = now
             guard scans else { return }
-            if case .token(let token) = payload, let until = invalidTokens[token], now < until { return }
+            if case .token(let token) = payload, let until = book.invalidTokens[token], now < until { return }
             let events = core.handle(.observe(session, payload, snr: snr, level: level), now: now, unixTime: unixTime ?? now)
             backend = .embedded(core)
             apply(events)
         case .linked(let link):
             let now = clock
-            guard scans, connected else { return }
+            guard scans, book.link.connected else { return }
             if case .token(let token) = payload {
-                if let until = invalidTokens[token], now < until { return }
-                if token == linkToken { return }  // our own token: the self-check's business
+                if let until = book.invalidTokens[token], now < until { return }
+                if token == book.link.token { return }  // our own token: the self-check's business
             }
-            if let last = lastReported[payload], now - last < Self.reportInterval { return }
-            lastReported[payload] = now
-            if lastReported.count > 10_000 { lastReported = lastReported.filter { now - $0.value < Self.reportInterval } }
+            if let last = book.link.lastReported[payload], now - last < Self.reportInterval { return }
+            book.link.lastReported[payload] = now
+            if book.link.lastReported.count > 10_000 { book.link.lastReported = book.link.lastReported.filter { now - $0.value < Self.reportInterval } }
             await link.send(.observe([Sighting(payload: payload, snr: snr, level: level)]))
         }
     }
@@ -458,7 +433,7 @@ public actor MessageManager {
     /// its own time).
     public func tick(now: Double) {
         lastNow = now
-        invalidTokens = invalidTokens.filter { $0.value > now }
+        book.invalidTokens = book.invalidTokens.filter { $0.value > now }
         guard case .embedded(var core) = backend else { return }
         let events = core.handle(.tick, now: now)
         backend = .embedded(core)
@@ -473,19 +448,14 @@ public actor MessageManager {
             backend = .embedded(core)
             apply(events)
         case .linked(let link):
-            closing = true
-            // Found messages are lost locally: the matcher forgets this session.
-            for (op, operation) in operations {
-                for message in (operation.subscription?.reported ?? []).sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
-                operations[op]?.subscription?.reported = []
-            }
+            perform(book.closeLink())
             await link.close()
             pump?.cancel()
             linkTicker?.cancel()
         }
         // Handles released from now on have nothing to end; the reaper ends those already handed in, then stops.
         defer { releasedIDs.continuation.finish() }
-        for (id, operation) in operations where operation.isLive { await end(id, now: now, cancelled: false) }
+        for (id, operation) in book.operations where operation.isLive { await end(id, now: now, cancelled: false) }
     }
 
     /// What the radio should loop now: the session's token (while some operation broadcasts) and the
@@ -495,10 +465,10 @@ public actor MessageManager {
         let token: [UInt8]?
         switch backend {
         case .embedded(let core): token = core.token(of: session)
-        case .linked: token = linkToken
+        case .linked: token = book.link.token
         }
         if let token, liveCount > 0, broadcastsToken { plan.append(.token(token)) }
-        plan += operations.values.compactMap(\.audio).sorted { $0.content.lexicographicallyPrecedes($1.content) }.map { .audioBytes($0.content) }
+        plan += book.operations.values.compactMap(\.audio).sorted { $0.content.lexicographicallyPrecedes($1.content) }.map { .audioBytes($0.content) }
         return plan
     }
 
@@ -506,7 +476,7 @@ public actor MessageManager {
     public var token: [UInt8]? {
         switch backend {
         case .embedded(let core): return core.token(of: session)
-        case .linked: return linkToken
+        case .linked: return book.link.token
         }
     }
 
@@ -522,107 +492,40 @@ public actor MessageManager {
 
     /// One notice from the matcher (embedded events are turned into notices too).
     private func receive(_ notice: MatcherNotice) {
-        switch notice {
-        case .token(let token):
-            linkToken = token
-        case .accepted(let op, let visible):
-            if operations[op]?.status == .starting { operations[op]?.status = .active }
-            if operations[op]?.subscription != nil { reconcile(op, visible: visible) }
-            resolveAccept(op, with: nil)
-        case .rejected(let op, let error):
-            logger.debug("operation \(op.value) refused: \(error)")
-            if operations[op]?.answer != nil {
-                resolveAccept(op, with: error)
-            } else if operations[op]?.isLive == true {
-                operations[op]?.fail()
-            }
-        case .found(let op, let message):
-            operations[op]?.subscription?.unconfirmed[message] = nil
-            guard !closing else { return }  // closing: everything was reported lost
-            guard operations[op]?.subscription?.reported.contains(message) == false else { return }
-            operations[op]?.subscription?.reported.insert(message)
-            deliver(op, .found(message))
-        case .lost(let op, let message):
-            operations[op]?.subscription?.unconfirmed[message] = nil
-            guard operations[op]?.subscription?.reported.remove(message) != nil else { return }
-            deliver(op, .lost(message))
-        case .signalChanged(let op, let message, let snr, let level):
-            guard operations[op]?.subscription?.reported.contains(message) == true else { return }
-            deliver(op, .signalChanged(message, snr: snr, level: level))
-        case .expired(let op):
-            if let subscription = operations[op]?.subscription {
-                for message in subscription.reported.sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
-                deliver(op, .expired)
-            }
-            operations[op]?.status = .expired
-            operations[op]?.mode = nil
-            operations[op]?.audio = nil
-            operations[op]?.endSubscription()
-        case .invalidToken(let token):
-            invalidTokens[token] = (isLinked ? clock : lastNow) + Self.invalidTokenCache
-            logger.debug("invalid token \(token)")
-        case .connected(let resumed):
-            connected = true
-            resumedConnection = resumed
-            if !resumed {
-                // A new session: what was found must be found again within the lost timeout, or it is lost.
-                let now = clock
-                for (op, operation) in operations {
-                    guard let subscription = operation.subscription, !subscription.reported.isEmpty else { continue }
-                    let deadline = now + subscription.lostTimeout
-                    operations[op]?.subscription?.unconfirmed = Dictionary(uniqueKeysWithValues: subscription.reported.map { ($0, deadline) })
-                }
-            }
-            wakeConnectionWaiters(nil)
-            connectionHandler?(notice)
-        case .disconnected:
-            connected = false
-            for op in waitingForAnswers { resolveAccept(op, with: nil) }
-            if !closing { connectionHandler?(notice) }
-        case .turns(let offsets, let follow):
-            turnsHandler?(offsets, follow)
-        case .failed(let error):
-            connected = false
-            linkFailure = error
-            wakeConnectionWaiters(error)
-            for op in waitingForAnswers { resolveAccept(op, with: error) }
-            for (id, operation) in operations where operation.isLive { operations[id]?.status = .failed }
-            connectionHandler?(notice)
-        }
+        perform(book.receive(notice, now: isLinked ? clock : lastNow))
     }
 
     private var isLinked: Bool { if case .linked = backend { return true } else { return false } }
 
-    /// A subscription the matcher (re)accepted with what it has found now: after a resumed session, what was
-    /// reported and is gone is lost now; after a new session it has until its lost timeout to come back.
-    private func reconcile(_ op: OperationID, visible: [Message]) {
-        let now = Set(visible)
-        if resumedConnection {
-            for message in (operations[op]?.subscription?.reported ?? []).subtracting(now).sorted(by: { $0.description < $1.description }) {
-                operations[op]?.subscription?.reported.remove(message)
-                deliver(op, .lost(message))
-            }
-        }
-        for message in visible { receive(.found(op, message)) }
-    }
-
     /// Reports lost what a new session did not confirm in time.
     private func expireUnconfirmed() {
-        let now = clock
-        for (op, operation) in operations {
-            guard let pending = operation.subscription?.unconfirmed, !pending.isEmpty else { continue }
-            for (message, deadline) in pending.sorted(by: { $0.key.description < $1.key.description }) where deadline <= now {
-                operations[op]?.subscription?.unconfirmed[message] = nil
-                if operations[op]?.subscription?.reported.remove(message) != nil { deliver(op, .lost(message)) }
-            }
-        }
+        perform(book.expireUnconfirmed(now: clock))
     }
 
-    private func deliver(_ op: OperationID, _ event: SubscriptionEvent) {
-        guard let subscription = operations[op]?.subscription, !subscription.cancelled.isSet else { return }
-        logger.debug("\(event)")
-        subscription.continuation.yield(event)
-        subscription.handler?(event)
+    /// Does what the book says, in order.
+    private func perform(_ actions: [ManagerBook.Action]) {
+        for action in actions {
+            switch action {
+            case .deliver(let event, let subscription):
+                guard !subscription.cancelled.isSet else { continue }
+                logger.debug("\(event)")
+                subscription.continuation.yield(event)
+                subscription.handler?(event)
+            case .finish(let events):
+                events.finish()
+            case .answer(let waiter, let refusal):
+                waiter.timer?.cancel()
+                waiter.continuation.resume(returning: refusal)
+            case .wakeConnectionWaiters(let outcome):
+                wakeConnectionWaiters(outcome)
+            case .connectionChanged(let notice):
+                connectionHandler?(notice)
+            case .turns(let offsets, let follow):
+                turnsHandler?(offsets, follow)
+            case .debug(let message):
+                logger.debug("\(message)")
+            }
+        }
     }
 }
 
@@ -642,7 +545,7 @@ struct LinkTime: Sendable {
 }
 
 /// Everything a ``MessageManager`` knows of one operation, a publication or a subscription.
-private struct OperationRecord {
+struct OperationRecord {
     var status: OperationStatus
     /// The discovery mode while the operation counts for the radio (nil once it ended or was refused).
     var mode: Strategy.DiscoveryMode?
@@ -655,23 +558,24 @@ private struct OperationRecord {
 
     var isLive: Bool { status == .active || status == .starting }
 
-    /// Refused or failed: off the radio, no more events.
-    mutating func fail() {
+    /// Refused or failed: off the radio, no more events. Returns the subscription's events to finish.
+    mutating func fail() -> AsyncStream<SubscriptionEvent>.Continuation? {
         status = .failed
         mode = nil
         audio = nil
-        endSubscription()
+        return takeSubscription()?.continuation
     }
 
-    /// Finishes the subscription's events (what was buffered can still be read unless it was cancelled).
-    mutating func endSubscription() {
-        subscription?.continuation.finish()
-        subscription = nil
+    /// Ends the subscription's delivery; the caller finishes its events (what was buffered can still be read
+    /// unless it was cancelled).
+    mutating func takeSubscription() -> SubscriptionRecord? {
+        defer { subscription = nil }
+        return subscription
     }
 }
 
 /// A subscription's delivery, and what it reported to its reader.
-private struct SubscriptionRecord {
+struct SubscriptionRecord {
     let continuation: AsyncStream<SubscriptionEvent>.Continuation
     let handler: (@Sendable (SubscriptionEvent) -> Void)?
     let cancelled: StopFlag
@@ -685,7 +589,7 @@ private struct SubscriptionRecord {
 }
 
 /// Where a linked operation's request is.
-private enum OperationAnswer {
+enum OperationAnswer {
     /// Being sent (a link whose `send` suspends, as a ``LocalMatcher``'s does, can have the answer handled
     /// during the send).
     case sending
@@ -696,7 +600,7 @@ private enum OperationAnswer {
 }
 
 /// A caller waiting for an answer, and the task that gives up on its behalf.
-private struct Waiter {
+struct Waiter {
     let continuation: CheckedContinuation<ExchangeError?, Never>
     var timer: Task<Void, Never>?
 }
