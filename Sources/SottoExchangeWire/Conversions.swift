@@ -236,11 +236,7 @@ extension ServerFrame {
     public static func error(_ error: ExchangeError, fatal: Bool = false) -> Self {
         let wire = WireError(error)
         var body = Sotto_Exchange_V1_Error()
-        body.code = wire.code
-        body.message = wire.message
-        body.limit = wire.limit
-        body.value = wire.value
-        body.detail = wire.detail
+        (body.code, body.message, body.limit, body.value, body.detail) = (wire.code, wire.message, wire.limit, wire.value, wire.detail)
         body.fatal = fatal
         var frame = Self()
         frame.kind = .error(body)

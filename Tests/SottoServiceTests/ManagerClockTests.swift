@@ -17,12 +17,12 @@ import Testing
             do throws(ExchangeError) { try await manager.connect(timeout: 10); return nil } catch { return error }
         }
         // The link's ticker and the wait's timer sleep on the manual clock; real time does not end the wait.
-        #expect(await eventually { clock.sleeping == 2 })
+        #expect(await eventually(20) { clock.sleeping == 2 })
         clock.advance(by: .seconds(10))
         #expect(await waiting.value == .unavailable("not connected after 10.0 s"))
-        #expect(await eventually { clock.sleeping == 1 }, "only the ticker sleeps on")
+        #expect(await eventually(20) { clock.sleeping == 1 }, "only the ticker sleeps on")
         await manager.close(now: 0)
-        #expect(await eventually { clock.sleeping == 0 }, "closing stops the ticker")
+        #expect(await eventually(20) { clock.sleeping == 0 }, "closing stops the ticker")
     }
 
     @Test func aConnectionCancelsTheWaitsTimer() async throws {
@@ -33,11 +33,11 @@ import Testing
                                      clock: clock)
         try await manager.connect(timeout: 10)
         // Connected without the clock moving: the timer was cancelled, only the ticker sleeps.
-        #expect(await eventually { clock.sleeping == 1 })
+        #expect(await eventually(20) { clock.sleeping == 1 })
         // An operation's wait for the matcher's answer ends with the answer, and so does its timer.
         let publication = try await manager.publish(try Message(namespace: "museum", type: "exhibit", content: [7]), now: 0)
         #expect(await publication.status() == .active)
-        #expect(await eventually { clock.sleeping == 1 })
+        #expect(await eventually(20) { clock.sleeping == 1 })
         await manager.close(now: 0)
     }
 }
