@@ -149,7 +149,7 @@ public final class RemoteMatcher: MatcherLink, Sendable {
     }
 
     /// Ends the session: a welcomed session's stream is ended cleanly (the service then ends the session at
-    /// once), given ``goAwayGrace`` to do so. Returns when the link has shut down.
+    /// once), given 2 s to do so. Returns when the link has shut down.
     public func close() async {
         input.continuation.yield(.close)
         await runner.withLock { $0 }?.value
