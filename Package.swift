@@ -209,8 +209,7 @@ let package = Package(
                 swiftSettings: strict),
 
         .testTarget(name: "SottoDSPTests",
-                    dependencies: ["SottoDSP", .product(name: "RealModule", package: "swift-numerics"),
-                                   .product(name: "PropertyBased", package: "swift-property-based")],
+                    dependencies: ["SottoDSP", .product(name: "RealModule", package: "swift-numerics")],
                     swiftSettings: strict),
         .testTarget(name: "SottoCodesTests",
                     dependencies: ["SottoCodes", .product(name: "PropertyBased", package: "swift-property-based")],
@@ -222,7 +221,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio"], swiftSettings: strict),
         .testTarget(name: "SottoExchangeTests",
-                    dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoModem", "SottoAudio", "SottoLive", "SottoSupport", "SottoCodes",
+                    dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoModem", "SottoAudio", "SottoSupport", "SottoCodes",
                                    .product(name: "HeapModule", package: "swift-collections")],
                     swiftSettings: strict),
         // Test harnesses shared by test targets (a real PostgreSQL server in a temporary directory).
@@ -245,7 +244,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoCLITests",
                     dependencies: ["sotto", "SottoTools", "SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
-                                   "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport", "SottoDaemon",
+                                   "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport", "SottoDaemon", "SottoSupport",
                                    "SottoNotify", "SottoDaemonNotify",
                                    .product(name: "GRPCCore", package: "grpc-swift-2"),
                                    .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
