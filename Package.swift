@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "SottoExchangeRadio", targets: ["SottoExchangeRadio"]),
         .library(name: "SottoExchangeWire", targets: ["SottoExchangeWire"]),
         .library(name: "SottoExchangeClient", targets: ["SottoExchangeClient"]),
+        .library(name: "SottoExchangeLoad", targets: ["SottoExchangeLoad"]),
         .library(name: "SottoExchangeService", targets: ["SottoExchangeService"]),
         .library(name: "SottoTools", targets: ["SottoTools"]),
         .library(name: "SottoNotify", targets: ["SottoNotify"]),
@@ -97,15 +98,16 @@ let package = Package(
         // Error-correcting and error-detecting codes. Pure Swift, no dependencies.
         .target(name: "SottoCodes", swiftSettings: hot),
         // Acoustic channel simulator (noise, clock offset, reverberation, roll-off, clipping). No I/O.
-        .target(name: "SottoChannel", dependencies: ["SottoDSP", "SottoCodes"], swiftSettings: hot),
+        .target(name: "SottoChannel",
+                dependencies: ["SottoDSP", "SottoCodes", .product(name: "RealModule", package: "swift-numerics")],
+                swiftSettings: hot),
         // Profiles, frame format, modulator and streaming demodulator/decoder.
         .target(name: "SottoModem",
                 dependencies: ["SottoDSP", "SottoCodes", .product(name: "RealModule", package: "swift-numerics")],
                 swiftSettings: hot),
         // Audio files (libsndfile) and live devices (ALSA). Knows nothing of DSP.
         .target(name: "SottoAudio",
-                dependencies: ["CSndFile", "CVorbisFile", "CALSA", "CSottoShims", "SottoSupport",
-                               .product(name: "Logging", package: "swift-log")],
+                dependencies: ["CSndFile", "CVorbisFile", "CALSA", "CSottoShims", "SottoSupport"],
                 swiftSettings: strict),
         // Live use: ALSA capture feeding the streaming decoder, looped playback, self-check.
         .target(name: "SottoLive",
@@ -115,7 +117,7 @@ let package = Package(
         // JSON Lines records, robustness sweeps, the simulated room, fixtures and their benchmark.
         .target(name: "SottoTools",
                 dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange", "SottoExchangeRadio",
-                               "SottoSupport"],
+                               "SottoSupport", .product(name: "RealModule", package: "swift-numerics")],
                 swiftSettings: strict),
         // The per-user daemon (`sotto daemon`): the control socket and its protocol, the operations it runs on
         // the shared devices, consent, persistence. Matcher services plug in as a closure (no network here).
@@ -126,10 +128,9 @@ let package = Package(
         // Nearby-style publish/subscribe: messages, the pure matcher core, the manager an app talks to.
         // No audio, no network: the embedded core and the remote client plug in behind one protocol.
         .target(name: "SottoExchange",
-                dependencies: ["SottoCodes", "SottoSupport",
+                dependencies: ["SottoSupport",
                                // HMAC-SHA256 of rotating beacon IDs (BeaconRotation.swift).
                                .product(name: "Crypto", package: "swift-crypto"),
-                               .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "HeapModule", package: "swift-collections"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
@@ -157,12 +158,16 @@ let package = Package(
                                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                                .product(name: "Metrics", package: "swift-metrics"),
+                               .product(name: "CoreMetrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "GRDB", package: "GRDB.swift"),
                                .product(name: "PostgresNIO", package: "postgres-nio"),
                                .product(name: "Crypto", package: "swift-crypto"),
-                               .product(name: "Logging", package: "swift-log")],
+                               .product(name: "Logging", package: "swift-log"),
+                               // The session outbox's queue (Outbox.swift); the replication log's messages.
+                               .product(name: "DequeModule", package: "swift-collections"),
+                               .product(name: "SwiftProtobuf", package: "swift-protobuf")],
                 exclude: ["Replication/replication.proto"],
                 swiftSettings: strict),
         // A MessageManager backed by `sotto serve`: one gRPC stream per session, reconnecting.
@@ -170,8 +175,13 @@ let package = Package(
                 dependencies: ["SottoExchange", "SottoExchangeWire",
                                .product(name: "GRPCCore", package: "grpc-swift-2"),
                                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
-                               .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                .product(name: "Logging", package: "swift-log")],
+                swiftSettings: strict),
+        // The load generator of `sotto load`: simulated devices on raw gRPC streams, measuring a service.
+        .target(name: "SottoExchangeLoad",
+                dependencies: ["SottoExchange", "SottoExchangeWire",
+                               .product(name: "GRPCCore", package: "grpc-swift-2"),
+                               .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport")],
                 swiftSettings: strict),
         // The C API: sotto.h (the one definition of the ABI) and a thread-local error message; its functions
         // are implemented in Swift by SottoC (@c @implementation checks each against the header).
@@ -198,6 +208,7 @@ let package = Package(
         .executableTarget(name: "sotto",
                 dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoSupport", "CSottoShims",
                                "SottoExchangeRadio", "SottoExchangeService", "SottoExchangeClient", "SottoExchangeWire",
+                               "SottoDSP", "SottoExchangeLoad",
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -205,20 +216,19 @@ let package = Package(
                 swiftSettings: strict),
 
         .testTarget(name: "SottoDSPTests",
-                    dependencies: ["SottoDSP",
-                                   .product(name: "PropertyBased", package: "swift-property-based")],
+                    dependencies: ["SottoDSP", .product(name: "RealModule", package: "swift-numerics")],
                     swiftSettings: strict),
         .testTarget(name: "SottoCodesTests",
                     dependencies: ["SottoCodes", .product(name: "PropertyBased", package: "swift-property-based")],
                     swiftSettings: strict),
         .testTarget(name: "SottoChannelTests", dependencies: ["SottoChannel", "SottoDSP"], swiftSettings: strict),
         .testTarget(name: "SottoModemTests",
-                    dependencies: ["SottoModem", "SottoDSP", "SottoChannel",
+                    dependencies: ["SottoModem", "SottoDSP", "SottoChannel", "SottoCodes",
                                    .product(name: "PropertyBased", package: "swift-property-based")],
                     swiftSettings: strict),
         .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio"], swiftSettings: strict),
         .testTarget(name: "SottoExchangeTests",
-                    dependencies: ["SottoExchange", "SottoCodes", "SottoExchangeRadio", "SottoModem", "SottoAudio", "SottoLive", "SottoSupport",
+                    dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoModem", "SottoAudio", "SottoSupport", "SottoCodes",
                                    .product(name: "HeapModule", package: "swift-collections")],
                     swiftSettings: strict),
         // Test harnesses shared by test targets (a real PostgreSQL server in a temporary directory).
@@ -230,7 +240,8 @@ let package = Package(
                                    .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                                    .product(name: "NIOCore", package: "swift-nio"),
                                    .product(name: "NIOPosix", package: "swift-nio"),
-                                   .product(name: "PostgresNIO", package: "postgres-nio")],
+                                   .product(name: "PostgresNIO", package: "postgres-nio"),
+                                   .product(name: "Crypto", package: "swift-crypto")],
                     swiftSettings: strict),
         .testTarget(name: "SottoNotifyTests",
                     dependencies: ["SottoNotify", "CDBus",
@@ -239,8 +250,8 @@ let package = Package(
                                    .product(name: "NIOHTTP1", package: "swift-nio")],
                     swiftSettings: strict),
         .testTarget(name: "SottoCLITests",
-                    dependencies: ["sotto", "SottoTools", "SottoModem", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
-                                   "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport", "SottoDaemon",
+                    dependencies: ["sotto", "SottoTools", "SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
+                                   "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport", "SottoDaemon", "SottoSupport",
                                    "SottoNotify", "SottoDaemonNotify",
                                    .product(name: "GRPCCore", package: "grpc-swift-2"),
                                    .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),

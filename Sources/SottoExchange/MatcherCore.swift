@@ -1,5 +1,4 @@
 import HeapModule
-import SottoCodes
 
 /// Identifies a client session (one process using one sound card).
 public struct SessionID: Sendable, Hashable, Codable, CustomStringConvertible {

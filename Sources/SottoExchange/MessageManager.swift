@@ -44,7 +44,8 @@ public final class PublicationHandle: Sendable {
     /// Unpublishes; subscribers that had found the message get `lost` at once.
     public func cancel() async { await manager.end(id) }
     public func status() async -> OperationStatus { await manager.status(of: id) }
-    deinit { let manager = self.manager, id = self.id; Task { await manager.end(id) } }
+    /// Hands the id to the manager, whose own task ends the publication.
+    deinit { manager.released(id) }
 }
 
 /// A subscription: its events, and cancellation.
@@ -57,7 +58,8 @@ public final class SubscriptionHandle: Sendable {
     /// Unsubscribes; when this returns, no more events are delivered.
     public func cancel() async { events.cancelled.set(); await manager.end(id) }
     public func status() async -> OperationStatus { await manager.status(of: id) }
-    deinit { events.cancelled.set(); let manager = self.manager, id = self.id; Task { await manager.end(id) } }
+    /// Hands the id to the manager, whose own task ends the subscription.
+    deinit { events.cancelled.set(); manager.released(id) }
 }
 
 /// The exchange for one app: publish, subscribe, and feed it what the radio heard.
@@ -79,13 +81,8 @@ public actor MessageManager {
     private var backend: Backend
     private let lostTimeout: Double
     private var nextID = 0
-    private var subscriptions: [OperationID: (continuation: AsyncStream<SubscriptionEvent>.Continuation, handler: (@Sendable (SubscriptionEvent) -> Void)?, cancelled: StopFlag)] = [:]
-    private var statuses: [OperationID: OperationStatus] = [:]
-    /// Discovery mode of each live operation: the radio plays the token if any wants to broadcast and reports
-    /// what it hears if any wants to scan (Nearby's fold of the operations' strategies).
-    private var modes: [OperationID: Strategy.DiscoveryMode] = [:]
-    private var audioPublications: [OperationID: Message] = [:]
-    private var invalidTokens: [[UInt8]: Double] = [:]
+    /// Its book.operations, the link's state and the tokens to ignore: a value changed by the matcher's notices.
+    private var book = ManagerBook()
     private var logger: Logger
     private let consent: Consent?
     /// Seconds an unknown token is ignored after the matcher called it invalid.
@@ -96,27 +93,13 @@ public actor MessageManager {
     /// handle whose status is `starting` (s).
     public static let acceptTimeout = 10.0
 
-    // Linked backend state.
-    private var linkToken: [UInt8]?
-    private var connected = false
-    private var lastReported: [Payload: Double] = [:]
-    private var pendingAccepts: [OperationID: CheckedContinuation<ExchangeError?, Never>] = [:]
-    /// Operations being sent, and the answers that arrived before their sender waited for them (a link whose
-    /// `send` suspends, as a ``LocalMatcher``'s does, can have the answer handled during the send).
-    private var sending: Set<OperationID> = []
-    private var earlyAnswers: [OperationID: ExchangeError?] = [:]
-    private var lostTimeouts: [OperationID: Double] = [:]
-    /// What each subscription has reported found (found and lost alternate against this).
-    private var reported: [OperationID: Set<Message>] = [:]
-    /// After a reconnection to a new session: messages reported found that the matcher has not confirmed
-    /// yet, with the time (s) at which they are reported lost unless found again.
-    private var unconfirmed: [OperationID: [Message: Double]] = [:]
-    private var resumedConnection = false
-    /// Set by `close`: the link's end is not news to report.
-    private var closing = false
     private var pump: Task<Void, Never>?
     private var linkTicker: Task<Void, Never>?
-    private let started = ContinuousClock.now
+    /// With a link: the manager's time (s since its creation) on the clock it was given, and sleeping on it.
+    private let linkTime: LinkTime
+    /// Handles released without a cancel (their deinit cannot wait): ended in turn by `reaper`.
+    private let releasedIDs: (stream: AsyncStream<(OperationID, MessageManager)>, continuation: AsyncStream<(OperationID, MessageManager)>.Continuation)
+    private var reaper: Task<Void, Never>?
     /// Called when the link to a matcher service goes down, comes back or fails for good (with a link only).
     private var connectionHandler: (@Sendable (MatcherNotice) -> Void)?
     /// Called with the matcher's turns for this session's token frames (the radio follows them).
@@ -140,22 +123,30 @@ public actor MessageManager {
         var core = core
         _ = core.handle(.openSession(session, appID: appID, broadcasts: broadcasts), now: now)  // its token is read from the core
         self.backend = .embedded(core)
+        self.linkTime = LinkTime(ContinuousClock())
+        self.releasedIDs = AsyncStream.makeStream()
         var logger = Logger(label: "sotto.exchange")
         logger.logLevel = ProcessInfo.processInfo.environment["SOTTO_DEBUG"] == "1" ? .debug : .info
         self.logger = logger
     }
 
     /// A manager whose matcher is at the other end of `link` (a ``LocalMatcher`` session or a connection to
-    /// `sotto serve`). Time is this manager's monotonic clock; the `now` arguments are ignored.
+    /// `sotto serve`). The matcher keeps the matching's time; this manager's own (how often a sighting is
+    /// reported, how long an invalid token is ignored, when a reconnection's unconfirmed messages are lost,
+    /// how long `connect` and an operation wait) is `clock`'s, so the `now` arguments, the time of an
+    /// embedded core, are not used.
     /// - Parameters:
     ///   - link: the session of a matcher this manager uses.
     ///   - appID: for logs only (the matcher knows the project from the link).
     ///   - lostTimeout: default time without a sighting before `lost` (s).
     ///   - consent: when given, publishing and subscribing need the user's consent.
+    ///   - clock: the manager's own time (a monotonic clock live; a manual one in tests).
     ///   - onConnection: called with `connected`, `disconnected` and `failed` notices.
     public init(link: any MatcherLink, appID: String = "", lostTimeout: Double = 10, consent: Consent? = nil,
-                onConnection: (@Sendable (MatcherNotice) -> Void)? = nil) {
+                clock: any Clock<Duration> = ContinuousClock(), onConnection: (@Sendable (MatcherNotice) -> Void)? = nil) {
         self.consent = consent
+        self.linkTime = LinkTime(clock)
+        self.releasedIDs = AsyncStream.makeStream()
         self.appID = appID
         self.session = SessionID("linked-\(UUID().uuidString)")
         self.lostTimeout = lostTimeout
@@ -174,43 +165,71 @@ public actor MessageManager {
             for await notice in notices { await self?.receive(notice) }
             await self?.receive(.disconnected(reason: "link closed"))
         }
+        let time = linkTime
         linkTicker = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(250))
+            while (try? await time.sleep(0.25)) != nil {
                 await self?.expireUnconfirmed()
             }
         }
     }
 
-    private var connectionWaiters: [CheckedContinuation<ExchangeError?, Never>] = []
-    private var linkFailure: ExchangeError?
+    /// Ends the operation of a handle released without a cancel, on this manager's own task (started with
+    /// the first handle, cancelled when the manager goes).
+    nonisolated func released(_ id: OperationID) {
+        releasedIDs.continuation.yield((id, self))
+    }
+
+    private func startReaper() {
+        guard reaper == nil else { return }
+        let ids = releasedIDs.stream
+        // The manager comes with each id (a handle may hold its last reference), so the task holds none.
+        reaper = Task { for await (id, manager) in ids { await manager.end(id) } }
+    }
+
+    deinit {
+        releasedIDs.continuation.finish()
+        reaper?.cancel()
+        pump?.cancel()
+        linkTicker?.cancel()
+        for waiter in connectionWaiters.values { waiter.timer?.cancel() }
+        for operation in book.operations.values { if case .waiting(let waiter) = operation.answer { waiter.timer?.cancel() } }
+    }
+
+
+    private var connectionWaiters: [Int: Waiter] = [:]
+    private var nextWaiter = 0
 
     /// With a link: waits until it is connected, for at most `timeout` (s). Embedded managers return at once.
     /// - Throws: the link's failure (a wrong API key, a session quota) or `unavailable` after the timeout.
     public func connect(timeout: Double = 10) async throws(ExchangeError) {
         guard isLinked else { return }
         startLink()
-        if let linkFailure { throw linkFailure }
-        if connected { return }
+        if let failure = book.link.failure { throw failure }
+        if book.link.connected { return }
+        nextWaiter += 1
+        let key = nextWaiter, time = linkTime
         let outcome: ExchangeError? = await withCheckedContinuation { continuation in
-            connectionWaiters.append(continuation)
-            Task { [weak self] in
-                try? await Task.sleep(for: .seconds(timeout))
-                await self?.wakeConnectionWaiters(.unavailable("not connected after \(timeout) s"))
+            // This caller's timer (cancelled once the link connects or fails) wakes this caller only.
+            let timer = Task { [weak self] in
+                guard (try? await time.sleep(timeout)) != nil else { return }
+                await self?.wakeConnectionWaiter(key, .unavailable("not connected after \(timeout) s"))
             }
+            connectionWaiters[key] = Waiter(continuation: continuation, timer: timer)
         }
         if let outcome { throw outcome }
     }
 
-    private func wakeConnectionWaiters(_ outcome: ExchangeError?) {
-        let waiters = connectionWaiters
-        connectionWaiters = []
-        for waiter in waiters { waiter.resume(returning: outcome) }
+    private func wakeConnectionWaiter(_ key: Int, _ outcome: ExchangeError?) {
+        guard let waiter = connectionWaiters.removeValue(forKey: key) else { return }
+        waiter.timer?.cancel()
+        waiter.continuation.resume(returning: outcome)
     }
 
-    private var clock: Double {
-        return (ContinuousClock.now - started).inSeconds
+    private func wakeConnectionWaiters(_ outcome: ExchangeError?) {
+        for key in Array(connectionWaiters.keys) { wakeConnectionWaiter(key, outcome) }
     }
+
+    private var clock: Double { linkTime.elapsed() }
 
     /// Sets what receives the matcher's turns for this session's token frames: the offsets of the slots and
     /// how long to follow them (s after the notice was made), and the room alias to play in those slots instead of
@@ -223,7 +242,7 @@ public actor MessageManager {
     /// Switches debug logging at run time (also on with SOTTO_DEBUG=1).
     public func setDebugLogging(_ on: Bool) { logger.logLevel = on ? .debug : .info }
 
-    private var liveCount: Int { statuses.values.filter { $0 == .active || $0 == .starting }.count }
+    private var liveCount: Int { book.operations.values.filter(\.isLive).count }
 
     private func newID() throws(ExchangeError) -> OperationID {
         if let consent, !consent.isGranted { throw .consentNotGranted }
@@ -231,6 +250,7 @@ public actor MessageManager {
             throw .quotaExceeded(ExchangeLimits.maxOperationsPerApp)
         }
         nextID += 1
+        startReaper()
         return OperationID(nextID)
     }
 
@@ -240,17 +260,15 @@ public actor MessageManager {
     public func publish(_ message: Message, strategy: Strategy = .default, now: Double) async throws(ExchangeError) -> PublicationHandle {
         if case .infinite = strategy.ttl { throw .invalidTTL(Int.max) }
         let id = try newID()
-        modes[id] = strategy.discoveryMode
-        if message.isAudioBytes { audioPublications[id] = message }
+        book.operations[id] = OperationRecord(status: .starting, mode: strategy.discoveryMode, audio: message.isAudioBytes ? message : nil)
         logger.debug("publish \(message)")
         switch backend {
         case .embedded(var core):
-            statuses[id] = .active
+            book.operations[id]?.status = .active
             let events = core.handle(.publish(session, id, message, strategy), now: now)
             backend = .embedded(core)
             apply(events)
         case .linked(let link):
-            statuses[id] = .starting
             try await request(.publish(id, message, strategy), id: id, over: link)
         }
         return PublicationHandle(id: id, message: message, manager: self)
@@ -270,22 +288,19 @@ public actor MessageManager {
         let timeout = lostTimeout ?? self.lostTimeout
         let (stream, continuation) = AsyncStream.makeStream(of: SubscriptionEvent.self)
         let flag = StopFlag()
-        subscriptions[id] = (continuation, handler, flag)
-        modes[id] = strategy.discoveryMode
-        lostTimeouts[id] = timeout
-        reported[id] = []
+        let subscription = SubscriptionRecord(continuation: continuation, handler: handler, cancelled: flag, lostTimeout: timeout)
+        book.operations[id] = OperationRecord(status: .starting, mode: strategy.discoveryMode, subscription: subscription)
         switch backend {
         case .embedded(var core):
-            statuses[id] = .active
+            book.operations[id]?.status = .active
             let events = core.handle(.subscribe(session, id, filter, strategy, lostTimeout: timeout), now: now)
             backend = .embedded(core)
             apply(events)
         case .linked(let link):
-            statuses[id] = .starting
             do throws(ExchangeError) {
                 try await request(.subscribe(id, filter, strategy, lostTimeout: timeout), id: id, over: link)
             } catch {
-                subscriptions.removeValue(forKey: id)?.continuation.finish()
+                book.operations[id]?.takeSubscription()?.continuation.finish()
                 throw error
             }
         }
@@ -295,53 +310,46 @@ public actor MessageManager {
     /// Sends an operation over the link and waits for the matcher's answer while connected.
     private func request(_ request: MatcherRequest, id: OperationID, over link: any MatcherLink) async throws(ExchangeError) {
         startLink()
-        sending.insert(id)
+        book.operations[id]?.answer = .sending
         await link.send(request)
-        sending.remove(id)
+        let answer = book.operations[id]?.answer
+        book.operations[id]?.answer = nil
         let refusal: ExchangeError?
-        if let early = earlyAnswers.removeValue(forKey: id) {
+        if case .answeredWhileSending(let early) = answer {
             refusal = early
         } else {
-            guard connected else { return }  // re-established with the others when the link is back
+            guard book.link.connected else { return }  // re-established with the others when the link is back
+            let time = linkTime
             refusal = await withCheckedContinuation { continuation in
-                pendingAccepts[id] = continuation
-                Task { [weak self] in
-                    try? await Task.sleep(for: .seconds(Self.acceptTimeout))
+                // Cancelled when the answer comes first.
+                let timer = Task { [weak self] in
+                    guard (try? await time.sleep(Self.acceptTimeout)) != nil else { return }
                     await self?.resolveAccept(id, with: nil)
                 }
+                book.operations[id]?.answer = .waiting(Waiter(continuation: continuation, timer: timer))
             }
         }
         if let refusal {
-            statuses[id] = .failed
-            modes[id] = nil
-            audioPublications[id] = nil
+            book.operations[id]?.fail()?.finish()
             throw refusal
         }
     }
 
     private func resolveAccept(_ id: OperationID, with refusal: ExchangeError?) {
-        if let waiter = pendingAccepts.removeValue(forKey: id) {
-            waiter.resume(returning: refusal)
-        } else if sending.contains(id) {
-            earlyAnswers[id] = .some(refusal)
-        }
+        perform(book.resolveAccept(id, with: refusal))
     }
 
     /// Ends an operation; `cancelled` (the user's cancel, not the session's end) also drops events not
     /// yet read.
     func end(_ id: OperationID, now: Double? = nil, cancelled: Bool = true) async {
-        guard let status = statuses[id], status == .active || status == .starting else { return }
-        statuses[id] = .inactive
-        modes[id] = nil
-        let isSubscription = subscriptions[id] != nil
-        if let subscription = subscriptions.removeValue(forKey: id) {
-            if cancelled { subscription.cancelled.set() }
-            subscription.continuation.finish()
-        } else {
-            audioPublications[id] = nil
-        }
-        reported[id] = nil
-        unconfirmed[id] = nil
+        guard var operation = book.operations[id], operation.isLive else { return }
+        let isSubscription = operation.subscription != nil
+        if cancelled { operation.subscription?.cancelled.set() }
+        operation.status = .inactive
+        operation.mode = nil
+        operation.audio = nil
+        operation.takeSubscription()?.continuation.finish()
+        book.operations[id] = operation
         switch backend {
         case .embedded(var core):
             let events = core.handle(isSubscription ? .unsubscribe(session, id) : .unpublish(session, id), now: now ?? lastNow)
@@ -356,8 +364,8 @@ public actor MessageManager {
     /// are in error) and, with a link, the matcher's (starting until it accepted the operation and while
     /// the link is reconnecting); active otherwise.
     func status(of id: OperationID) -> OperationStatus {
-        let status = statuses[id] ?? .inactive
-        if case .linked = backend, status == .active, !connected { return .starting }
+        let status = book.operations[id]?.status ?? .inactive
+        if case .linked = backend, status == .active, !book.link.connected { return .starting }
         guard status == .active else { return status }
         switch radio {
         case .starting: return .starting
@@ -375,10 +383,11 @@ public actor MessageManager {
 
     private var lastNow = 0.0
 
-    /// Whether some live operation listens (scan or both).
-    private var scans: Bool { modes.values.contains { $0 != .broadcast } }
+    /// Whether some live operation listens (scan or both): the radio reports what it hears if any wants to
+    /// scan (Nearby's fold of the book.operations' strategies).
+    private var scans: Bool { book.operations.values.contains { $0.mode != nil && $0.mode != .broadcast } }
     /// Whether some live operation plays the token (broadcast or both).
-    private var broadcastsToken: Bool { modes.values.contains { $0 != .scan } }
+    private var broadcastsToken: Bool { book.operations.values.contains { $0.mode != nil && $0.mode != .scan } }
 
     /// Feeds one decoded frame (the modem's token bytes) heard at `now` with this SNR (dB) and level (dBFS).
     /// Ignored while no live operation scans. `unixTime` (s since 1970) is the wall clock when it was heard,
@@ -389,20 +398,20 @@ public actor MessageManager {
         case .embedded(var core):
             lastNow = now
             guard scans else { return }
-            if case .token(let token) = payload, let until = invalidTokens[token], now < until { return }
+            if case .token(let token) = payload, let until = book.invalidTokens[token], now < until { return }
             let events = core.handle(.observe(session, payload, snr: snr, level: level), now: now, unixTime: unixTime ?? now)
             backend = .embedded(core)
             apply(events)
         case .linked(let link):
             let now = clock
-            guard scans, connected else { return }
+            guard scans, book.link.connected else { return }
             if case .token(let token) = payload {
-                if let until = invalidTokens[token], now < until { return }
-                if token == linkToken { return }  // our own token: the self-check's business
+                if let until = book.invalidTokens[token], now < until { return }
+                if token == book.link.token { return }  // our own token: the self-check's business
             }
-            if let last = lastReported[payload], now - last < Self.reportInterval { return }
-            lastReported[payload] = now
-            if lastReported.count > 10_000 { lastReported = lastReported.filter { now - $0.value < Self.reportInterval } }
+            if let last = book.link.lastReported[payload], now - last < Self.reportInterval { return }
+            book.link.lastReported[payload] = now
+            if book.link.lastReported.count > 10_000 { book.link.lastReported = book.link.lastReported.filter { now - $0.value < Self.reportInterval } }
             await link.send(.observe([Sighting(payload: payload, snr: snr, level: level)]))
         }
     }
@@ -427,7 +436,7 @@ public actor MessageManager {
     /// its own time).
     public func tick(now: Double) {
         lastNow = now
-        invalidTokens = invalidTokens.filter { $0.value > now }
+        book.invalidTokens = book.invalidTokens.filter { $0.value > now }
         guard case .embedded(var core) = backend else { return }
         let events = core.handle(.tick, now: now)
         backend = .embedded(core)
@@ -442,17 +451,14 @@ public actor MessageManager {
             backend = .embedded(core)
             apply(events)
         case .linked(let link):
-            closing = true
-            // Found messages are lost locally: the matcher forgets this session.
-            for (op, messages) in reported {
-                for message in messages.sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
-            }
-            reported = [:]
+            perform(book.closeLink())
             await link.close()
             pump?.cancel()
             linkTicker?.cancel()
         }
-        for id in statuses.keys where statuses[id] == .active || statuses[id] == .starting { await end(id, now: now, cancelled: false) }
+        // Handles released from now on have nothing to end; the reaper ends those already handed in, then stops.
+        defer { releasedIDs.continuation.finish() }
+        for (id, operation) in book.operations where operation.isLive { await end(id, now: now, cancelled: false) }
     }
 
     /// What the radio should loop now: the session's token (while some operation broadcasts) and the
@@ -462,10 +468,10 @@ public actor MessageManager {
         let token: [UInt8]?
         switch backend {
         case .embedded(let core): token = core.token(of: session)
-        case .linked: token = linkToken
+        case .linked: token = book.link.token
         }
         if let token, liveCount > 0, broadcastsToken { plan.append(.token(token)) }
-        plan += audioPublications.values.sorted { $0.content.lexicographicallyPrecedes($1.content) }.map { .audioBytes($0.content) }
+        plan += book.operations.values.compactMap(\.audio).sorted { $0.content.lexicographicallyPrecedes($1.content) }.map { .audioBytes($0.content) }
         return plan
     }
 
@@ -473,7 +479,7 @@ public actor MessageManager {
     public var token: [UInt8]? {
         switch backend {
         case .embedded(let core): return core.token(of: session)
-        case .linked: return linkToken
+        case .linked: return book.link.token
         }
     }
 
@@ -489,108 +495,115 @@ public actor MessageManager {
 
     /// One notice from the matcher (embedded events are turned into notices too).
     private func receive(_ notice: MatcherNotice) {
-        switch notice {
-        case .token(let token):
-            linkToken = token
-        case .accepted(let op, let visible):
-            if statuses[op] == .starting { statuses[op] = .active }
-            if subscriptions[op] != nil { reconcile(op, visible: visible) }
-            resolveAccept(op, with: nil)
-        case .rejected(let op, let error):
-            logger.debug("operation \(op.value) refused: \(error)")
-            if pendingAccepts[op] != nil || sending.contains(op) {
-                resolveAccept(op, with: error)
-            } else if statuses[op] == .active || statuses[op] == .starting {
-                statuses[op] = .failed
-                modes[op] = nil
-                audioPublications[op] = nil
-                subscriptions.removeValue(forKey: op)?.continuation.finish()
-            }
-        case .found(let op, let message):
-            unconfirmed[op]?[message] = nil
-            guard reported[op]?.contains(message) == false else { return }
-            reported[op]?.insert(message)
-            deliver(op, .found(message))
-        case .lost(let op, let message):
-            unconfirmed[op]?[message] = nil
-            guard reported[op]?.remove(message) != nil else { return }
-            deliver(op, .lost(message))
-        case .signalChanged(let op, let message, let snr, let level):
-            guard reported[op]?.contains(message) == true else { return }
-            deliver(op, .signalChanged(message, snr: snr, level: level))
-        case .expired(let op):
-            if subscriptions[op] != nil {
-                for message in (reported[op] ?? []).sorted(by: { $0.description < $1.description }) { deliver(op, .lost(message)) }
-                deliver(op, .expired)
-            }
-            reported[op] = nil
-            unconfirmed[op] = nil
-            statuses[op] = .expired
-            modes[op] = nil
-            if let subscription = subscriptions.removeValue(forKey: op) { subscription.continuation.finish() }
-            audioPublications[op] = nil
-        case .invalidToken(let token):
-            invalidTokens[token] = (isLinked ? clock : lastNow) + Self.invalidTokenCache
-            logger.debug("invalid token \(token)")
-        case .connected(let resumed):
-            connected = true
-            resumedConnection = resumed
-            if !resumed {
-                // A new session: what was found must be found again within the lost timeout, or it is lost.
-                let now = clock
-                for (op, messages) in reported where !messages.isEmpty {
-                    let deadline = now + (lostTimeouts[op] ?? lostTimeout)
-                    unconfirmed[op] = Dictionary(uniqueKeysWithValues: messages.map { ($0, deadline) })
-                }
-            }
-            wakeConnectionWaiters(nil)
-            connectionHandler?(notice)
-        case .disconnected:
-            connected = false
-            for op in Array(pendingAccepts.keys) { resolveAccept(op, with: nil) }
-            if !closing { connectionHandler?(notice) }
-        case .turns(let offsets, let follow, let alias):
-            turnsHandler?(offsets, follow, alias)
-        case .failed(let error):
-            connected = false
-            linkFailure = error
-            wakeConnectionWaiters(error)
-            for op in Array(pendingAccepts.keys) { resolveAccept(op, with: error) }
-            for id in statuses.keys where statuses[id] == .active || statuses[id] == .starting { statuses[id] = .failed }
-            connectionHandler?(notice)
-        }
+        perform(book.receive(notice, now: isLinked ? clock : lastNow))
     }
 
     private var isLinked: Bool { if case .linked = backend { return true } else { return false } }
 
-    /// A subscription the matcher (re)accepted with what it has found now: after a resumed session, what was
-    /// reported and is gone is lost now; after a new session it has until its lost timeout to come back.
-    private func reconcile(_ op: OperationID, visible: [Message]) {
-        let now = Set(visible)
-        if resumedConnection {
-            for message in (reported[op] ?? []).subtracting(now).sorted(by: { $0.description < $1.description }) {
-                reported[op]?.remove(message)
-                deliver(op, .lost(message))
-            }
-        }
-        for message in visible { receive(.found(op, message)) }
-    }
-
     /// Reports lost what a new session did not confirm in time.
     private func expireUnconfirmed() {
-        let now = clock
-        for (op, pending) in unconfirmed {
-            for (message, deadline) in pending.sorted(by: { $0.key.description < $1.key.description }) where deadline <= now {
-                unconfirmed[op]?[message] = nil
-                if reported[op]?.remove(message) != nil { deliver(op, .lost(message)) }
+        perform(book.expireUnconfirmed(now: clock))
+    }
+
+    /// Does what the book says, in order.
+    private func perform(_ actions: [ManagerBook.Action]) {
+        for action in actions {
+            switch action {
+            case .deliver(let event, let subscription):
+                guard !subscription.cancelled.isSet else { continue }
+                logger.debug("\(event)")
+                subscription.continuation.yield(event)
+                subscription.handler?(event)
+            case .finish(let events):
+                events.finish()
+            case .answer(let waiter, let refusal):
+                waiter.timer?.cancel()
+                waiter.continuation.resume(returning: refusal)
+            case .wakeConnectionWaiters(let outcome):
+                wakeConnectionWaiters(outcome)
+            case .connectionChanged(let notice):
+                connectionHandler?(notice)
+            case .turns(let offsets, let follow, let alias):
+                turnsHandler?(offsets, follow, alias)
+            case .debug(let message):
+                logger.debug("\(message)")
             }
         }
     }
+}
 
-    private func deliver(_ op: OperationID, _ event: SubscriptionEvent) {
-        guard let subscription = subscriptions[op], !subscription.cancelled.isSet else { return }
-        logger.debug("\(event)")
-        subscription.continuation.yield(event)
-        subscription.handler?(event)
+/// A linked manager's own time: seconds since its creation on an injected clock, and sleeping on that clock
+/// (the generic clock opened once, so that the manager stores no existential instant).
+struct LinkTime: Sendable {
+    /// Seconds since this value was made (s).
+    let elapsed: @Sendable () -> Double
+    /// Sleeps this long (s) on the clock; throws when cancelled.
+    let sleep: @Sendable (Double) async throws -> Void
+
+    init(_ clock: some Clock<Duration>) {
+        let start = clock.now
+        elapsed = { start.duration(to: clock.now).inSeconds }
+        sleep = { seconds in try await clock.sleep(for: .seconds(seconds)) }
     }
+}
+
+/// Everything a ``MessageManager`` knows of one operation, a publication or a subscription.
+struct OperationRecord {
+    var status: OperationStatus
+    /// The discovery mode while the operation counts for the radio (nil once it ended or was refused).
+    var mode: Strategy.DiscoveryMode?
+    /// An audio-bytes publication's message while the radio plays it.
+    var audio: Message?
+    /// A subscription's delivery and what it reported, until it ends.
+    var subscription: SubscriptionRecord?
+    /// With a link: the request's answer while its sender waits for it.
+    var answer: OperationAnswer?
+
+    var isLive: Bool { status == .active || status == .starting }
+
+    /// Refused or failed: off the radio, no more events. Returns the subscription's events to finish.
+    mutating func fail() -> AsyncStream<SubscriptionEvent>.Continuation? {
+        status = .failed
+        mode = nil
+        audio = nil
+        return takeSubscription()?.continuation
+    }
+
+    /// Ends the subscription's delivery; the caller finishes its events (what was buffered can still be read
+    /// unless it was cancelled).
+    mutating func takeSubscription() -> SubscriptionRecord? {
+        defer { subscription = nil }
+        return subscription
+    }
+}
+
+/// A subscription's delivery, and what it reported to its reader.
+struct SubscriptionRecord {
+    let continuation: AsyncStream<SubscriptionEvent>.Continuation
+    let handler: (@Sendable (SubscriptionEvent) -> Void)?
+    let cancelled: StopFlag
+    /// Time without a sighting before `lost` (s).
+    let lostTimeout: Double
+    /// What it has reported found (found and lost alternate against this).
+    var reported: Set<Message> = []
+    /// After a reconnection to a new session: messages reported found that the matcher has not confirmed
+    /// yet, with the time (s) at which they are reported lost unless found again.
+    var unconfirmed: [Message: Double] = [:]
+}
+
+/// Where a linked operation's request is.
+enum OperationAnswer {
+    /// Being sent (a link whose `send` suspends, as a ``LocalMatcher``'s does, can have the answer handled
+    /// during the send).
+    case sending
+    /// The answer came while it was being sent: nil accepted, else the refusal.
+    case answeredWhileSending(ExchangeError?)
+    /// Its sender waits for the answer.
+    case waiting(Waiter)
+}
+
+/// A caller waiting for an answer, and the task that gives up on its behalf.
+struct Waiter {
+    let continuation: CheckedContinuation<ExchangeError?, Never>
+    var timer: Task<Void, Never>?
 }

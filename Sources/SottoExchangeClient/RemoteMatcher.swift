@@ -78,31 +78,31 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         public init(trustRoots: String? = nil) { self.trustRoots = trustRoots }
     }
 
-    private struct State {
-        /// Live operations, in the order they were made (sent again on a new session).
-        var operations: [(OperationID, MatcherRequest)] = []
-        var outbound: AsyncStream<ClientFrame>.Continuation?
-        var welcomed = false
-        var session = ""
-        var secret: [UInt8] = []
-        var closed = false
-        /// Operations ended while the link was down: the resumed session still has them.
-        var endedWhileDown: [MatcherRequest] = []
-        /// The session's last TakeTurns, 0 included (sent again after every Welcome: a resumed session may have
-        /// missed it while the link was down); nil: never sent.
-        var takeTurns: MatcherRequest?
-        /// When a frame was last sent (heartbeats only fill silences).
-        var lastSent = ContinuousClock.now
+    /// What `run()` reacts to, one at a time, in order.
+    private enum Input: Sendable {
+        /// Open a stream (at start, and after a back-off).
+        case connect
+        case send(MatcherRequest)
+        case close
+        case welcomed(attempt: UInt64, Sotto_Exchange_V1_Welcome)
+        /// A notice of the current stream, passed on in the order it came.
+        case notice(MatcherNotice)
+        case heartbeatTick(attempt: UInt64)
+        case streamEnded(attempt: UInt64, StateMachine.StreamOutcome)
+        case goAwayTimedOut(attempt: UInt64)
     }
 
     public let notices: AsyncStream<MatcherNotice>
     private let continuation: AsyncStream<MatcherNotice>.Continuation
-    private let state = Mutex(State())
+    private let input: (stream: AsyncStream<Input>, continuation: AsyncStream<Input>.Continuation)
     private let options: Options
     /// One client per endpoint, in the order of `options.endpoints`.
     private let clients: [GRPCClient<HTTP2ClientTransport.Posix>]
     private let logger: Logger
+    /// The task running `run()`, which `close()` awaits.
     private let runner = Mutex<Task<Void, Never>?>(nil)
+    /// How long a closing session's stream may take to end before it is cut (s).
+    static let goAwayGrace = 2.0
 
     /// Starts connecting at once.
     /// - Throws: when an endpoint cannot be used (a malformed address), or none is given.
@@ -112,7 +112,9 @@ public final class RemoteMatcher: MatcherLink, Sendable {
         self.options = options
         self.logger = logger
         (notices, continuation) = AsyncStream.makeStream(of: MatcherNotice.self)
+        input = AsyncStream.makeStream(of: Input.self)
         clients = try options.endpoints.map { try Self.client(for: $0, tls: options.tls) }
+        input.continuation.yield(.connect)
         let task = Task { [self] in await self.run() }
         runner.withLock { $0 = task }
     }
@@ -143,100 +145,115 @@ public final class RemoteMatcher: MatcherLink, Sendable {
     }
 
     public func send(_ request: MatcherRequest) async {
-        state.withLock { state in
-            switch request {
-            case .publish(let op, _, _), .subscribe(let op, _, _, _):
-                state.operations.removeAll { $0.0 == op }
-                state.operations.append((op, request))
-            case .unpublish(let op), .unsubscribe(let op):
-                let wasLive = state.operations.contains { $0.0 == op }
-                state.operations.removeAll { $0.0 == op }
-                if !state.welcomed && wasLive { state.endedWhileDown.append(request) }
-            case .observe:
-                break
-            case .takeTurns:
-                state.takeTurns = request
-            }
-            // While not welcomed, operations wait to be sent with the others; sightings are dropped.
-            if state.welcomed {
-                state.outbound?.yield(ClientFrame(request))
-                state.lastSent = ContinuousClock.now
-            }
-        }
+        input.continuation.yield(.send(request))
     }
 
+    /// Ends the session: a welcomed session's stream is ended cleanly (the service then ends the session at
+    /// once), given 2 s to do so. Returns when the link has shut down.
     public func close() async {
-        let task = state.withLock { state -> Task<Void, Never>? in
-            state.closed = true
-            state.outbound?.finish()
-            return runner.withLock { $0 }
-        }
-        // Give the stream a moment to end cleanly (the service then ends the session at once).
-        let deadline = ContinuousClock.now + .seconds(2)
-        while ContinuousClock.now < deadline, state.withLock({ $0.welcomed }) { try? await Task.sleep(for: .milliseconds(10)) }
-        for client in clients { client.beginGracefulShutdown() }
-        task?.cancel()
-        await task?.value
+        input.continuation.yield(.close)
+        await runner.withLock { $0 }?.value
     }
 
-    private var isClosed: Bool { state.withLock { $0.closed } }
-
+    /// The link's life: consumes the inputs, drives the state machine and does what it says, until it is
+    /// shut down (closed, refused) or cancelled.
     private func run() async {
+        var machine = StateMachine(endpoints: clients.count, backoff: options.backoff)
+        var heartbeat = ClientFrame()
+        heartbeat.kind = .heartbeat(Sotto_Exchange_V1_Heartbeat())
         await withDiscardingTaskGroup { group in
             for client in clients { group.addTask { try? await client.runConnections() } }
-            var delay = options.backoff.lowerBound
-            var index = 0
-            while !isClosed && !Task.isCancelled {
-                let outcome = await attempt(clients[index])
-                if isClosed || Task.isCancelled { break }
-                switch outcome {
-                case .fatal(let error):
-                    continuation.yield(.failed(error))
-                    state.withLock { $0.closed = true }
-                case .transient(let reason, let wasWelcomed):
-                    continuation.yield(.disconnected(reason: reason))
-                    if wasWelcomed { delay = options.backoff.lowerBound }
-                    let wait = delay * Double.random(in: 0.75...1.25)
-                    let failed = options.endpoints[index]
-                    index = (index + 1) % clients.count
-                    logger.info("matcher connection to \(failed) lost (\(reason)); \(options.endpoints[index]) in \(String(format: "%.1f", wait)) s")
-                    try? await Task.sleep(for: .seconds(wait))
-                    delay = min(delay * 2, options.backoff.upperBound)
+            inputs: for await input in input.stream {
+                switch input {
+                case .connect:
+                    if let open = machine.connect() { startStream(open, in: &group) }
+                case .send(let request):
+                    machine.send(request)?.yield(ClientFrame(request))
+                case .welcomed(let attempt, let welcome):
+                    let outcome = machine.welcomed(attempt: attempt, sessionID: welcome.sessionID,
+                                                   secret: Array(welcome.resumeSecret), resumed: welcome.resumed)
+                    if case .connected(let resumed, let replay, let writer) = outcome {
+                        continuation.yield(.connected(resumed: resumed))
+                        for request in replay { writer.yield(ClientFrame(request)) }
+                    }
+                case .notice(let notice):
+                    continuation.yield(notice)
+                case .heartbeatTick(let attempt):
+                    machine.heartbeatTick(attempt: attempt)?.yield(heartbeat)
+                case .streamEnded(let attempt, let outcome):
+                    switch machine.streamEnded(attempt: attempt, outcome, jitter: Double.random(in: 0.75...1.25)) {
+                    case .none:
+                        break
+                    case .backOff(let reason, let wait, let failed, let next):
+                        continuation.yield(.disconnected(reason: reason))
+                        logger.info("matcher connection to \(options.endpoints[failed]) lost (\(reason)); \(options.endpoints[next]) in \(String(format: "%.1f", wait)) s")
+                        // Cancelled with the group when the link shuts down meanwhile.
+                        group.addTask { [input = self.input.continuation] in
+                            guard (try? await Task.sleep(for: .seconds(wait))) != nil else { return }
+                            input.yield(.connect)
+                        }
+                    case .fail(let error):
+                        continuation.yield(.failed(error))
+                        break inputs
+                    case .finish:
+                        break inputs
+                    }
+                case .close:
+                    switch machine.close() {
+                    case .none:
+                        break
+                    case .finish(let writer):
+                        writer?.finish()
+                        break inputs
+                    case .goAway(let writer, let attempt):
+                        writer.finish()
+                        group.addTask { [input = self.input.continuation] in
+                            guard (try? await Task.sleep(for: .seconds(Self.goAwayGrace))) != nil else { return }
+                            input.yield(.goAwayTimedOut(attempt: attempt))
+                        }
+                    }
+                case .goAwayTimedOut(let attempt):
+                    if machine.goAwayTimedOut(attempt: attempt) { break inputs }
                 }
             }
+            // Shut down: later inputs are dropped, streams and timers cancelled, connections closed.
+            input.continuation.finish()
             for client in clients { client.beginGracefulShutdown() }
+            group.cancelAll()
         }
         continuation.finish()
     }
 
-    private enum Outcome {
-        case fatal(ExchangeError)
-        case transient(String, welcomed: Bool)
+    /// Runs stream `open` in `group`; its end becomes a `streamEnded` input.
+    private func startStream(_ open: StateMachine.Open, in group: inout DiscardingTaskGroup) {
+        let client = clients[open.attempt.endpoint]
+        group.addTask {
+            let outcome = await self.stream(open, on: client)
+            self.input.continuation.yield(.streamEnded(attempt: open.attempt.id, outcome))
+        }
     }
 
-    /// One stream on `client`, from Hello until it ends.
-    private func attempt(_ client: GRPCClient<HTTP2ClientTransport.Posix>) async -> Outcome {
-        let (outbound, writer) = AsyncStream.makeStream(of: ClientFrame.self)
+    /// One stream on `client`, from Hello until it ends: its frames become inputs.
+    private func stream(_ open: StateMachine.Open, on client: GRPCClient<HTTP2ClientTransport.Posix>) async -> StateMachine.StreamOutcome {
         var hello = Sotto_Exchange_V1_Hello()
         hello.apiKey = options.apiKey
         hello.clientVersion = options.clientVersion
         hello.broadcasts = options.broadcasts
-        state.withLock { state in
-            state.outbound = writer
-            state.welcomed = false
-            hello.resumeSessionID = state.session
-            hello.resumeSecret = Data(state.secret)
-        }
+        hello.resumeSessionID = open.resumeID
+        hello.resumeSecret = Data(open.resumeSecret)
         var helloFrameDraft = ClientFrame()
         helloFrameDraft.kind = .hello(hello)
         let helloFrame = helloFrameDraft
-        let reachedWelcome = Atomic<Bool>(false)
+        let attempt = open.attempt.id, outbound = open.outbound, input = self.input.continuation, logger = self.logger
+        // A fatal Error frame (the service refused the session) comes just before the stream's end.
+        let refusal = Mutex<ExchangeError?>(nil)
         let exchange = Sotto_Exchange_V1_Exchange.Client(wrapping: client)
         var callOptions = CallOptions.defaults
         // One endpoint: wait for it to come back. Several: one that cannot be reached fails the attempt at
         // once, and the next is tried.
         callOptions.waitForReady = clients.count == 1
         callOptions.maxResponseMessageBytes = 4 << 20
+        defer { open.attempt.writer.finish() }
         do {
             try await exchange.session(options: callOptions, requestProducer: { requests in
                 try await requests.write(helloFrame)
@@ -244,65 +261,36 @@ public final class RemoteMatcher: MatcherLink, Sendable {
             }, onResponse: { response in
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for try await frame in response.messages {
-                        if case .welcome(let welcome) = frame.kind {
-                            reachedWelcome.store(true, ordering: .relaxed)
-                            self.welcomed(welcome, writer: writer)
+                        switch frame.kind {
+                        case .welcome(let welcome):
+                            input.yield(.welcomed(attempt: attempt, welcome))
+                            // Ticks at half the interval; the state machine sends a heartbeat into silences only.
                             let interval = max(0.5, Double(welcome.heartbeatIntervalMs) / 1000)
                             group.addTask {
-                                // A heartbeat only when nothing else was sent for an interval.
-                                var beat = ClientFrame()
-                                beat.kind = .heartbeat(Sotto_Exchange_V1_Heartbeat())
-                                while !Task.isCancelled {
-                                    try await Task.sleep(for: .seconds(interval / 2))
-                                    let idle = self.state.withLock { ContinuousClock.now - $0.lastSent >= .seconds(interval) }
-                                    if idle {
-                                        writer.yield(beat)
-                                        self.state.withLock { $0.lastSent = ContinuousClock.now }
-                                    }
+                                while (try? await Task.sleep(for: .seconds(interval / 2))) != nil {
+                                    input.yield(.heartbeatTick(attempt: attempt))
                                 }
                             }
-                            continue
+                        case .error(let error):
+                            if error.fatal { refusal.withLock { $0 = error.wireError.exchangeError } }
+                            logger.warning("matcher: \(error.message)")
+                        default:
+                            if let notice = frame.notice { input.yield(.notice(notice)) }
                         }
-                        if case .error(let error) = frame.kind {
-                            self.logger.warning("matcher: \(error.message)")
-                            continue
-                        }
-                        if let notice = frame.notice { self.continuation.yield(notice) }
                     }
                     group.cancelAll()
                 }
             })
-            writer.finish()
-            state.withLock { $0.welcomed = false; $0.outbound = nil }
-            return .transient("the service ended the session stream", welcomed: reachedWelcome.load(ordering: .relaxed))
+            if let refused = refusal.withLock({ $0 }) { return .refused(refused) }
+            return .ended("the service ended the session stream")
         } catch {
-            writer.finish()
-            state.withLock { $0.welcomed = false; $0.outbound = nil }
+            if let refused = refusal.withLock({ $0 }) { return .refused(refused) }
             if let rpc = error as? RPCError {
-                if rpc.code == .unauthenticated { return .fatal(.unauthenticated) }
-                if rpc.code == .permissionDenied { return .fatal(.unauthenticated) }
-                if rpc.metadata[stringValues: "sotto-error"].contains(where: { $0 == "session-quota" }) {
-                    return .fatal(.sessionQuotaExceeded(Int(rpc.metadata[stringValues: "sotto-limit"].first(where: { _ in true }) ?? "") ?? 0))
-                }
-                return .transient("\(rpc.code): \(rpc.message)", welcomed: reachedWelcome.load(ordering: .relaxed))
+                // gRPC's own status codes: the key is wrong or revoked.
+                if rpc.code == .unauthenticated || rpc.code == .permissionDenied { return .refused(.unauthenticated) }
+                return .ended("\(rpc.code): \(rpc.message)")
             }
-            return .transient("\(error)", welcomed: reachedWelcome.load(ordering: .relaxed))
-        }
-    }
-
-    /// The service took the session: remember how to resume it and send the live operations.
-    private func welcomed(_ welcome: Sotto_Exchange_V1_Welcome, writer: AsyncStream<ClientFrame>.Continuation) {
-        continuation.yield(.connected(resumed: welcome.resumed))
-        state.withLock { state in
-            state.session = welcome.sessionID
-            state.secret = Array(welcome.resumeSecret)
-            state.welcomed = true
-            // A resumed session still holds what ended meanwhile; a new one never had it.
-            if welcome.resumed { for request in state.endedWhileDown { writer.yield(ClientFrame(request)) } }
-            state.endedWhileDown = []
-            for (_, request) in state.operations { writer.yield(ClientFrame(request)) }
-            if let turns = state.takeTurns { writer.yield(ClientFrame(turns)) }
+            return .ended("\(error)")
         }
     }
 }
-

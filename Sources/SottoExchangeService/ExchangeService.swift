@@ -146,6 +146,11 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                                 counters.sessions.increment()
                                 state.project.withLock { $0 = counters }
                             } catch let error as ExchangeError {
+                                if case .sessionQuotaExceeded = error {
+                                    // The refusal as a typed frame (the client stops instead of reconnecting), then
+                                    // the stream's status; the metadata below stays for clients that predate it.
+                                    try? await writer.write(.error(error, fatal: true))
+                                }
                                 var metadata = Metadata()
                                 if case .sessionQuotaExceeded(let limit) = error {
                                     metadata.addString("session-quota", forKey: "sotto-error")

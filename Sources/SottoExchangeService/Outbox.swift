@@ -77,7 +77,7 @@ public final class Outbox: Sendable {
         case .signalChanged(let body): return frameOverhead + size(of: body.message)
         case .opStatus(let body):
             return frameOverhead + body.message.utf8.count + body.detail.utf8.count + body.visible.reduce(0) { $0 + size(of: $1) }
-        case .error(let body): return frameOverhead + body.message.utf8.count
+        case .error(let body): return frameOverhead + body.message.utf8.count + body.detail.utf8.count
         case .welcome(let body): return frameOverhead + body.sessionID.utf8.count + body.project.utf8.count + body.resumeSecret.count
         case .token(let body): return frameOverhead + body.token.count
         case .tokenStatus(let body): return frameOverhead + body.token.count

@@ -217,6 +217,11 @@ extension Sotto_Exchange_V1_OperationStatus {
     public var wireError: WireError { WireError(code: error, limit: limit, value: value, detail: detail, message: message) }
 }
 
+extension Sotto_Exchange_V1_Error {
+    /// The code, limit, value and text of this error (``WireError/exchangeError`` is what a client reports).
+    public var wireError: WireError { WireError(code: code, limit: limit, value: value, detail: detail, message: message) }
+}
+
 extension ServerFrame {
     public static func status(_ status: Sotto_Exchange_V1_OperationStatus) -> Self {
         var frame = Self()
@@ -224,13 +229,15 @@ extension ServerFrame {
         return frame
     }
 
-    public static func error(_ error: ExchangeError) -> Self {
+    /// The frame of an error that concerns no operation.
+    /// - Parameters:
+    ///   - error: what went wrong.
+    ///   - fatal: the service refuses the session: the stream ends after this frame and the client stops.
+    public static func error(_ error: ExchangeError, fatal: Bool = false) -> Self {
         let wire = WireError(error)
         var body = Sotto_Exchange_V1_Error()
-        body.code = wire.code
-        body.message = wire.message
-        body.limit = wire.limit
-        body.value = wire.value
+        (body.code, body.message, body.limit, body.value, body.detail) = (wire.code, wire.message, wire.limit, wire.value, wire.detail)
+        body.fatal = fatal
         var frame = Self()
         frame.kind = .error(body)
         return frame

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import SottoExchangeClient
+import SottoExchangeLoad
 import SottoExchangeWire
 import Synchronization
 

@@ -382,5 +382,12 @@ final class Sockets: Sendable {
         return open
     }
 
-    func closeAll() { for fd in descriptors { close(fd) } }
+    private let closed = Mutex(false)
+
+    /// Closes every socket, once: a second call (a `defer` after an explicit close) must not close descriptor
+    /// numbers the process has reused meanwhile (NIO's sockets then fail with EBADF and trap).
+    func closeAll() {
+        guard closed.withLock({ closed in defer { closed = true }; return !closed }) else { return }
+        for fd in descriptors { close(fd) }
+    }
 }

@@ -911,7 +911,8 @@ public nonisolated struct Sotto_Exchange_V1_TokenStatus: Sendable {
   public init() {}
 }
 
-/// A frame the service could not take (no operation involved); the stream goes on unless it says so.
+/// A frame the service could not take (no operation involved), or the refusal of a session; the stream goes
+/// on unless `fatal` says so.
 public nonisolated struct Sotto_Exchange_V1_Error: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -924,6 +925,14 @@ public nonisolated struct Sotto_Exchange_V1_Error: Sendable {
   public var limit: Int64 = 0
 
   public var value: Int64 = 0
+
+  /// The offending text or the kind of limit, as in OperationStatus.detail ("sessions": the project's session
+  /// quota, whose size is `value`).
+  public var detail: String = String()
+
+  /// The service refused the session: the stream ends after this frame and reconnecting cannot help (the
+  /// project's session quota is full). The client reports the error and stops.
+  public var fatal: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2186,7 +2195,7 @@ nonisolated extension Sotto_Exchange_V1_TokenStatus: SwiftProtobuf.Message, Swif
 
 nonisolated extension Sotto_Exchange_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Error"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}limit\0\u{1}value\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}limit\0\u{1}value\0\u{1}detail\0\u{1}fatal\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2198,6 +2207,8 @@ nonisolated extension Sotto_Exchange_V1_Error: SwiftProtobuf.Message, SwiftProto
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
       case 3: try { try decoder.decodeSingularInt64Field(value: &self.limit) }()
       case 4: try { try decoder.decodeSingularInt64Field(value: &self.value) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.detail) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.fatal) }()
       default: break
       }
     }
@@ -2216,6 +2227,12 @@ nonisolated extension Sotto_Exchange_V1_Error: SwiftProtobuf.Message, SwiftProto
     if self.value != 0 {
       try visitor.visitSingularInt64Field(value: self.value, fieldNumber: 4)
     }
+    if !self.detail.isEmpty {
+      try visitor.visitSingularStringField(value: self.detail, fieldNumber: 5)
+    }
+    if self.fatal != false {
+      try visitor.visitSingularBoolField(value: self.fatal, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2224,6 +2241,8 @@ nonisolated extension Sotto_Exchange_V1_Error: SwiftProtobuf.Message, SwiftProto
     if lhs.message != rhs.message {return false}
     if lhs.limit != rhs.limit {return false}
     if lhs.value != rhs.value {return false}
+    if lhs.detail != rhs.detail {return false}
+    if lhs.fatal != rhs.fatal {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
