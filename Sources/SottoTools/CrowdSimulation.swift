@@ -282,7 +282,7 @@ public struct CrowdSimulation: Sendable {
                 for to in 0..<n {
                     if let alias {
                         let key = d * n + to
-                        if aliasPaths[key]?.alias != alias { aliasPaths[key] = (alias, room.heard(burst, from: d, to: to, sampleRate: rate)) }
+                        if aliasPaths[key]?.alias != alias { aliasPaths[key] = (alias, try room.heard(burst, from: d, to: to, sampleRate: rate)) }
                         arrivals[to].append(Arrival(start: start, samples: aliasPaths[key]!.samples))
                         continue
                     }

@@ -96,10 +96,11 @@ public enum EarshotSweep {
     ///   - response: the speaker-to-microphone path at 48 kHz.
     ///   - gain: the speaker's level above the nominal one (dB).
     ///   - seed: seed of the noise.
-    public static func hear(_ token: [UInt8], through response: [Float], gain: Double = 0, seed: UInt64) -> DecodedFrame? {
+    /// - Throws: `FFTError` when the transforms cannot be allocated or planned (out of memory).
+    public static func hear(_ token: [UInt8], through response: [Float], gain: Double = 0, seed: UInt64) throws(FFTError) -> DecodedFrame? {
         var random = SeededRandom(seed: seed)
         let scale = Float(pow(10, gain / 20))
-        return decode(token, profile: .standard, response: response.map { $0 * scale },
+        return try decode(token, profile: .standard, response: response.map { $0 * scale },
                       noisePower: noisePower(profile: .standard, rate: 48_000), rate: 48_000, random: &random)
     }
 

@@ -73,7 +73,7 @@ import Testing
         var heard: [String: (snr: Double, level: Double, inEarshot: Bool)] = [:]
         for (gain, seed) in [(0.0, UInt64(1)), (10, 2)] {
             for (position, response) in [("near", placed.close), ("far", placed.far)] {
-                let frame = try #require(EarshotSweep.hear(Payload.beacon(rotation.id(atUnixTime: unixTime, length: 8)).frameBytes,
+                let frame = try #require(try EarshotSweep.hear(Payload.beacon(rotation.id(atUnixTime: unixTime, length: 8)).frameBytes,
                                                            through: response, gain: gain, seed: seed), "\(position), +\(gain) dB: not decoded")
                 var core = MatcherCore()
                 _ = core.handle(.registerBeacon(id: stable, appID: "museum", attachments: [room], publicVisibility: false, rotation: rotation), now: 0)
