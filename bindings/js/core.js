@@ -11,6 +11,34 @@ export const TOKEN_MAX_BYTES = 16;
 /** Default output level (dBFS peak), as the native modulator's. */
 export const DEFAULT_LEVEL_DBFS = -6;
 
+// UTF-8 without TextDecoder and TextEncoder, which an AudioWorkletGlobalScope does not have.
+function utf8Decode(bytes) {
+  if (typeof TextDecoder !== 'undefined') return new TextDecoder().decode(bytes);
+  let text = '';
+  for (let i = 0; i < bytes.length;) {
+    const b = bytes[i];
+    const extra = b >= 0xf0 ? 3 : b >= 0xe0 ? 2 : b >= 0xc0 ? 1 : 0;
+    let code = extra ? b & (0x3f >> extra) : b;
+    for (let k = 1; k <= extra; k++) code = (code << 6) | (bytes[i + k] & 0x3f);
+    text += String.fromCodePoint(code);
+    i += extra + 1;
+  }
+  return text;
+}
+
+function utf8Encode(text) {
+  if (typeof TextEncoder !== 'undefined') return new TextEncoder().encode(text);
+  const bytes = [];
+  for (const character of text) {
+    const code = character.codePointAt(0);
+    if (code < 0x80) bytes.push(code);
+    else if (code < 0x800) bytes.push(0xc0 | (code >> 6), 0x80 | (code & 63));
+    else if (code < 0x10000) bytes.push(0xe0 | (code >> 12), 0x80 | ((code >> 6) & 63), 0x80 | (code & 63));
+    else bytes.push(0xf0 | (code >> 18), 0x80 | ((code >> 12) & 63), 0x80 | ((code >> 6) & 63), 0x80 | (code & 63));
+  }
+  return Uint8Array.from(bytes);
+}
+
 /** A call into the modem failed: `message` says what was wrong and what is allowed. */
 export class SottoError extends Error {
   constructor(message) {
@@ -35,7 +63,7 @@ export function instantiate(module) {
       for (let i = 0; i < count; i++) {
         const pointer = view.getUint32(iovs + 8 * i, true);
         const length = view.getUint32(iovs + 8 * i + 4, true);
-        text += new TextDecoder().decode(new Uint8Array(memory.buffer, pointer, length));
+        text += utf8Decode(new Uint8Array(memory.buffer, pointer, length));
         total += length;
       }
       if (text.trim()) console.error(`sotto.wasm: ${text.trim()}`);
@@ -57,7 +85,7 @@ export function instantiate(module) {
   const instance = new WebAssembly.Instance(module, { wasi_snapshot_preview1: wasi });
   const c = instance.exports;
   memory = c.memory;
-  const text = (pointer, length) => new TextDecoder().decode(new Uint8Array(memory.buffer, pointer, length));
+  const text = (pointer, length) => utf8Decode(new Uint8Array(memory.buffer, pointer, length));
   const lastError = () => text(c.sotto_error(), c.sotto_error_length());
 
   const profiles = [];
@@ -75,7 +103,7 @@ export function instantiate(module) {
     if (typeof rate !== 'number' || !Number.isFinite(rate)) throw new SottoError(`invalid sample rate ${rate}: expected a positive number of Hz`);
   };
   const tokenBytes = (bytes) => {
-    if (typeof bytes === 'string') return new TextEncoder().encode(bytes);
+    if (typeof bytes === 'string') return utf8Encode(bytes);
     if (bytes instanceof Uint8Array) return bytes;
     if (bytes instanceof ArrayBuffer) return new Uint8Array(bytes);
     if (Array.isArray(bytes) && bytes.every((b) => Number.isInteger(b) && b >= 0 && b <= 255)) return Uint8Array.from(bytes);
