@@ -19,7 +19,7 @@ extension ConvolutionalCode {
     /// - Parameters: as ``decode(llrs:messageBits:)``; `listSize` ≤ 0 returns no candidates.
     /// - Returns: At most `listSize` distinct candidates, each `messageBits` bits.
     public func listDecode(llrs: [Float], messageBits: Int, listSize: Int) -> [[UInt8]] {
-        listCandidates(llrs: llrs, messageBits: messageBits, listSize: listSize).map(\.bits)
+        listCandidates(llrs: llrs, messageBits: messageBits, listSize: listSize).map { $0.bits }
     }
 
     /// ``listDecode(llrs:messageBits:listSize:)`` with each candidate's path metric.

@@ -369,7 +369,7 @@ final class BlockSpectrum {
                 // Half the overlap and the hop must be whole numbers of every band's output samples: multiples
                 // of blockSize / gcd(blockSize, outputSize), a power of two since blockSize is one.
                 let granularity = designs.map { blockSize / greatestCommonDivisor(blockSize, $0.outputSize) }.max()!
-                let longest = designs.map(\.halfTaps).max()!
+                let longest = designs.map { $0.halfTaps }.max()!
                 let halfSpan = (longest + granularity - 1) / granularity * granularity
                 if blockSize >= 4 * 2 * halfSpan {
                     self.designs = designs

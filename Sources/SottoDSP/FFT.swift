@@ -1,8 +1,17 @@
+#if !SOTTO_PORTABLE_FFT
 import CFFTW
 import Synchronization
+#endif
 #if canImport(Glibc)
 import Glibc
+#elseif hasFeature(Embedded)
+@_extern(c, "sin") func sin(_ x: Double) -> Double
+@_extern(c, "cos") func cos(_ x: Double) -> Double
 #endif
+
+// FFTW backs ComplexFFT, RealFFT and InverseRealFFT; with SOTTO_PORTABLE_FFT (the WebAssembly build,
+// scripts/build-wasm) PortableFFT.swift does, in Swift. The rest of this file is shared.
+#if !SOTTO_PORTABLE_FFT
 
 /// FFTW's planner is not thread-safe: every plan creation and destruction goes through this lock
 /// (only `fftwf_execute*` may run concurrently), which also holds how plans are made.
@@ -68,6 +77,7 @@ public enum FFTWisdom {
         }
     }
 }
+#endif
 
 /// A transform FFTW could not make: its buffers could not be allocated, or no plan made (out of memory,
 /// or a size beyond what FFTW takes).
@@ -105,6 +115,7 @@ public enum FFTDirection: Sendable {
     case forward
     case inverse
 }
+#if !SOTTO_PORTABLE_FFT
 
 /// A complex single-precision FFT of a fixed size, planned once (FFTW, without timing: see `FFTPlanner`,
 /// so results are repeatable) and executed many times on its own aligned buffers.
@@ -217,6 +228,7 @@ public final class RealFFT {
         fftwf_free(output.baseAddress)
     }
 }
+#endif
 
 /// The spectrum of a real block at chosen bins only: FFTW's complex transform of the block taken as
 /// `size / 2` complex values (even samples the real parts, odd ones the imaginary parts), then, for the
@@ -341,6 +353,7 @@ public final class PartialRealFFT {
         while k < range.upperBound { joinOne(k); k += 1 }
     }
 }
+#if !SOTTO_PORTABLE_FFT
 
 /// A complex-to-real inverse FFT of a fixed size: `size / 2 + 1` complex inputs (interleaved), `size`
 /// real outputs. Unnormalised (multiply by `1 / size` to invert `RealFFT`). FFTW's c2r transform
@@ -392,6 +405,7 @@ public final class InverseRealFFT {
         fftwf_free(output.baseAddress)
     }
 }
+#endif
 
 /// The smallest size >= `n` of the form 2^a 3^b 5^c, for which FFTW is fastest.
 public func fastFFTSize(atLeast n: Int) -> Int {

@@ -74,7 +74,7 @@ public final class StreamingCorrelator {
     public init(checkedTemplates templates: [(real: [Float], imaginary: [Float])]) throws(FFTError) {
         precondition(!templates.isEmpty && templates.count <= 64)
         precondition(templates.allSatisfy { !$0.real.isEmpty && $0.real.count == $0.imaginary.count })
-        templateLengths = templates.map(\.real.count)
+        templateLengths = templates.map { $0.real.count }
         let length = templateLengths.max()!
         templateLength = length
         templateCount = templates.count

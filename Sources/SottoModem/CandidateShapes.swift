@@ -1,5 +1,14 @@
 import RealModule
+#if hasFeature(Embedded)
+/// WebAssembly runs the modem on one thread: the cache's `withLock` without a lock.
+final class Mutex<Value>: @unchecked Sendable {
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result { body(&value) }
+}
+#else
 import Synchronization
+#endif
 import SottoDSP
 
 /// The coherent detector's geometry and known waveforms for one profile at one baseband rate and centre:

@@ -2,7 +2,7 @@ import RealModule
 import SottoDSP
 
 /// One frame found in a stream.
-public struct DecodedFrame: Sendable, Hashable, Codable {
+public struct DecodedFrame: Sendable, Hashable {
     /// The token (1...16 bytes).
     public var token: [UInt8]
     /// Name of the profile it was sent with.
@@ -571,3 +571,8 @@ final class FrameReceiver {
         return ((result, end), attempt.headerDistance)
     }
 }
+
+// Codable where there is Codable (not in Embedded Swift, the WebAssembly build).
+#if !hasFeature(Embedded)
+extension DecodedFrame: Codable {}
+#endif

@@ -41,8 +41,8 @@ public final class StreamingDecoder {
         // The transforms' buffers and plans: a failure (out of memory) is an error, not a trap.
         let bank: BandDecimatorBank
         var frontEnds: [(frontEnd: BasebandFrontEnd, receivers: [FrameReceiver])] = []
-        do {
-            bank = try BandDecimatorBank(checkedSampleRate: sampleRate, bands: groups.map(\.parameters.band))
+        do throws(FFTError) {
+            bank = try BandDecimatorBank(checkedSampleRate: sampleRate, bands: groups.map { $0.parameters.band })
             for (group, decimator) in zip(groups, bank.bands) {
                 let frontEnd = try BasebandFrontEnd(group.parameters, decimator: decimator, profiles: group.profiles)
                 frontEnds.append((frontEnd: frontEnd, receivers: group.profiles.map { FrameReceiver(profile: $0, frontEnd: frontEnd) }))
@@ -59,7 +59,9 @@ public final class StreamingDecoder {
     /// Preambles detected so far, per profile name, including those that yielded no frame (a measure of
     /// the false-alarm rate on noise).
     public var detections: [String: Int] {
-        Dictionary(receivers.map { ($0.profile.name, $0.detections) }, uniquingKeysWith: +)
+        var counts: [String: Int] = [:]
+        for receiver in receivers { counts[receiver.profile.name, default: 0] += receiver.detections }
+        return counts
     }
 
     /// Feeds samples (any count, full scale = 1); returns frames completed by them.
@@ -93,11 +95,11 @@ public final class StreamingDecoder {
         let padding = Int((longest + 0.5) * sampleRate)
         // The detector needs this much after a preamble before it can tell whether one was there, once the
         // front end has let it through: one block of the band decimator and one of each correlator.
-        let settle = Int(0.3 * sampleRate) + bank.blockSize + (receivers.map(\.correlationBlockInputSamples).max() ?? 0)
+        let settle = Int(0.3 * sampleRate) + bank.blockSize + (receivers.map { $0.correlationBlockInputSamples }.max() ?? 0)
         let silence = [Float](repeating: 0, count: 4096)
         var frames: [DecodedFrame] = []
         var fed = 0
-        while fed < padding && (fed < settle || !receivers.allSatisfy(\.isIdle)) {
+        while fed < padding && (fed < settle || !receivers.allSatisfy { $0.isIdle }) {
             frames += silence.withUnsafeBufferPointer { buffer in
                 var found: [DecodedFrame] = []
                 feed(buffer, into: &found)
@@ -117,6 +119,7 @@ public final class StreamingDecoder {
     }
 }
 
+#if !SOTTO_PORTABLE_FFT
 extension StreamingDecoder {
     /// Measures FFTW plans (`FFTWisdom`, SottoDSP) for every transform a decoder makes at `sampleRates`
     /// (Hz), for every set of the profiles each rate carries (the block transform and the correlators depend
@@ -144,3 +147,4 @@ extension StreamingDecoder {
         return FFTWisdom.exported()
     }
 }
+#endif

@@ -20,7 +20,7 @@ import SottoCodes
 /// when it answers ``Action/transmit``.
 public struct TransmitScheduler: Sendable {
     /// The rules one device follows.
-    public struct Rules: Sendable, Hashable, Codable {
+    public struct Rules: Sendable, Hashable {
         /// Shortest time from the start of one frame to the start of the next (s).
         public var interval: Double
         /// Uniform random extra delay per frame, 0...jitter (s).
@@ -271,3 +271,8 @@ public struct TransmitScheduler: Sendable {
         return .transmit
     }
 }
+
+// Codable where there is Codable (not in Embedded Swift, the WebAssembly build).
+#if !hasFeature(Embedded)
+extension TransmitScheduler.Rules: Codable {}
+#endif

@@ -1,0 +1,31 @@
+// Decode speed in Node on the audio of the native benchmark "Decoder, every 48 kHz fixture, all profiles"
+// (Benchmarks/ModemBenchmarks): every 48 kHz WAV fixture, all four profiles, 4096-sample chunks, a new decoder
+// per fixture. Prints the median wall time of `runs` passes and the real-time factor.
+// Usage: node bench.mjs [runs]   (after scripts/build-wasm)
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Decoder } from './index.js';
+import { readWav } from './test/wav.js';
+
+const runs = Number(process.argv[2] ?? 5);
+const directory = fileURLToPath(new URL('../../Fixtures/', import.meta.url));
+const fixtures = readdirSync(directory, { recursive: true }).filter((f) => f.endsWith('.wav')).sort()
+  .map((f) => readWav(path.join(directory, f))).filter((f) => f.rate === 48000);
+const seconds = fixtures.reduce((sum, f) => sum + f.samples.length / 48000, 0);
+const times = [];
+let frames = 0;
+for (let run = 0; run < runs; run++) {
+  const start = process.hrtime.bigint();
+  frames = 0;
+  for (const { samples } of fixtures) {
+    const decoder = new Decoder(48000, { profiles: ['default', 'fast', 'robust', 'audible'] });
+    for (let at = 0; at < samples.length; at += 4096) frames += decoder.process(samples.subarray(at, at + 4096)).length;
+    decoder.close();
+  }
+  times.push(Number(process.hrtime.bigint() - start) / 1e6);
+}
+times.sort((a, b) => a - b);
+const median = times[Math.floor(times.length / 2)];
+console.log(JSON.stringify({ fixtures: fixtures.length, audioSeconds: +seconds.toFixed(3), frames, runs,
+  medianMs: +median.toFixed(1), allMs: times.map((t) => +t.toFixed(1)), realTimeFactor: +(seconds * 1000 / median).toFixed(1) }));
