@@ -21,8 +21,8 @@
 /// of nine, so that slots are about half as long. An alias resolves only among the sessions of the listener's
 /// room (``session(withAlias:heardBy:)``): heard anywhere else it names nobody, and guessing one gains nothing a
 /// session could not hear. At least every ``Rules/fullTokenEvery`` one slot (of the plan's members, the one whose
-/// token was on the air least lately) carries the full token, so that a device the service has not placed yet (a listen-only one,
-/// or one whose own frames were lost) joins the room by hearing it.
+/// token was on the air least lately) carries the full token, so that a device the service has not placed yet (a
+/// listen-only one, or one whose own frames were lost) joins the room by hearing it.
 ///
 /// Every member of a planned room receives a ``Schedule``: its slots (possibly none) and how long it should
 /// follow the service's schedule instead of its own sender's rules. A session that stops receiving
@@ -337,8 +337,9 @@ public struct BroadcastCoordinator: Sendable {
                 fill += (canPlayAlias(need.session) ? aliasAirtimes[need.session]! : airtimes[need.session] ?? 0) + rules.slotGuard
             }
             // In a crowded room members with an alias play it; but a token is on the air at least every
-            // ``Rules/fullTokenEvery``: of this plan's members, the one whose token was least lately plays it, so that a device not yet
-            // placed (a listen-only one, or one whose own frames were lost) joins the room by hearing it.
+            // ``Rules/fullTokenEvery``: of this plan's members, the one whose token was least lately plays it, so
+            // that a device not yet placed (a listen-only one, or one whose own frames were lost) joins the room by
+            // hearing it.
             let lastToken = room.compactMap { lastFullToken[$0] }.max() ?? -.infinity
             let fullToken = crowded && start - lastToken >= rules.fullTokenEvery
                 ? batch.filter(canPlayAlias).min { (lastFullToken[$0] ?? -.infinity, $0.value) < (lastFullToken[$1] ?? -.infinity, $1.value) }

@@ -58,6 +58,23 @@ import SottoExchangeRadio
         try data.write(to: directory.appendingPathComponent(name))
     }
 
+    /// The 16-bit little-endian samples a playback PCM wrote to `url`, as floats in -1...1.
+    static func played(_ url: URL) throws -> [Float] {
+        try Data(contentsOf: url).withUnsafeBytes { raw in raw.bindMemory(to: Int16.self).map { Float(Int16(littleEndian: $0)) / 32_768 } }
+    }
+
+    /// The rig of the turns tests: `seconds` of faint noise for the capture PCM `name`-in.raw, the playback file
+    /// `name`-out.raw removed, and a matcher core planning turns by `rules` behind a `LocalMatcher`.
+    static func turnsRig(_ name: String, seconds: Double, rules: BroadcastCoordinator.Rules) throws -> (matcher: LocalMatcher, out: URL) {
+        var rng = SystemRandomNumberGenerator()
+        try writeCapture((0..<Int(seconds * 48_000)).map { _ in Float.random(in: -0.001...0.001, using: &rng) }, name: "\(name)-in.raw")
+        let out = directory.appendingPathComponent("\(name)-out.raw")
+        try? FileManager.default.removeItem(at: out)
+        var core = MatcherCore()
+        core.turns = BroadcastCoordinator(rules: rules)
+        return (LocalMatcher(core: core), out)
+    }
+
     @Test func heardAudioBytesAreFoundAndAMissingOwnTokenIsReported() async throws {
         // Another device's audio-bytes frames, as the capture device hears them.
         let frame = try Modulator().modulate(Payload.audioBytes(Array("hi".utf8)).frameBytes)
@@ -112,8 +129,7 @@ import SottoExchangeRadio
         await subscription.cancel()
         await radio.stop()
         #expect(errors.value == 0)
-        let data = try Data(contentsOf: out)
-        let played = data.withUnsafeBytes { raw in raw.bindMemory(to: Int16.self).map { Float(Int16(littleEndian: $0)) / 32_768 } }
+        let played = try Self.played(out)
         let own = Payload.token(token).frameBytes
         let frames = try StreamingDecoder.decode(played, sampleRate: rate).filter { $0.token == own }
         // Both PCMs are paced from their opening: playback opens after capture (the radio's 0.2 s ticker, more on a
@@ -132,13 +148,7 @@ import SottoExchangeRadio
     /// plays again in the slot it is given once they stop.
     @Test func theRadioFollowsTheMatchersTurns() async throws {
         let rate = 48_000.0
-        var rng = SystemRandomNumberGenerator()
-        try Self.writeCapture((0..<Int(19 * rate)).map { _ in Float.random(in: -0.001...0.001, using: &rng) }, name: "turns-in.raw")
-        let out = Self.directory.appendingPathComponent("turns-out.raw")
-        try? FileManager.default.removeItem(at: out)
-        var core = MatcherCore()
-        core.turns = BroadcastCoordinator(rules: .init())
-        let matcher = LocalMatcher(core: core)
+        let (matcher, out) = try Self.turnsRig("turns", seconds: 19, rules: .init())
         let manager = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
         let other = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
         let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_radio_turns_capture"),
@@ -173,8 +183,7 @@ import SottoExchangeRadio
         await otherSubscription.cancel()
         await radio.stop()
         await other.close(now: 0)
-        let data = try Data(contentsOf: out)
-        let played = data.withUnsafeBytes { raw in raw.bindMemory(to: Int16.self).map { Float(Int16(littleEndian: $0)) / 32_768 } }
+        let played = try Self.played(out)
         let own = Payload.token(token).frameBytes
         let starts = try StreamingDecoder.decode(played, sampleRate: rate).filter { $0.token == own }.map(\.startTime)
         // Playback is paced from its opening, which lags the start by about the time run less the audio played.
@@ -191,13 +200,7 @@ import SottoExchangeRadio
     /// in the slots that name it (and its token in the round's full-token slots), on the sound card.
     @Test func theRadioPlaysItsRoomAliasInTheSlotsThatNameIt() async throws {
         let rate = 48_000.0
-        var rng = SystemRandomNumberGenerator()
-        try Self.writeCapture((0..<Int(14 * rate)).map { _ in Float.random(in: -0.001...0.001, using: &rng) }, name: "alias-in.raw")
-        let out = Self.directory.appendingPathComponent("alias-out.raw")
-        try? FileManager.default.removeItem(at: out)
-        var core = MatcherCore()
-        core.turns = BroadcastCoordinator(rules: .init(aliasRoomSize: 2))
-        let matcher = LocalMatcher(core: core)
+        let (matcher, out) = try Self.turnsRig("alias", seconds: 14, rules: .init(aliasRoomSize: 2))
         let manager = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
         let others = [MessageManager(link: await matcher.link(appID: "app"), appID: "app"),
                       MessageManager(link: await matcher.link(appID: "app"), appID: "app")]
@@ -232,8 +235,7 @@ import SottoExchangeRadio
         for handle in otherSubscriptions { await handle.cancel() }
         await radio.stop()
         for other in others { await other.close(now: 0) }
-        let data = try Data(contentsOf: out)
-        let played = data.withUnsafeBytes { raw in raw.bindMemory(to: Int16.self).map { Float(Int16(littleEndian: $0)) / 32_768 } }
+        let played = try Self.played(out)
         let frames = try StreamingDecoder.decode(played, sampleRate: rate)
         let aliases = frames.compactMap { frame -> UInt16? in
             if case .roomAlias(let alias)? = Payload(frame: frame.token) { return alias } else { return nil }
