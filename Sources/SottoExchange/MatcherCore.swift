@@ -105,7 +105,7 @@ public struct MatcherCore: Sendable {
     /// supported only by edges this loud, and an earshot publication is offered only over them. The edge's
     /// SNR is the louder direction's, smoothed over its sightings.
     public var earshotSNR = MatcherCore.defaultEarshotSNR
-    /// The turns the matcher gives sessions that hear each other and ``MatcherInput/takeTurns(_:frameAirtime:)``;
+    /// The turns the matcher gives sessions that hear each other and ``MatcherInput/takeTurns(_:frameAirtime:aliasAirtime:)``;
     /// nil (the default): none, every device keeps its own sender's rules. Planned on ticks; part of snapshots,
     /// so that every replica of a cluster plans alike.
     public var turns: BroadcastCoordinator?

@@ -57,7 +57,7 @@ public struct CrowdSimulation: Sendable {
         public var clockError: Double = 0.005
         /// How often the matcher plans (s).
         public var coordinatorTick: Double = 0.1
-        /// Whether the devices can play room aliases in their coordinated slots (``Payload/roomAlias(_:)``).
+        /// Whether the devices can play room aliases in their coordinated slots (`Payload.roomAlias`).
         public var roomAliases: Bool = true
         /// Members taking turns from which the matcher gives a room aliases.
         public var aliasRoomSize: Int = BroadcastCoordinator.Rules().aliasRoomSize
