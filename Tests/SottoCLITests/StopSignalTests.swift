@@ -32,6 +32,25 @@ import Testing
 
     /// A capture PCM of the fault plugin, paced to the sample clock, hearing silence; `suspended` and
     /// `resuming` markers in `directory`.
+    /// `sotto listen` on the capture rig in `directory`, started, whose device was then suspended: the capture
+    /// thread is held in snd_pcm_resume (the plugin says so) until the rig's `suspended` file is removed.
+    static func listenHeldInResume(_ directory: URL) async throws
+        -> (listen: SpawnedProcess, rig: (environment: [String: String], suspended: URL, resuming: URL)) {
+        let rig = try captureRig(directory)
+        let listen = try SpawnedProcess(Sotto.executable.path, ["listen", "--device", "quiet_microphone"],
+                                        environment: rig.environment, directory: directory)
+        #expect(await started(listen, saying: "listening on quiet_microphone"), "\(listen.standardError)")
+        try Data().write(to: rig.suspended)
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while !FileManager.default.fileExists(atPath: rig.resuming.path) && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        guard FileManager.default.fileExists(atPath: rig.resuming.path) else {
+            listen.kill9()
+            try #require(Bool(false), "the capture never reached resume: \(listen.standardError)")
+            throw CancellationError()
+        }
+        return (listen, rig)
+    }
+
     static func captureRig(_ directory: URL) throws -> (environment: [String: String], suspended: URL, resuming: URL) {
         let suspended = directory.appendingPathComponent("suspended"), resuming = directory.appendingPathComponent("resuming")
         let text = """
@@ -136,16 +155,8 @@ import Testing
     @Test(.timeLimit(.minutes(2))) func aSecondSignalEndsListenAtOnce() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let rig = try Self.captureRig(directory)
-        let listen = try SpawnedProcess(Sotto.executable.path, ["listen", "--device", "quiet_microphone"],
-                                        environment: rig.environment, directory: directory)
+        let (listen, _) = try await Self.listenHeldInResume(directory)
         defer { listen.kill9() }
-        #expect(await Self.started(listen, saying: "listening on quiet_microphone"), "\(listen.standardError)")
-        try Data().write(to: rig.suspended)
-        // The capture thread is held in snd_pcm_resume once the plugin says so.
-        let deadline = Date(timeIntervalSinceNow: 20)
-        while !FileManager.default.fileExists(atPath: rig.resuming.path) && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        try #require(FileManager.default.fileExists(atPath: rig.resuming.path), "the capture never reached resume: \(listen.standardError)")
         kill(listen.pid, SIGINT)
         // The first stop waits for the held thread; the process is still there (polled, then the second signal).
         #expect(await listen.saidOnStandardError("stopped:", timeout: 1) == false)
@@ -160,15 +171,8 @@ import Testing
     @Test(.timeLimit(.minutes(2))) func listenStopsOnceAHeldDeviceWakes() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let rig = try Self.captureRig(directory)
-        let listen = try SpawnedProcess(Sotto.executable.path, ["listen", "--device", "quiet_microphone"],
-                                        environment: rig.environment, directory: directory)
+        let (listen, rig) = try await Self.listenHeldInResume(directory)
         defer { listen.kill9() }
-        #expect(await Self.started(listen, saying: "listening on quiet_microphone"), "\(listen.standardError)")
-        try Data().write(to: rig.suspended)
-        let deadline = Date(timeIntervalSinceNow: 20)
-        while !FileManager.default.fileExists(atPath: rig.resuming.path) && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        try #require(FileManager.default.fileExists(atPath: rig.resuming.path), "\(listen.standardError)")
         kill(listen.pid, SIGTERM)
         try FileManager.default.removeItem(at: rig.suspended)
         let status = await listen.waitForExit(timeout: 20)
