@@ -26,6 +26,8 @@ public struct MatcherServer: Service {
     public let endpoint: MatcherAddress
     public let tls: TLS?
     public let store: any ExchangeStore
+    /// Alone, or replicated through a log shared with other nodes.
+    public let replication: Replication
     public let metricsEndpoint: MatcherAddress?
     public let configuration: ServiceConfiguration
     public let host: MatcherHost
@@ -42,6 +44,8 @@ public struct MatcherServer: Service {
     ///   - endpoint: where the gRPC service listens.
     ///   - tls: certificate and key; required beyond loopback.
     ///   - store: projects, keys and beacons.
+    ///   - replication: ``Replication/standalone``, or the log that the nodes of one database share
+    ///     (``Replication/sharedLog(in:)``).
     ///   - metricsEndpoint: where the HTTP endpoint listens, if anywhere.
     ///   - configuration: the matcher's timings and bounds.
     ///   - limits: the transport's bounds (connections, streams, time before Hello).
@@ -49,7 +53,8 @@ public struct MatcherServer: Service {
     ///   - onListening: called with the bound addresses.
     /// - Throws: `MatcherServerError.tlsRequired` for a non-loopback address without TLS, `.socketPath` for a
     ///   Unix socket path taken by anything but a stale socket.
-    public init(endpoint: MatcherAddress, tls: TLS?, store: any ExchangeStore, metricsEndpoint: MatcherAddress? = nil,
+    public init(endpoint: MatcherAddress, tls: TLS?, store: any ExchangeStore, replication: Replication = .standalone,
+                metricsEndpoint: MatcherAddress? = nil,
                 configuration: ServiceConfiguration = ServiceConfiguration(), limits: TransportLimits = TransportLimits(),
                 logger: Logger = Logger(label: "sotto.serve"),
                 onListening: @escaping @Sendable (_ service: String, _ http: String?) -> Void = { _, _ in }) throws(MatcherServerError) {
@@ -60,6 +65,7 @@ public struct MatcherServer: Service {
         self.endpoint = endpoint
         self.tls = tls
         self.store = store
+        self.replication = replication
         self.metricsEndpoint = metricsEndpoint
         self.configuration = configuration
         self.limits = limits
@@ -67,12 +73,13 @@ public struct MatcherServer: Service {
         self.onListening = onListening
         let metrics = ServiceMetrics()
         self.metrics = metrics
-        if let shared = store as? any SharedStore {
-            // Several nodes: the matcher is replicated through a log in the store's PostgreSQL.
-            host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger,
-                               log: PostgresLog(configuration: shared.databaseConfiguration, logger: logger))
-        } else {
+        switch replication.kind {
+        case .standalone:
             host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger)
+        case .postgresLog(let database):
+            // Several nodes: the matcher is replicated through a log in their PostgreSQL.
+            host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger,
+                               log: PostgresLog(configuration: database, logger: logger))
         }
     }
 

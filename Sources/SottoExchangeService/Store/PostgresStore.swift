@@ -23,7 +23,7 @@ public final class PostgresStore: ExchangeStore {
     /// The longest a call waits for a connection and its answer.
     public let timeout: Duration
     private let runTask: Task<Void, Never>
-    private let location: Location
+    let location: Location
     private let isShutDown = Atomic<Bool>(false)
     private static let silent = Logger(label: "sotto.store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -632,9 +632,4 @@ enum Deadline {
             for task in tasks { task.cancel() }
         }
     }
-}
-
-extension PostgresStore: SharedStore {
-    /// The same database: nodes on one PostgreSQL share their matcher through its replication log.
-    var databaseConfiguration: PostgresClient.Configuration { location.clientConfiguration() }
 }
