@@ -140,41 +140,54 @@ public actor MatcherHost {
     public let configuration: ServiceConfiguration
     private let metrics: ServiceMetrics
     private let logger: Logger
-    private let started = ContinuousClock.now
+    /// The host's timers run on this clock (a manual one in tests); the database's I/O (deadlines of
+    /// appends and reads, their retry pauses) on real time.
+    private let clock: any Clock<Duration>
+    /// Time on `clock` since the host started.
+    private let elapsed: @Sendable () -> Duration
     private var tasks: [Task<Void, Never>] = []
-    private var lastSilenceCheck = ContinuousClock.now
-    private var lastUsageReport = ContinuousClock.now
+    /// When streams were last checked for silence, and usage last reported (s on ``monotonic``).
+    private var lastSilenceCheck = 0.0
+    private var lastUsageReport = 0.0
 
     // Shared log only.
     private let log: (any ReplicationLog)?
+    /// Where this node's link to the log is (standalone without one).
+    private var link: LogDriver
     private var pending: [ReplicaCommand] = []
-    private var lastAppend = ContinuousClock.now
-    private var appendFailingSince: ContinuousClock.Instant?
     /// The append in flight; abandoned when this node's id is retired.
     private var appendInFlight: Task<Deadline.Outcome<Int64>, Never>?
     private var appliedSequence: Int64 = 0
     private var wakeWriter: AsyncStream<Void>.Continuation?
     private var wakeReader: AsyncStream<Void>.Continuation?
-    private var lastSnapshot = ContinuousClock.now
+    private var lastSnapshot = 0.0
     private var snapshotting = false
-    private var restoredFromSnapshot = false
     /// False while this node cannot reach the database (it refuses sessions meanwhile).
-    public private(set) var serving = true
+    public var serving: Bool { link.acceptsSessions }
     /// True once ``stop()`` began: the service is shutting down and opens no session.
     public private(set) var stopped = false
 
     /// A node serving alone.
+    /// - Parameters:
+    ///   - configuration: the matcher's timings and bounds.
+    ///   - metrics: where the host counts what it does.
+    ///   - logger: where the host logs.
+    ///   - clock: the time of the host's timers and of the matching (monotonic; a manual clock in tests).
     public init(configuration: ServiceConfiguration = ServiceConfiguration(), metrics: ServiceMetrics = ServiceMetrics(),
-                logger: Logger = Logger(label: "sotto.serve")) {
-        self.init(configuration: configuration, metrics: metrics, logger: logger, log: nil)
+                logger: Logger = Logger(label: "sotto.serve"), clock: any Clock<Duration> = ContinuousClock()) {
+        self.init(configuration: configuration, metrics: metrics, logger: logger, log: nil, clock: clock)
     }
 
-    init(configuration: ServiceConfiguration, metrics: ServiceMetrics, logger: Logger, log: (any ReplicationLog)?) {
+    init(configuration: ServiceConfiguration, metrics: ServiceMetrics, logger: Logger, log: (any ReplicationLog)?,
+         clock: any Clock<Duration> = ContinuousClock()) {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
         self.log = log
-        limiter = RateLimiter(configuration: configuration, recordsUsage: log != nil)
+        self.clock = clock
+        elapsed = Self.stopwatch(clock)
+        link = LogDriver(shared: log != nil, grace: configuration.databaseGrace, now: 0)
+        limiter = RateLimiter(configuration: configuration, recordsUsage: log != nil, clock: clock)
         nodeID = Self.freshNodeID()
         replica = ExchangeReplica(core: MatcherCore(tokenLength: configuration.tokenLength,
                                                     rotationInterval: configuration.rotationInterval,
@@ -187,8 +200,16 @@ public actor MatcherHost {
         return "n_" + APIKeys.hex((0..<6).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
+    /// Time on `clock` since now, as a function.
+    static func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
+        let start = clock.now
+        return { start.duration(to: clock.now) }
+    }
+
+    /// Seconds since the host started on its clock (monotonic).
+    private var monotonic: Double { elapsed().inSeconds }
     /// Seconds since the host started (monotonic), plus the test hook's time shift.
-    public var now: Double { (ContinuousClock.now - started).inSeconds + (configuration.timeShift?.seconds ?? 0) }
+    public var now: Double { monotonic + (configuration.timeShift?.seconds ?? 0) }
     /// This node's wall clock (s since 1970, with the test hooks' skew and time shift): the time base of rotating beacons
     /// when serving alone (in a cluster, the database's clock is).
     var unixTime: Double { Date().timeIntervalSince1970 + configuration.clockSkew + (configuration.timeShift?.seconds ?? 0) }
@@ -196,10 +217,10 @@ public actor MatcherHost {
     /// Starts the timer loop (and, with a shared log, the loops that append and apply entries).
     public func start() {
         guard tasks.isEmpty else { return }
-        let interval = configuration.tickInterval
+        let interval = configuration.tickInterval, clock = self.clock
         tasks.append(Task { [weak self] in
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(interval))
+                try? await clock.sleep(for: .seconds(interval))
                 await self?.tick()
             }
         })
@@ -302,9 +323,9 @@ public actor MatcherHost {
     }
 
     private func scheduleOpenTimeout(_ number: UInt64) {
-        let grace = configuration.databaseGrace
+        let grace = configuration.databaseGrace, clock = self.clock
         Task { [weak self] in
-            try? await Task.sleep(for: .seconds(grace))
+            try? await clock.sleep(for: .seconds(grace))
             await self?.openTimedOut(number)
         }
     }
@@ -465,10 +486,10 @@ public actor MatcherHost {
             let outcome = await attempt.value
             appendInFlight = nil
             guard case .finished(let result) = outcome else {
-                if serving {
-                    loseDatabase("an append to the log got no answer within \(configuration.databaseGrace) s")
-                } else if !batch.isEmpty {
-                    nodeID = Self.freshNodeID()
+                switch link.appendAbandoned(empty: batch.isEmpty) {
+                case .loseDatabase(let reason): cutOffClients(reason)
+                case .renewNodeID: nodeID = Self.freshNodeID()
+                case .nothing: break
                 }
                 return true
             }
@@ -476,26 +497,21 @@ public actor MatcherHost {
                 _ = try result.get()
                 metrics.logAppends.increment()
                 metrics.logCommands.increment(by: Int64(batch.count))
-                lastAppend = .now
-                if appendFailingSince != nil || !serving {
-                    logger.info("the database answers again")
-                    appendFailingSince = nil
-                    serving = true
-                }
+                if link.appendSucceeded(now: monotonic) { logger.info("the database answers again") }
                 wakeReader?.yield()
                 if !pending.isEmpty { wakeWriter?.yield() }
                 return true
             } catch {
-                let since = appendFailingSince ?? .now
-                appendFailingSince = since
-                if serving, (ContinuousClock.now - since).inSeconds > configuration.databaseGrace {
-                    loseDatabase("cannot append to the log for \(configuration.databaseGrace) s: \(error)")
+                switch link.appendFailed(now: monotonic, error: "\(error)") {
+                case .loseDatabase(let reason):
                     // What was queued came from streams that are now cut off: their clients resume elsewhere.
+                    cutOffClients(reason)
                     return true
+                case .giveUp: return true  // the next heartbeat tries again
+                case .backOff:
+                    try? await Task.sleep(for: .seconds(delay))
+                    delay = min(delay * 2, 1)
                 }
-                if !serving { return true }  // the next heartbeat tries again
-                try? await Task.sleep(for: .seconds(delay))
-                delay = min(delay * 2, 1)
             }
         }
         return false
@@ -504,14 +520,14 @@ public actor MatcherHost {
     /// Applies the log's entries after the last one applied. Returns false once stopped.
     private func applyNewEntries() async -> Bool {
         guard let log else { return false }
-        if !restoredFromSnapshot {
+        if link.needsSnapshot {
             do {
                 let outcome = await Deadline.race(.seconds(configuration.databaseGrace)) { try await log.latestSnapshot() }
                 guard case .finished(let result) = outcome else {
                     throw LogEntryError(description: "no answer within \(configuration.databaseGrace) s")
                 }
                 if let (sequence, bytes) = try result.get() { try restore(sequence: sequence, bytes) }
-                restoredFromSnapshot = true
+                link.snapshotRead()
             } catch {
                 logger.error("reading the newest snapshot: \(error)")
                 try? await Task.sleep(for: .milliseconds(200))
@@ -539,7 +555,7 @@ public actor MatcherHost {
                 // The entries this node needs next were truncated (it fell a snapshot interval behind, or
                 // it starts on a log whose beginning is gone): continue from the newest snapshot.
                 logger.warning("the log continues at \(first.sequence) after \(appliedSequence): reloading the newest snapshot")
-                restoredFromSnapshot = false
+                link.logTruncated()
                 wakeReader?.yield()
                 return true
             }
@@ -564,8 +580,8 @@ public actor MatcherHost {
     /// Writes a snapshot when it is due and this node is the live node with the lowest id (every node agrees
     /// on which that is: the replicas know the same nodes). The encoding runs off the actor, on a copy.
     private func snapshotIfDue() {
-        guard let log, !snapshotting, (ContinuousClock.now - lastSnapshot).inSeconds >= configuration.snapshotInterval else { return }
-        lastSnapshot = .now
+        guard let log, !snapshotting, monotonic - lastSnapshot >= configuration.snapshotInterval else { return }
+        lastSnapshot = monotonic
         guard replica.nodes.keys.min() == nodeID, appliedSequence > 0 else { return }
         snapshotting = true
         let state = replica, sequence = appliedSequence, logger = self.logger
@@ -583,8 +599,14 @@ public actor MatcherHost {
     /// This node cannot use the database (or was declared dead by the others): it cuts its clients off so
     /// that they resume their sessions on another node, and rejoins under a new id.
     private func loseDatabase(_ reason: String) {
+        link.lose()
+        cutOffClients(reason)
+    }
+
+    /// What losing the database does, once ``link`` is lost: the clients are cut off, what was pending
+    /// dropped, and the node rejoins under a new id.
+    private func cutOffClients(_ reason: String) {
         logger.error("\(reason): cutting off \(streams.count) streams")
-        serving = log == nil
         pending = []
         appendInFlight?.cancel()
         let held = streams
@@ -613,24 +635,23 @@ public actor MatcherHost {
     }
 
     func tick() {
-        if (ContinuousClock.now - lastSilenceCheck).inSeconds >= min(Self.silenceCheckInterval, configuration.heartbeatInterval / 2) {
-            lastSilenceCheck = .now
+        let monotonic = self.monotonic
+        if monotonic - lastSilenceCheck >= min(Self.silenceCheckInterval, configuration.heartbeatInterval / 2) {
+            lastSilenceCheck = monotonic
             cutOffSilentStreams()
         }
         if log == nil {
             perform(apply([]))
         } else {
-            if serving, (ContinuousClock.now - lastAppend).inSeconds > configuration.databaseGrace {
-                // An append that hangs (a partition that drops packets rather than refusing connections) never
-                // fails: what counts is how long ago an append last got through.
-                loseDatabase("no append got through to the log for \(configuration.databaseGrace) s")
-            }
-            if (ContinuousClock.now - lastUsageReport).inSeconds >= Self.usageInterval {
-                lastUsageReport = .now
+            // An append that hangs (a partition that drops packets rather than refusing connections) never
+            // fails: what counts is how long ago an append last got through.
+            if let reason = link.tick(now: monotonic) { cutOffClients(reason) }
+            if monotonic - lastUsageReport >= Self.usageInterval {
+                lastUsageReport = monotonic
                 let usage = limiter.drainUsage()
                 if serving, !usage.isEmpty { submit(.usage(usage)) }
             }
-            if (ContinuousClock.now - lastAppend).inSeconds >= configuration.tickInterval {
+            if monotonic - link.lastAppend >= configuration.tickInterval {
                 wakeWriter?.yield()  // an empty entry: this node's heartbeat, and the clock for everyone's timers
             }
             snapshotIfDue()
