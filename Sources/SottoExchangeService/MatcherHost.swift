@@ -102,28 +102,6 @@ public actor MatcherHost {
         public let stream: UInt64
     }
 
-    /// A client stream of this node. A class: looked up for every frame and every delivery, it is shared,
-    /// not copied (copying its fields cost a busy node a few per cent in retains and releases).
-    final class Stream {
-        let outbox: Outbox
-        let keyID: String
-        let projectID: String
-        /// The resume secret of a new session, and the one the client presented to resume (Welcome carries
-        /// whichever applies; the log only ever holds their hashes).
-        let newSecret: [UInt8]
-        let presentedSecret: [UInt8]
-        var session: SessionID?
-        var waiter: CheckedContinuation<Result<Opened, ExchangeError>, Never>?
-
-        init(outbox: Outbox, keyID: String, projectID: String, newSecret: [UInt8], presentedSecret: [UInt8]) {
-            self.outbox = outbox
-            self.keyID = keyID
-            self.projectID = projectID
-            self.newSecret = newSecret
-            self.presentedSecret = presentedSecret
-        }
-    }
-
     /// Longest pause between two checks for silent streams (s). The limit is three heartbeats (15 s by
     /// default): checking 10 000 streams at every tick (0.1 s) cost a busy node a few per cent for nothing.
     static let silenceCheckInterval: Double = 1
@@ -133,18 +111,16 @@ public actor MatcherHost {
     private var replica: ExchangeReplica
     /// This node's id in the log: fresh for each process and after each loss of the database.
     public private(set) var nodeID: String
-    private var nextStream: UInt64 = 0
-    private var streams: [UInt64: Stream] = [:]
+    /// The client streams of this node, by number.
+    private var streams = StreamRegistry()
     /// The rate limits, checked before frames reach this actor.
     nonisolated let limiter: RateLimiter
     public let configuration: ServiceConfiguration
     private let metrics: ServiceMetrics
     private let logger: Logger
-    /// The host's timers run on this clock (a manual one in tests); the database's I/O (deadlines of
-    /// appends and reads, their retry pauses) on real time.
-    private let clock: any Clock<Duration>
-    /// Time on `clock` since the host started.
-    private let elapsed: @Sendable () -> Duration
+    /// Time since the host started on its clock (a manual one in tests): its timers and the matching run on
+    /// it; the database's I/O (deadlines of appends and reads, their retry pauses) runs on real time.
+    private let time: Stopwatch
     private var tasks: [Task<Void, Never>] = []
     /// When streams were last checked for silence, and usage last reported (s on ``monotonic``).
     private var lastSilenceCheck = 0.0
@@ -184,8 +160,7 @@ public actor MatcherHost {
         self.metrics = metrics
         self.logger = logger
         self.log = log
-        self.clock = clock
-        elapsed = Self.stopwatch(clock)
+        time = Stopwatch(clock)
         link = LogDriver(shared: log != nil, grace: configuration.databaseGrace, now: 0)
         limiter = RateLimiter(configuration: configuration, recordsUsage: log != nil, clock: clock)
         nodeID = Self.freshNodeID()
@@ -200,14 +175,8 @@ public actor MatcherHost {
         return "n_" + APIKeys.hex((0..<6).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
-    /// Time on `clock` since now, as a function.
-    static func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
-        let start = clock.now
-        return { start.duration(to: clock.now) }
-    }
-
     /// Seconds since the host started on its clock (monotonic).
-    private var monotonic: Double { elapsed().inSeconds }
+    private var monotonic: Double { time.elapsed() }
     /// Seconds since the host started (monotonic), plus the test hook's time shift.
     public var now: Double { monotonic + (configuration.timeShift?.seconds ?? 0) }
     /// This node's wall clock (s since 1970, with the test hooks' skew and time shift): the time base of rotating beacons
@@ -217,10 +186,10 @@ public actor MatcherHost {
     /// Starts the timer loop (and, with a shared log, the loops that append and apply entries).
     public func start() {
         guard tasks.isEmpty else { return }
-        let interval = configuration.tickInterval, clock = self.clock
+        let interval = configuration.tickInterval, time = self.time
         tasks.append(Task { [weak self] in
             while !Task.isCancelled {
-                try? await clock.sleep(for: .seconds(interval))
+                try? await time.sleep(interval)
                 await self?.tick()
             }
         })
@@ -256,8 +225,7 @@ public actor MatcherHost {
         appendInFlight?.cancel()
         wakeWriter?.finish()
         wakeReader?.finish()
-        let held = streams
-        streams = [:]
+        let held = streams.removeAll()
         limiter.forgetAllStreams()
         for (number, stream) in held {
             stream.outbox.finish(cutOff: .shutdown)
@@ -296,10 +264,9 @@ public actor MatcherHost {
         var generator = SystemRandomNumberGenerator()
         let id = SessionID("s_" + APIKeys.hex((0..<12).map { _ in UInt8.random(in: 0...255, using: &generator) }))
         let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        nextStream += 1
-        let number = nextStream
         let presented = resume?.secret ?? []
-        streams[number] = Stream(outbox: outbox, keyID: key.keyID, projectID: key.project.id, newSecret: secret, presentedSecret: presented)
+        let number = streams.add(StreamRegistry.Stream(outbox: outbox, keyID: key.keyID, projectID: key.project.id,
+                                                       newSecret: secret, presentedSecret: presented))
         limiter.register(stream: number, keyID: key.keyID, projectID: key.project.id, outbox: outbox)
         var resumeRequest: (session: SessionID, secretHash: [UInt8])?
         if let resume, !resume.session.isEmpty {
@@ -316,16 +283,16 @@ public actor MatcherHost {
         switch result {
         case .success(let opened): return opened
         case .failure(let error):
-            streams[number] = nil
+            streams.remove(number)
             limiter.forget(stream: number)
             throw error
         }
     }
 
     private func scheduleOpenTimeout(_ number: UInt64) {
-        let grace = configuration.databaseGrace, clock = self.clock
+        let grace = configuration.databaseGrace, time = self.time
         Task { [weak self] in
-            try? await clock.sleep(for: .seconds(grace))
+            try? await time.sleep(grace)
             await self?.openTimedOut(number)
         }
     }
@@ -339,14 +306,14 @@ public actor MatcherHost {
     /// The stream went away: its session stays for the grace period, to be resumed.
     public func detach(stream number: UInt64) {
         limiter.forget(stream: number)
-        guard let stream = streams.removeValue(forKey: number), let session = stream.session else { return }
+        guard let stream = streams.remove(number), let session = stream.session else { return }
         submit(.detach(session, stream: number))
     }
 
     /// The client ended its session: everything it published is withdrawn at once.
     public func end(stream number: UInt64) {
         limiter.forget(stream: number)
-        guard let stream = streams.removeValue(forKey: number), let session = stream.session else { return }
+        guard let stream = streams.remove(number), let session = stream.session else { return }
         submit(.end(session, stream: number))
     }
 
@@ -393,7 +360,7 @@ public actor MatcherHost {
     /// The keys of this node's streams and of every session held (attached anywhere, or waiting in its grace
     /// period): those whose revocation must bite.
     public var keyIDsInUse: Set<String> {
-        var keys = Set(streams.values.map(\.keyID))
+        var keys = streams.keyIDs
         for session in replica.sessions.values { keys.insert(session.keyID) }
         return keys
     }
@@ -404,15 +371,15 @@ public actor MatcherHost {
     /// audit line per key.
     /// - Parameter revoked: ids of keys revoked in the store.
     public func revoke(keys revoked: Set<String>) {
-        let hit = streams.filter { revoked.contains($0.value.keyID) }
+        let hit = streams.holding(keys: revoked)
         var sessions: [String: Int] = [:]
         for session in replica.sessions.values where revoked.contains(session.keyID) { sessions[session.keyID, default: 0] += 1 }
         guard !hit.isEmpty || !sessions.isEmpty else { return }
         var perKey: [String: Int] = [:]
-        for (number, stream) in hit.sorted(by: { $0.key < $1.key }) {
+        for (number, stream) in hit {
             perKey[stream.keyID, default: 0] += 1
             metrics.cutOff.increment()
-            streams[number] = nil
+            streams.remove(number)
             limiter.forget(stream: number)
             stream.outbox.finish(cutOff: .revoked)
             if let waiter = stream.waiter {
@@ -609,8 +576,7 @@ public actor MatcherHost {
         logger.error("\(reason): cutting off \(streams.count) streams")
         pending = []
         appendInFlight?.cancel()
-        let held = streams
-        streams = [:]
+        let held = streams.removeAll()
         limiter.forgetAllStreams()
         for (_, stream) in held {
             metrics.cutOff.increment()
@@ -625,7 +591,7 @@ public actor MatcherHost {
     /// Cuts off the streams whose clients sent nothing for three heartbeat intervals.
     private func cutOffSilentStreams() {
         let silentLimit = 3 * configuration.heartbeatInterval
-        let silent = streams.filter { $0.value.session != nil && $0.value.outbox.silence > silentLimit }
+        let silent = streams.silent(longerThan: silentLimit)
         for (number, stream) in silent {
             logger.info("stream \(number) silent for \(silentLimit) s: cut off")
             metrics.cutOff.increment()
@@ -695,7 +661,7 @@ public actor MatcherHost {
                 metrics.sessions.record(replica.sessions.count)
                 waiter.resume(returning: result)
             case .cutOff(let attachment, let reason):
-                guard attachment.node == nodeID, let stream = streams.removeValue(forKey: attachment.stream) else { continue }
+                guard attachment.node == nodeID, let stream = streams.remove(attachment.stream) else { continue }
                 limiter.forget(stream: attachment.stream)
                 stream.outbox.finish(cutOff: reason)
             case .nodeDeclaredDead(let node):

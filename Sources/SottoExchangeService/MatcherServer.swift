@@ -50,13 +50,15 @@ public struct MatcherServer: Service {
     ///   - configuration: the matcher's timings and bounds.
     ///   - limits: the transport's bounds (connections, streams, time before Hello).
     ///   - logger: where the service logs.
+    ///   - clock: the matcher host's time (its timers, session grace, lost timeouts); a manual clock in tests.
+    ///     Transport deadlines, silence and the database's I/O stay on real time.
     ///   - onListening: called with the bound addresses.
     /// - Throws: `MatcherServerError.tlsRequired` for a non-loopback address without TLS, `.socketPath` for a
     ///   Unix socket path taken by anything but a stale socket.
     public init(endpoint: MatcherAddress, tls: TLS?, store: any ExchangeStore, replication: Replication = .standalone,
                 metricsEndpoint: MatcherAddress? = nil,
                 configuration: ServiceConfiguration = ServiceConfiguration(), limits: TransportLimits = TransportLimits(),
-                logger: Logger = Logger(label: "sotto.serve"),
+                logger: Logger = Logger(label: "sotto.serve"), clock: any Clock<Duration> = ContinuousClock(),
                 onListening: @escaping @Sendable (_ service: String, _ http: String?) -> Void = { _, _ in }) throws(MatcherServerError) {
         guard tls != nil || endpoint.isLocal else { throw .tlsRequired(endpoint.description) }
         if let metricsEndpoint, !metricsEndpoint.isLocal, tls == nil { throw .tlsRequired(metricsEndpoint.description) }
@@ -75,11 +77,11 @@ public struct MatcherServer: Service {
         self.metrics = metrics
         switch replication.kind {
         case .standalone:
-            host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger)
+            host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger, clock: clock)
         case .postgresLog(let database):
             // Several nodes: the matcher is replicated through a log in their PostgreSQL.
             host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger,
-                               log: PostgresLog(configuration: database, logger: logger))
+                               log: PostgresLog(configuration: database, logger: logger), clock: clock)
         }
     }
 

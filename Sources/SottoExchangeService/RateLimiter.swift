@@ -198,14 +198,14 @@ final class RateLimiter: Sendable {
 
     private let limits: Mutex<RateLimits>
     /// Time on the node's clock since the limiter was made.
-    private let elapsed: @Sendable () -> Duration
+    private let time: Stopwatch
 
     init(configuration: ServiceConfiguration, recordsUsage: Bool = false, clock: any Clock<Duration> = ContinuousClock()) {
         limits = Mutex(RateLimits(configuration: configuration, recordsUsage: recordsUsage))
-        elapsed = MatcherHost.stopwatch(clock)
+        time = Stopwatch(clock)
     }
 
-    private var now: Double { elapsed().inSeconds }
+    private var now: Double { time.elapsed() }
 
     /// Registers a key's limits (when it authenticates).
     func limit(key: AuthenticatedKey) { limits.withLock { $0.limit(key: key) } }
