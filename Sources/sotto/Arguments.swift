@@ -149,7 +149,7 @@ struct StandardError: TextOutputStream {
 /// True when standard error is a terminal (progress is shown only then).
 var standardErrorIsTerminal: Bool { isatty(2) != 0 }
 
-/// A failure to report on stderr with a non-zero exit (ArgumentParser prints "Error: " + description).
+/// A failure to report on stderr with a non-zero exit (printed as "error: " + description).
 struct CommandError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }

@@ -155,7 +155,7 @@ extension Publish {
     /// on the device, or writing what would be played to --out.
     func publishThroughServer(_ message: Message, strategy: Strategy) async throws {
         let broadcasts = strategy.discoveryMode != .scan
-        let manager = try await RemoteExchange.manager(link: server.link(broadcasts: broadcasts))
+        let manager = try await RemoteExchange.manager(server: server, broadcasts: broadcasts)
         let radioDevices = target.out != nil ? nil : (capture: PCMConfiguration(device: devices.captureDevice ?? target.device),
                                                       playback: broadcasts ? PCMConfiguration(device: devices.playbackDevice ?? target.device) : nil)
         let (ttl, target) = (self.ttl, self.target)
@@ -354,7 +354,7 @@ struct Subscribe: AsyncParsableCommand {
             let filter: MessageFilter
             do { filter = try MessageFilter(includes) } catch { throw CommandError(error.description) }
             let broadcasts = strategy.discoveryMode != .scan && input == nil
-            let manager = try await RemoteExchange.manager(link: server.link(broadcasts: broadcasts), lostTimeout: lostTimeout)
+            let manager = try await RemoteExchange.manager(server: server, broadcasts: broadcasts, lostTimeout: lostTimeout)
             let source: ExchangeSession.Source = input.map { .recording(path: $0, raw: raw.format) }
                 ?? .devices(capture: PCMConfiguration(device: devices.captureDevice ?? device),
                             playback: broadcasts ? PCMConfiguration(device: devices.playbackDevice ?? device) : nil)
