@@ -83,7 +83,8 @@ struct BenchSweep: ParsableCommand {
             """)
 
     @Argument(help: "The sweep: \(SweepKind.allCases.map(\.rawValue).joined(separator: ", ")).") var kind: SweepKind
-    @Option(help: "Profiles (comma-separated, or all).") var profiles: String = "default"
+    @Option(name: [.customLong("profile"), .customLong("profiles")],
+            help: "Profiles (comma-separated, or all; --profiles: the old spelling).") var profiles: String = "default"
     @Option(help: "Token lengths (bytes, comma-separated).") var lengths: String = "8"
     @Option(parsing: .unconditional, help: "Trials per point (runs, for exchange).") var trials: Int = 200
     @Option(help: "Directory of measured impulse responses and noise (rir_*.wav, noise_*.wav), for rooms and false.") var data: String = "../shared/data"
@@ -121,7 +122,7 @@ struct BenchSweep: ParsableCommand {
         if profiles == "all" { return Profile.all }
         return try profiles.split(separator: ",").map { name in
             guard let p = Profile.named(String(name)) else {
-                throw ValidationError("unknown profile '\(name)' in --profiles: \(Profile.all.map(\.name).joined(separator: ", ")) or all")
+                throw ValidationError("unknown profile '\(name)' in --profile: \(Profile.all.map(\.name).joined(separator: ", ")) or all")
             }
             return p
         }
@@ -158,6 +159,15 @@ struct BenchSweep: ParsableCommand {
         runner.crowdSlotGuard = slotGuard
         runner.crowdAliasRoomSize = aliasRoomSize
         runner.crowdTrace = trace
+        // Ctrl-C (or SIGTERM): the rows printed are what was measured; stopped as the exit-status table says
+        // (0), with the progress line erased and a word on what was left, instead of dying with 130 mid-line.
+        let started = Date()
+        let interrupt = Interruption.onStop {
+            ProgressLine.shared.clear()
+            printError("interrupted after \(fixed(Date().timeIntervalSince(started), 0)) s: the rows printed are what was measured; the row under way was not finished")
+            Foundation.exit(ExitStatus.success.rawValue)
+        }
+        defer { interrupt.cancel() }
         do { try runner.run(kind, profiles: selectedProfiles(), lengths: sizes(), seconds: seconds) }
         catch let error as ToolError { throw CommandError(error.description) }
         ProgressLine.shared.clear()
