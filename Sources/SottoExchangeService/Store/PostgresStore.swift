@@ -45,7 +45,11 @@ public final class PostgresStore: ExchangeStore {
         // Refused, no such host or no socket: said at once with its cause, not after the pool's time-out.
         let outcome = await EndpointProbe.probe(location.probeAddress, greeting: .none,
                                                 connectTimeout: Double(location.timeout.components.seconds), answerTimeout: 0)
-        guard outcome.isReachable else { throw .unavailable("PostgreSQL: \(outcome)") }
+        switch outcome {
+        case .reachable: break
+        case .refused: throw .unavailable("cannot reach PostgreSQL at \(location.endpointDescription): connection refused")
+        default: throw .unavailable("cannot reach PostgreSQL at \(location.endpointDescription): \(outcome)")
+        }
         self.location = location
         endpoint = location.endpointDescription
         self.timeout = location.timeout
