@@ -135,7 +135,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let missing = directory.appendingPathComponent("nope.wav").path
         let empty = directory.appendingPathComponent("empty.wav").path
-        FileManager.default.createFile(atPath: empty, contents: Data())
+        try #require(FileManager.default.createFile(atPath: empty, contents: Data()))
         let cases: [(arguments: [String], input: Data?, message: String)] = [
             (["decode", missing], nil, "error: cannot open \(missing): no such file\n"),
             (["decode", directory.path], nil, "error: cannot open \(directory.path): a directory, not an audio file\n"),
