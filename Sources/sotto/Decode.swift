@@ -6,7 +6,7 @@ import SottoTools
 
 /// The receiver's options shared by `decode` and `listen`.
 struct ReceiverOptions: ParsableArguments {
-    @Option(help: "Profile to search for, or all.")
+    @Option(help: "Profiles to search for (comma-separated: default,fast), or all.")
     var profile: ProfileSelection = ProfileSelection(Profile.all)
 }
 
