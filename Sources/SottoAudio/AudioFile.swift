@@ -45,13 +45,16 @@ public enum AudioFileError: Error, Sendable, Equatable, CustomStringConvertible 
     case unknownExtension(path: String, known: [String])
     /// The write was stopped (SIGINT, SIGTERM) before the file was complete: nothing was left at the path.
     case interrupted(path: String)
+    /// A headerless layout (rate, encoding, channels) was given for data that starts with a container's
+    /// header (`container`, e.g. "WAV"): refused rather than reading the header as samples.
+    case rawLayoutForHeader(path: String, container: String)
 
     public var description: String {
         switch self {
         case .cannotOpen(let path, let reason):
             return "cannot open \(path): \(reason)"
         case .empty(let path):
-            return "\(path) holds no audio samples"
+            return "\(path) is empty: it holds no audio samples\(path == "standard input" ? " (nothing was piped in?)" : "")"
         case .unsupported(let path, let reason):
             return "\(path): \(reason)"
         case .readFailed(let path, let reason):
@@ -69,6 +72,8 @@ public enum AudioFileError: Error, Sendable, Equatable, CustomStringConvertible 
             return "\(path): no audio format is written for this extension; use one of .\(known.joined(separator: ", ."))"
         case .interrupted(let path):
             return "interrupted: \(path == "-" ? "standard output" : path) was not \(path == "-" ? "finished" : "written")"
+        case .rawLayoutForHeader(let path, let container):
+            return "\(path) is \(container.first.map { "AEIOU".contains($0) } == true ? "an" : "a") \(container) file with its own header: --rate, --encoding and --channels are for headerless PCM only (drop them to use the header's rate)"
         }
     }
 }
@@ -289,6 +294,9 @@ public final class AudioFileReader {
         var pipeHead: [UInt8]?
         /// The path libsndfile and the page checks open: `path`, or the copy of an Ogg stream of another codec.
         var source = path
+        if raw != nil, let container = Self.container(of: stream.map { PipeHead.peek(descriptor: $0.descriptor) ?? [] } ?? Self.head(of: path)) {
+            throw .rawLayoutForHeader(path: name, container: container)
+        }
         if let stream, raw == nil, let head = PipeHead.peek(descriptor: stream.descriptor) {
             pipeHead = head
             // On a pipe, only containers that stream: the others read nothing there, or spin on a cut header.
@@ -326,6 +334,7 @@ public final class AudioFileReader {
         self.pipeSource = pipeSource
         guard opened != nil || oggStream != nil else {
             let reason = String(cString: sf_strerror(nil))
+            if let known = Self.openFailure(path: path, name: name, standardInput: standardInput) { throw known }
             throw .cannotOpen(path: name,
                               reason: (reason.isEmpty ? "unknown error" : reason) + (raw == nil && !standardInput && path.lowercased().hasSuffix(".raw") ? " (a raw file needs its rate, encoding and channels)" : ""))
         }
@@ -387,6 +396,54 @@ public final class AudioFileReader {
     }
 
     deinit { if let file { sf_close(file) } }
+
+    /// The first bytes of the file at `path` (empty when it cannot be read).
+    private static func head(of path: String) -> [UInt8] {
+        let descriptor = path == "-" ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return [] }
+        defer { close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: 12)
+        let n = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 12, 0) }
+        return n > 0 ? Array(bytes[0..<n]) : []
+    }
+
+    /// The container whose header starts `head`, if any (WAV, AIFF, FLAC, Ogg, AU, CAF).
+    static func container(of head: [UInt8]) -> String? {
+        func starts(_ text: String, at offset: Int = 0) -> Bool {
+            let magic = Array(text.utf8)
+            return head.count >= offset + magic.count && Array(head[offset..<offset + magic.count]) == magic
+        }
+        if (starts("RIFF") || starts("RIFX") || starts("RF64")) && starts("WAVE", at: 8) { return "WAV" }
+        if starts("FORM") && (starts("AIFF", at: 8) || starts("AIFC", at: 8)) { return "AIFF" }
+        if starts("fLaC") { return "FLAC" }
+        if starts("OggS") { return "Ogg" }
+        if starts(".snd") { return "AU" }
+        if starts("caff") { return "CAF" }
+        return nil
+    }
+
+    /// Why libsndfile could not open `path`, in words of the file system: missing, unreadable, a directory,
+    /// empty. nil when none of these is the cause (then libsndfile's own reason is given).
+    private static func openFailure(path: String, name: String, standardInput: Bool) -> AudioFileError? {
+        var status = stat()
+        let result = path == "-" ? fstat(STDIN_FILENO, &status) : stat(path, &status)
+        guard result == 0 else {
+            switch errno {
+            case ENOENT: return .cannotOpen(path: name, reason: "no such file")
+            case EACCES: return .cannotOpen(path: name, reason: "permission denied")
+            case ENOTDIR: return .cannotOpen(path: name, reason: "a part of the path is not a directory")
+            default: return .cannotOpen(path: name, reason: String(cString: strerror(errno)))
+            }
+        }
+        switch status.st_mode & S_IFMT {
+        case S_IFDIR: return .cannotOpen(path: name, reason: "a directory, not an audio file")
+        case S_IFREG where status.st_size == 0: return .empty(path: name)
+        case S_IFCHR where status.st_rdev == 0x103: return .empty(path: name)  // /dev/null: major 1, minor 3
+        default:
+            if path != "-", access(path, R_OK) != 0 { return .cannotOpen(path: name, reason: "permission denied") }
+            return nil
+        }
+    }
 
     /// A FLAC whose STREAMINFO announces fewer samples than its frames hold ends at the announcement in
     /// libsndfile, silently: at the end, the audio bytes after the metadata are compared with the most the

@@ -121,9 +121,14 @@ func fill(_ frame: inout sotto_frame, with decoded: DecodedFrame) {
     frame.corrected_bits = Int32(clamping: decoded.correctedBits)
 }
 
-/// The profiles of a comma-separated list ("default", "fast,robust", "all"); NULL is the default profile.
-func profiles(fromList list: UnsafePointer<CChar>?) throws(CallFailure) -> [Profile] {
-    guard let list else { return [.standard] }
+/// The profiles of a comma-separated list ("default", "fast,robust", "all"); NULL is every profile that
+/// `sampleRate` (Hz) can carry, as the command line listens (all four from 44.1 kHz; every one when none
+/// fits, so that the rate is refused with the profiles' minimum).
+func profiles(fromList list: UnsafePointer<CChar>?, sampleRate: Double) throws(CallFailure) -> [Profile] {
+    guard let list else {
+        let carried = Profile.all.filter { sampleRate >= $0.minimumSampleRate }
+        return carried.isEmpty ? Profile.all : carried
+    }
     let text = string(list)
     if text.trimmingSpaces.lowercased() == "all" { return Profile.all }
     var chosen: [Profile] = []
@@ -148,7 +153,7 @@ public func sotto_decoder_create(_ sampleRate: Double, _ profileList: UnsafePoin
     reportingPerThread { () throws(CallFailure) in
         guard let decoder else { throw .null("decoder (the address for the new handle)") }
         decoder.pointee = nil
-        let chosen = try profiles(fromList: profileList)
+        let chosen = try profiles(fromList: profileList, sampleRate: sampleRate)
         let handle: DecoderHandle
         do throws(ModemError) { handle = try DecoderHandle(sampleRate: sampleRate, profiles: chosen) }
         catch { throw .modem(error) }

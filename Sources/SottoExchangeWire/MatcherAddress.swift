@@ -10,9 +10,19 @@ public enum MatcherAddress: Sendable, Hashable, CustomStringConvertible {
     /// `sottos://HOST:PORT` (the scheme is dropped here; TLS is the caller's choice).
     public init(parsing text: String) throws(MatcherAddressError) {
         var text = text
+        var schemeFound = false
         for scheme in ["sotto://", "sottos://", "http://", "https://", "grpc://", "grpcs://"] where text.hasPrefix(scheme) {
             text.removeFirst(scheme.count)
             if text.hasSuffix("/") { text.removeLast() }
+            schemeFound = true
+        }
+        // A misspelt scheme (`sotto//host:port`, `sotto:/host:port`, `ftp://host:port`) is refused here, at
+        // once, instead of being taken for a host name that no resolver will ever find.
+        if !schemeFound, !text.hasPrefix("/"), !text.hasPrefix("unix:"), let mark = text.firstIndex(where: { $0 == "/" }) {
+            let scheme = text[..<mark].split(separator: ":").first.map(String.init) ?? ""
+            throw MatcherAddressError(text: text, reason: text.contains("://")
+                ? "unknown scheme '\(scheme)://': expected sotto://HOST:PORT, sottos://HOST:PORT (TLS), HOST:PORT or unix:PATH"
+                : "a '/' in the host: expected sotto://HOST:PORT, sottos://HOST:PORT (TLS), HOST:PORT or unix:PATH")
         }
         if text.hasPrefix("unix:") {
             let path = String(text.dropFirst(5))
@@ -39,6 +49,12 @@ public enum MatcherAddress: Sendable, Hashable, CustomStringConvertible {
             portText = text[text.index(after: colon)...]
         }
         guard !host.isEmpty else { throw MatcherAddressError(text: text, reason: "an empty host") }
+        // A host name (letters, digits, '-', '.', '_'), an IPv4 address, or within brackets an IPv6 one
+        // (with a zone after '%').
+        let punctuation: Set<Character> = text.hasPrefix("[") ? [":", ".", "%"] : ["-", ".", "_"]
+        guard host.allSatisfy({ ($0.isASCII && ($0.isLetter || $0.isNumber)) || punctuation.contains($0) }) else {
+            throw MatcherAddressError(text: text, reason: "'\(host)' is not a host name or address")
+        }
         guard portText.allSatisfy({ $0.isASCII && $0.isNumber }), let port = Int(portText), (0...65_535).contains(port) else {
             throw MatcherAddressError(text: text, reason: "the port must be 0 to 65535")
         }

@@ -286,11 +286,58 @@ public struct SweepRowRecord: JSONRecord {
     public var caption: String
     /// The cells, keyed by column title, as printed in the table.
     public var cells: [String: String]
+    /// The column titles in the table's order (`cells` and `values` are objects, whose keys a reader may sort).
+    public var columns: [String]
+    /// The numeric cells as numbers, keyed by the column title in snake case with its unit last
+    /// (``valueKey(column:percent:)``): `"Eb/N0 90% (dB)": "4.5"` is `"eb_n0_90_percent_db": 4.5`,
+    /// `"-300 ppm": "99.5%"` is `"minus_300_ppm_percent": 99.5`. Cells that are not numbers ("-", names,
+    /// "3 of 10") are in `cells` only.
+    public var values: [String: Double]
 
-    public init(sweep: String, caption: String, cells: [String: String]) {
+    /// A row of `cells` under `columns` (titles in order); `values` are read from the cells.
+    /// - Parameters:
+    ///   - sweep: The sweep's name.
+    ///   - caption: The table's caption.
+    ///   - columns: The column titles, in order.
+    ///   - cells: The row's cells as printed, in column order.
+    public init(sweep: String, caption: String, columns: [String], cells: [String]) {
         self.sweep = sweep
         self.caption = caption
-        self.cells = cells
+        self.columns = columns
+        self.cells = Dictionary(zip(columns, cells), uniquingKeysWith: { first, _ in first })
+        var values: [String: Double] = [:]
+        for (column, cell) in zip(columns, cells) {
+            let text = cell.trimmingCharacters(in: .whitespaces)
+            let percent = text.hasSuffix("%")
+            guard let number = Double(percent ? String(text.dropLast()) : text), number.isFinite else { continue }
+            values[Self.valueKey(column: column, percent: percent)] = number
+        }
+        self.values = values
+    }
+
+    /// The key of a numeric cell: the column title in lower snake case ("%" as "percent", a leading minus
+    /// as "minus", a decimal point as "_"), then "percent" when the cell is a percentage.
+    /// - Parameters:
+    ///   - column: The column title, e.g. "SNR 90% (dB)".
+    ///   - percent: Whether the cell ends with "%".
+    /// - Returns: The key, e.g. "snr_90_percent_db".
+    public static func valueKey(column: String, percent: Bool) -> String {
+        var words: [String] = []
+        var word = ""
+        var previous: Character = " "
+        for character in column.lowercased() {
+            if character.isLetter || character.isNumber {
+                if previous == "-" && word.isEmpty && character.isNumber { words.append("minus") }
+                word.append(character)
+            } else {
+                if !word.isEmpty { words.append(word); word = "" }
+                if character == "%" { words.append("percent") }
+            }
+            previous = character
+        }
+        if !word.isEmpty { words.append(word) }
+        if percent && words.last != "percent" { words.append("percent") }
+        return words.joined(separator: "_")
     }
 }
 

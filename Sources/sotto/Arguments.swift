@@ -110,13 +110,18 @@ extension Profile: ExpressibleByArgument {
     public var defaultValueDescription: String { name }
 }
 
-/// `--profile P|all` for receivers.
+/// `--profile a,b|all` for receivers.
 struct ProfileSelection: ExpressibleByArgument {
     let profiles: [Profile]
     init?(argument: String) {
         if argument.lowercased() == "all" { profiles = Profile.all; return }
-        guard let profile = Profile.named(argument) else { return nil }
-        profiles = [profile]
+        var chosen: [Profile] = []
+        for name in argument.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let profile = Profile.named(name.trimmingCharacters(in: .whitespaces)) else { return nil }
+            if !chosen.contains(where: { $0.name == profile.name }) { chosen.append(profile) }
+        }
+        guard !chosen.isEmpty else { return nil }
+        profiles = chosen
     }
     init(_ profiles: [Profile]) { self.profiles = profiles }
     static var allValueStrings: [String] { Profile.all.map(\.name) + ["all"] }
@@ -127,6 +132,14 @@ extension [UInt8] {
     /// Lowercase hex without prefix.
     var hex: String {
         Hex.encode(self)
+    }
+}
+
+/// An old spelling of an option, kept for a release (see CHANGELOG.md): noted on stderr when used.
+enum Deprecated {
+    /// Says that `old` is deprecated in `command` for `new`, and why.
+    static func note(_ old: String, use new: String, in command: String, because reason: String) {
+        printError("warning: sotto \(command) \(old) is deprecated: use \(new) (\(reason)); the old spelling goes in a later release")
     }
 }
 
@@ -149,7 +162,7 @@ struct StandardError: TextOutputStream {
 /// True when standard error is a terminal (progress is shown only then).
 var standardErrorIsTerminal: Bool { isatty(2) != 0 }
 
-/// A failure to report on stderr with a non-zero exit (ArgumentParser prints "Error: " + description).
+/// A failure to report on stderr with a non-zero exit (printed as "error: " + description).
 struct CommandError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }

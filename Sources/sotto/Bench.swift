@@ -83,7 +83,8 @@ struct BenchSweep: ParsableCommand {
             """)
 
     @Argument(help: "The sweep: \(SweepKind.allCases.map(\.rawValue).joined(separator: ", ")).") var kind: SweepKind
-    @Option(help: "Profiles (comma-separated, or all).") var profiles: String = "default"
+    @Option(name: [.customLong("profile"), .customLong("profiles")],
+            help: "Profiles (comma-separated, or all; --profiles: the old spelling).") var profiles: String = "default"
     @Option(help: "Token lengths (bytes, comma-separated).") var lengths: String = "8"
     @Option(parsing: .unconditional, help: "Trials per point (runs, for exchange).") var trials: Int = 200
     @Option(help: "Directory of measured impulse responses and noise (rir_*.wav, noise_*.wav), for rooms and false.") var data: String = "../shared/data"
@@ -117,11 +118,21 @@ struct BenchSweep: ParsableCommand {
         }
     }
 
+    /// The rows the sweep prints, for the progress line (nil where they depend on data found at run time).
+    func expectedRows() throws -> Int? {
+        let grid = try selectedProfiles().count * sizes().count
+        switch kind {
+        case .snr, .offset, .reverb, .rooms, .speech, .latency: return grid
+        case .crowd: return try grid * rules.split(separator: ",").count * deviceCounts().count
+        case .false, .exchange, .earshot, .skew, .longroom: return nil
+        }
+    }
+
     func selectedProfiles() throws -> [Profile] {
         if profiles == "all" { return Profile.all }
         return try profiles.split(separator: ",").map { name in
             guard let p = Profile.named(String(name)) else {
-                throw ValidationError("unknown profile '\(name)' in --profiles: \(Profile.all.map(\.name).joined(separator: ", ")) or all")
+                throw ValidationError("unknown profile '\(name)' in --profile: \(Profile.all.map(\.name).joined(separator: ", ")) or all")
             }
             return p
         }
@@ -148,19 +159,59 @@ struct BenchSweep: ParsableCommand {
         progress.apply()
         let sweepName = kind.rawValue
         let printer = Box(TablePrinter(json: format.format == .json) { caption, columns, cells in
-            SweepRowRecord(sweep: sweepName, caption: caption, cells: Dictionary(zip(columns, cells), uniquingKeysWith: { a, _ in a }))
+            SweepRowRecord(sweep: sweepName, caption: caption, columns: columns, cells: cells)
         })
-        let output = SweepOutput(table: { printer.value.table($0, $1) }, row: { printer.value.row($0) },
-                                 status: { ProgressLine.shared.update("\(sweepName): \($0)") })
+        // Progress on a terminal: the point under way, the row of how many, and from the rows done an estimate
+        // of the time left (rows of one sweep take about as long as each other).
+        let progress = Box(SweepProgress(totalRows: try expectedRows(), started: Date()))
+        let output = SweepOutput(table: { printer.value.table($0, $1) },
+                                 row: { progress.value.rowsDone += 1; printer.value.row($0) },
+                                 status: { ProgressLine.shared.update("\(sweepName): \($0)\(progress.value.suffix(now: Date()))") })
         var runner = SweepRunner(trials: trials, seed: seed, dataDirectory: data, speechPath: speech, directivity: directivity, output: output)
         runner.crowdDevices = try deviceCounts()
         runner.crowdRules = rules.split(separator: ",").map(String.init)
         runner.crowdSlotGuard = slotGuard
         runner.crowdAliasRoomSize = aliasRoomSize
         runner.crowdTrace = trace
+        // Ctrl-C (or SIGTERM): the rows printed are what was measured; stopped as the exit-status table says
+        // (0), with the progress line erased and a word on what was left, instead of dying with 130 mid-line.
+        let started = Date()
+        let interrupt = Interruption.onStop {
+            ProgressLine.shared.clear()
+            printError("interrupted after \(fixed(Date().timeIntervalSince(started), 0)) s: the rows printed are what was measured; the row under way was not finished")
+            Foundation.exit(ExitStatus.success.rawValue)
+        }
+        defer { interrupt.cancel() }
         do { try runner.run(kind, profiles: selectedProfiles(), lengths: sizes(), seconds: seconds) }
         catch let error as ToolError { throw CommandError(error.description) }
         ProgressLine.shared.clear()
+    }
+}
+
+/// The rows of a sweep done and expected, for its progress line.
+struct SweepProgress {
+    /// Rows the sweep prints, when known from its arguments.
+    let totalRows: Int?
+    let started: Date
+    var rowsDone = 0
+
+    /// " (row 3 of 8, 1 min 20 s, about 2 min 40 s left)"; the estimate once a row is done.
+    func suffix(now: Date) -> String {
+        let elapsed = now.timeIntervalSince(started)
+        var parts: [String] = []
+        if let totalRows { parts.append("row \(min(rowsDone + 1, totalRows)) of \(totalRows)") }
+        parts.append(Self.duration(elapsed))
+        if let totalRows, rowsDone > 0, rowsDone < totalRows {
+            parts.append("about \(Self.duration(elapsed / Double(rowsDone) * Double(totalRows - rowsDone))) left")
+        }
+        return " (" + parts.joined(separator: ", ") + ")"
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        let whole = Int(seconds.rounded())
+        if whole < 60 { return "\(whole) s" }
+        if whole < 3_600 { return "\(whole / 60) min \(whole % 60) s" }
+        return "\(whole / 3_600) h \(whole % 3_600 / 60) min"
     }
 }
 

@@ -6,7 +6,7 @@ import SottoTools
 
 /// The receiver's options shared by `decode` and `listen`.
 struct ReceiverOptions: ParsableArguments {
-    @Option(help: "Profile to search for, or all.")
+    @Option(help: "Profiles to search for (comma-separated: default,fast), or all.")
     var profile: ProfileSelection = ProfileSelection(Profile.all)
 }
 
@@ -37,6 +37,7 @@ struct Decode: ParsableCommand {
     func run() throws {
         progress.apply()
         var failures: [String] = []
+        var misused: [String] = []
         let named = files.count > 1
         for file in files {
             do {
@@ -50,11 +51,16 @@ struct Decode: ParsableCommand {
                 if format.format == .text && summary.frames == 0 && standardErrorIsTerminal { printError("\(label): no frames found") }
             } catch {
                 ProgressLine.shared.clear()
-                printError("Error: \(file == "-" ? "standard input" : file): \(error)")
-                failures.append(file)
+                let label = file == "-" ? "standard input" : file
+                // The reader's messages name the file already: said once, not "x.wav: cannot open x.wav".
+                let message = "\(error)"
+                printError("error: \(message.contains(label) ? message : "\(label): \(message)")")
+                if case .rawLayoutForHeader? = error as? AudioFileError { misused.append(file) } else { failures.append(file) }
             }
         }
-        if !failures.isEmpty { throw ExitCode(ExitStatus.failure.rawValue) }
+        // A headerless layout given for a file with a header: options that do not go together (usage).
+        if !misused.isEmpty && failures.isEmpty { throw ExitCode(ExitStatus.usage.rawValue) }
+        if !failures.isEmpty || !misused.isEmpty { throw ExitCode(ExitStatus.failure.rawValue) }
     }
 }
 

@@ -12,7 +12,7 @@ import SottoTools
 /// Where a transmitter's frames go.
 struct TransmitTarget: ParsableArguments {
     @Option(help: "ALSA playback PCM to play on.") var device: String = "default"
-    @Option(help: "Write exactly what would be played over the TTL to this file instead (at most 86400 s, a day, in any format and to a pipe; 16-bit WAV and AIFF about 12 h).") var out: String?
+    @Option(name: [.customShort("o"), .long], help: "Write exactly what would be played over the TTL to this file instead (at most 86400 s, a day, in any format and to a pipe; 16-bit WAV and AIFF about 12 h).") var out: String?
     @Option(parsing: .unconditional, help: "Seconds from one frame to the next.") var interval: Double = 1
     @Option(parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter), so that devices do not collide every time.") var jitter: Double = 0.25
     @Option(parsing: .unconditional, help: "Seed of the jitter in --out files (default: drawn anew for every file, so that devices writing files do not send at the same instants; give one to reproduce a file).") var seed: UInt64?
@@ -50,6 +50,8 @@ struct TransmitTarget: ParsableArguments {
         }
         let device = self.device
         let summary: FramePlayer.Summary
+        let warnings = WarningGate { printError($0) }
+        defer { warnings.finish() }
         do {
             let player = try FramePlayer(configuration: PCMConfiguration(device: device), profile: profile, frameAt: frameAt,
                                          changesEvery: period, clockAtStart: clockAtStart)
@@ -57,7 +59,7 @@ struct TransmitTarget: ParsableArguments {
             defer { interrupt.cancel() }
             summary = try player.run(.init(interval: interval, jitter: jitter, duration: duration)) { event in
                 if case .started(let negotiated) = event { printError("broadcasting \(what) on \(device) (\(negotiated))") }
-                DeviceStatusText.print(event, device: device)
+                DeviceStatusText.print(event, device: device, warnings: warnings)
             }
         } catch { throw CommandError("\(error)") }
         printError("sent \(summary.sent) frames, \(summary.underruns) underruns")
@@ -155,10 +157,13 @@ extension Publish {
     /// on the device, or writing what would be played to --out.
     func publishThroughServer(_ message: Message, strategy: Strategy) async throws {
         let broadcasts = strategy.discoveryMode != .scan
-        let manager = try await RemoteExchange.manager(link: server.link(broadcasts: broadcasts))
+        let manager = try await RemoteExchange.manager(server: server, broadcasts: broadcasts)
         let radioDevices = target.out != nil ? nil : (capture: PCMConfiguration(device: devices.captureDevice ?? target.device),
                                                       playback: broadcasts ? PCMConfiguration(device: devices.playbackDevice ?? target.device) : nil)
         let (ttl, target) = (self.ttl, self.target)
+        // One warning of a kind every 30 s at most, with the count held back (a device gone would say one a frame).
+        let warnings = WarningGate { printError($0) }
+        defer { warnings.finish() }
         do {
             try await ExchangeSession.publish(
                 manager: manager, message: message, strategy: strategy, ttl: Double(ttl), devices: radioDevices,
@@ -170,8 +175,8 @@ extension Publish {
                     guard let token = await ExchangeSession.token(of: manager) else { throw CommandError("the matcher gave this session no token") }
                     try target.send(frame: Payload.token(token).frameBytes, duration: Double(ttl), what: "token \(token.hex)")
                 },
-                onDeviceError: { printError("device error: \($0)") },
-                onOwnTokenNotHeard: { printError("warning: our own token was not heard \($0) times in a row (speaker or microphone off?)") })
+                onDeviceError: { warnings.warn("device error: \($0)") },
+                onOwnTokenNotHeard: { warnings.warn("warning: our own token was not heard \($0) times in a row (speaker or microphone off?)", kind: "own token not heard") })
         } catch let error as CommandError { throw error } catch let error as ExchangeError { throw error } catch { throw CommandError("\(error)") }
         printError("unpublished")
     }
@@ -354,7 +359,7 @@ struct Subscribe: AsyncParsableCommand {
             let filter: MessageFilter
             do { filter = try MessageFilter(includes) } catch { throw CommandError(error.description) }
             let broadcasts = strategy.discoveryMode != .scan && input == nil
-            let manager = try await RemoteExchange.manager(link: server.link(broadcasts: broadcasts), lostTimeout: lostTimeout)
+            let manager = try await RemoteExchange.manager(server: server, broadcasts: broadcasts, lostTimeout: lostTimeout)
             let source: ExchangeSession.Source = input.map { .recording(path: $0, raw: raw.format) }
                 ?? .devices(capture: PCMConfiguration(device: devices.captureDevice ?? device),
                             playback: broadcasts ? PCMConfiguration(device: devices.playbackDevice ?? device) : nil)
@@ -375,12 +380,14 @@ struct Subscribe: AsyncParsableCommand {
     func run(_ manager: MessageManager, filter: MessageFilter, strategy: Strategy, source: ExchangeSession.Source,
              printer: EventPrinter) async throws {
         let name = input == "-" ? "standard input" : input ?? ""
+        let warnings = WarningGate { printError($0) }
+        defer { warnings.finish() }
         do {
             try await ExchangeSession.subscribe(manager: manager, filter: filter, strategy: strategy, lostTimeout: lostTimeout,
                                                 ttl: ttl.map(Double.init), source: source, stop: Interruption.stop,
                                                 lowPowerScan: lowPower ? try scan : .lowPower,
                                                 onEvent: { printer.print($0, at: $1) },
-                                                onDeviceError: { printError("device error: \($0)") },
+                                                onDeviceError: { warnings.warn("device error: \($0)") },
                                                 onProgress: ProgressLine.shared.decoding(name))
             ProgressLine.shared.clear()
         } catch {

@@ -50,6 +50,8 @@ struct Listen: AsyncParsableCommand {
         defer { interrupt.cancel() }
         var frames = 0
         var failure: (any Error)?
+        // One warning of a kind every 30 s at most, with the count held back.
+        let warnings = WarningGate { printError($0) }
         for await event in listener.events {
             switch event {
             case .started(let negotiated), .reopened(let negotiated):
@@ -62,15 +64,16 @@ struct Listen: AsyncParsableCommand {
                 frames += 1
                 Output.line(FrameText.line(frame, format: format.format, file: nil))
             case .overrun(let total):
-                printError("warning: capture overrun (\(total) so far): samples were lost")
+                warnings.warn("warning: capture overrun (\(total) so far): samples were lost", kind: "capture overrun")
             case .suspended(let total):
                 printError("warning: the device was suspended and has resumed (\(total) so far): audio in between was lost")
             case .bandFiltered(let level):
                 printError("warning: the 17.5-20.5 kHz band is \(Int(-level)) dB below 12-16 kHz: the capture path filters it (echo cancellation, noise suppression?); see the live audio guide")
             case .deviceError(let error, let retry):
-                printError("device error: \(error)\(retry ? " (retrying)" : "")")
+                if retry { warnings.warn("device error: \(error) (retrying)") } else { printError("device error: \(error)") }
                 if !retry { failure = error }
             case .stopped(let seconds, let overruns):
+                warnings.finish()
                 printError("stopped: \(frames) frame\(frames == 1 ? "" : "s") in \(fixed(seconds, 1)) s of audio, \(overruns) overrun\(overruns == 1 ? "" : "s")")
             }
         }

@@ -11,17 +11,21 @@ struct Load: AsyncParsableCommand {
         abstract: "Load a matcher service with simulated devices and report sessions, sightings/s and found latency.",
         discussion: """
         Every device opens a session, publishes a message and subscribes; devices in clusters of --cluster hear \
-        each other, and --rate sightings per second of a random neighbour's token are reported for --duration \
+        each other, and --sightings-per-second sightings per second of a random neighbour's token are reported for --duration \
         seconds. Latency is from the first report of a pair of neighbours to each one's found.
         """)
 
     @Option(help: "The service: HOST:PORT or unix:PATH; repeat for the nodes of one service (devices take them in turn).")
     var server: [String]
-    @Option(help: "API key of a project whose key allows the rate (sotto admin key create --rate).") var apiKey: String
+    @Option(help: "API key of a project whose key allows the rate (sotto admin key create --requests-per-second).") var apiKey: String
     @Option(help: "CA certificate (PEM) for TLS.") var ca: String?
     @Option(parsing: .unconditional, help: "Simulated devices (one session each).") var sessions: Int = 1_000
     @Option(parsing: .unconditional, help: "Devices in earshot of each other.") var cluster: Int = 5
-    @Option(parsing: .unconditional, help: "Sightings per second over all devices.") var rate: Double = 1_000
+    @Option(parsing: .unconditional, help: "Sightings per second over all devices (default 1000).") var sightingsPerSecond: Double?
+    /// The old spelling of --sightings-per-second (--rate is a sample rate in Hz everywhere else).
+    @Option(name: .customLong("rate"), parsing: .unconditional, help: ArgumentHelp(visibility: .hidden)) var deprecatedRate: Double?
+    /// Sightings per second over all devices.
+    var rate: Double { sightingsPerSecond ?? deprecatedRate ?? 1_000 }
     @Option(parsing: .unconditional, help: "Seconds of sightings.") var duration: Double = 20
     @Option(parsing: .unconditional, help: "HTTP/2 connections shared by the sessions, per server.") var connections: Int = 8
     @Option(help: "The noisy-neighbour probe: an API key (of another project) whose sessions report 64 random beacon IDs per frame during the load.")
@@ -32,7 +36,11 @@ struct Load: AsyncParsableCommand {
     func validate() throws {
         try NumericOption("--sessions", 1...200_000).check(sessions)
         try NumericOption("--cluster", 2...1_000).check(cluster)
-        try NumericOption("--rate", above: 0, upTo: 1_000_000, unit: "per s").check(rate)
+        if deprecatedRate != nil {
+            if sightingsPerSecond != nil { throw ValidationError("--rate is the old spelling of --sightings-per-second: give one") }
+            Deprecated.note("--rate", use: "--sightings-per-second", in: "load", because: "--rate is a sample rate in Hz everywhere else")
+        }
+        try NumericOption(sightingsPerSecond == nil && deprecatedRate != nil ? "--rate" : "--sightings-per-second", above: 0, upTo: 1_000_000, unit: "per s").check(rate)
         try NumericOption("--duration", above: 0, upTo: 3_600, unit: "s").check(duration)
         try NumericOption("--connections", 1...1_024).check(connections)
         try NumericOption("--noisy-rate", above: 0, upTo: 100_000, unit: "per s").check(noisyRate)

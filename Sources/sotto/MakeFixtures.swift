@@ -9,7 +9,7 @@ struct MakeFixtures: ParsableCommand {
         abstract: "Generate the fixture recordings and manifest (reproducible: fixed seeds).",
         shouldDisplay: false)
 
-    @Option(help: "Output directory.") var out: String = "Fixtures"
+    @Option(name: [.customShort("o"), .long], help: "Output directory.") var out: String = "Fixtures"
     @Option(help: "Directory of measured impulse responses and noise recordings (rir_*.wav, noise_*.wav).") var data: String = "../shared/data"
     @Option(help: "A speech recording (e.g. from espeak-ng) for the interference fixtures.") var speech: String
     @OptionGroup var progress: ProgressOptions

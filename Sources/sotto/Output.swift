@@ -28,7 +28,7 @@ enum Output {
     /// Ends the program after standard output failed with `code` (errno).
     static func failed(_ code: Int32) -> Never {
         if code == EPIPE { exit(ExitStatus.success.rawValue) }
-        printError("Error: \(StandardStreamError(code: code))")
+        printError("error: \(StandardStreamError(code: code))")
         exit(ExitStatus.failure.rawValue)
     }
 

@@ -24,11 +24,36 @@ struct ServerOptions: ParsableArguments {
     /// Refuses, before anything runs, to send the key in plaintext beyond loopback and Unix sockets (a usage
     /// error naming --insecure).
     func validate() throws {
-        let addresses = server.compactMap { try? MatcherAddress(parsing: $0) }
+        var addresses: [MatcherAddress] = []
+        for text in server {
+            do { addresses.append(try MatcherAddress(parsing: text)) } catch { throw ValidationError("--server \(text): \(error)") }
+        }
         guard !addresses.isEmpty else { return }
         var options = RemoteMatcher.Options(endpoints: addresses, apiKey: "", tls: secure ? .init(trustRoots: ca) : nil)
         options.insecure = insecure
         do { try options.checkKeyTransport() } catch { throw ValidationError("--server: \(error)") }
+    }
+
+    /// Says on stderr what is tried, then probes every node (``EndpointProbe``) so that a failure is reported
+    /// at once with its cause: a usage-free run-time failure when no node answers as a sotto service, a
+    /// warning for each node that does not when another does.
+    func probe() async throws {
+        let addresses = server.compactMap { try? MatcherAddress(parsing: $0) }
+        let tls = secure
+        printError("matcher: connecting to \(addresses.map(\.description).joined(separator: ", ")) (\(tls ? "TLS" : "plaintext"))")
+        let outcomes = await withTaskGroup(of: (Int, EndpointProbe.Outcome).self) { group in
+            for (index, address) in addresses.enumerated() {
+                group.addTask { (index, await EndpointProbe.probe(address, greeting: .grpc(tls: tls))) }
+            }
+            var outcomes = [EndpointProbe.Outcome](repeating: .reachable, count: addresses.count)
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
+        }
+        let failures = outcomes.filter { !$0.isReachable }
+        if failures.count == outcomes.count, !failures.isEmpty {
+            throw CommandError("matcher: " + failures.map { $0.description }.joined(separator: "; "))
+        }
+        for failure in failures { printError("warning: matcher: \(failure); trying the other nodes") }
     }
 
     /// A link to the service, for a session that broadcasts or not.
@@ -59,6 +84,14 @@ struct RadioDevices: ParsableArguments {
 
 /// Exchange sessions through a matcher service, for `publish` and `subscribe` with `--server`.
 enum RemoteExchange {
+    /// Probes the service's nodes (``ServerOptions/probe()``), then connects a manager to it.
+    static func manager(server: ServerOptions, broadcasts: Bool, lostTimeout: Double = 10,
+                        onNotice: @escaping @Sendable (MatcherNotice) -> Void = { _ in }) async throws -> MessageManager {
+        let link = try server.link(broadcasts: broadcasts)
+        try await server.probe()
+        return try await manager(link: link, lostTimeout: lostTimeout, onNotice: onNotice)
+    }
+
     /// Connects a manager to the service; connection changes go to stderr.
     static func manager(link: RemoteMatcher, lostTimeout: Double = 10,
                         onNotice: @escaping @Sendable (MatcherNotice) -> Void = { _ in }) async throws -> MessageManager {

@@ -3,6 +3,7 @@ import Foundation
 import SottoAudio
 import SottoLive
 import SottoModem
+import SottoSupport
 import SottoTools
 
 /// `sotto send`: encode a token and write it to a file (or play it, with the live-audio support).
@@ -23,7 +24,7 @@ struct Send: ParsableCommand {
     var token: String?
     @Option(help: "The token as text (UTF-8, 1-16 bytes) instead of hex; - reads it from standard input.")
     var text: String?
-    @Option(name: .long, help: "Write the sound to this file instead of playing it (format by extension; - for standard output).")
+    @Option(name: [.customShort("o"), .long], help: "Write the sound to this file instead of playing it (format by extension; - for standard output).")
     var out: String?
     @Option(help: "Waveform profile: \(Profile.all.map(\.name).joined(separator: ", ")).")
     var profile: Profile = .standard
@@ -125,16 +126,23 @@ struct Send: ParsableCommand {
         let interrupt = Interruption.onStop { player.stop() }
         defer { interrupt.cancel() }
         let summary: FramePlayer.Summary
+        // One warning of a kind every 30 s at most, with the count held back (--loop would say one a frame).
+        let warnings = WarningGate { printError($0) }
         do {
             summary = try player.run(.init(interval: interval, jitter: jitter, count: loop ? nil : `repeat`)) { event in
                 switch event {
                 case .started(let negotiated): printError("playing \(bytes.hex) on \(device): \(negotiated)")
                 case .ownTokenNotHeard(let missed):
-                    printError("warning: own token not heard (\(missed) transmission\(missed == 1 ? "" : "s") in a row): is the microphone muted, filtered or too far?")
-                default: DeviceStatusText.print(event, device: device)
+                    warnings.warn("warning: own token not heard (\(missed) transmission\(missed == 1 ? "" : "s") in a row): is the microphone muted, filtered or too far?",
+                                  kind: "own token not heard")
+                default: DeviceStatusText.print(event, device: device, warnings: warnings)
                 }
             }
-        } catch { throw CommandError("\(error)") }
+        } catch {
+            warnings.finish()
+            throw CommandError("\(error)")
+        }
+        warnings.finish()
         if summary.ownTokenMissed == 0 { printError("self-check: own token heard") }
         printError("sent \(summary.sent) frame\(summary.sent == 1 ? "" : "s"), \(summary.underruns) underrun\(summary.underruns == 1 ? "" : "s")")
     }
@@ -142,9 +150,11 @@ struct Send: ParsableCommand {
 
 /// Device problems of a player, on standard error.
 enum DeviceStatusText {
-    static func print(_ event: FramePlayer.Event, device: String) {
+    static func print(_ event: FramePlayer.Event, device: String, warnings: WarningGate? = nil) {
         switch event {
-        case .deviceError(let error, let retry): printError("device error: \(error)\(retry ? " (retrying)" : "")")
+        case .deviceError(let error, let retry):
+            let line = "device error: \(error)\(retry ? " (retrying)" : "")"
+            if let warnings { warnings.warn(line) } else { printError(line) }
         case .reopened(let negotiated): printError("device \(device) is back: \(negotiated)")
         case .started, .ownTokenNotHeard: break
         }

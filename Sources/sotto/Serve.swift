@@ -66,7 +66,7 @@ struct Serve: AsyncParsableCommand {
     var databaseGrace: Double = 10
     @Option(parsing: .unconditional, help: "Shared store: seconds between snapshots of the shared state (the log before them is deleted).")
     var snapshotInterval: Double = 60
-    @Option(parsing: .unconditional, help: "Work units (frames; a report of n sightings counts n) per second one project's keys may send together; nodes of a shared store share it (and each key's --rate) through the log, so it holds over the cluster.")
+    @Option(parsing: .unconditional, help: "Work units (frames; a report of n sightings counts n) per second one project's keys may send together; nodes of a shared store share it (and each key's --requests-per-second) through the log, so it holds over the cluster.")
     var projectRate: Double = 20_000
     @Option(parsing: .unconditional, help: "Work units one project may send at once above --project-rate.") var projectBurst: Double = 40_000
     @Option(parsing: .unconditional, help: "Bytes (namespace, type and content) one project's live publications may hold; the same on every node of a shared store.")
@@ -250,8 +250,21 @@ struct AdminKey: AsyncParsableCommand {
         @OptionGroup var store: StoreOption
         @Argument(help: "Project name or id.") var project: String
         @Option(help: "A label for the key.") var label: String = ""
-        @Option(parsing: .unconditional, help: "Requests per second over all the key's sessions, on every node together.") var rate: Double = 50
+        @Option(parsing: .unconditional, help: "Requests per second over all the key's sessions, on every node together (default 50).")
+        var requestsPerSecond: Double?
+        /// The old spelling of --requests-per-second (--rate is a sample rate in Hz everywhere else).
+        @Option(name: .customLong("rate"), parsing: .unconditional, help: ArgumentHelp(visibility: .hidden)) var deprecatedRate: Double?
         @Option(parsing: .unconditional, help: "Requests allowed at once above the rate.") var burst: Double = 200
+
+        /// Requests per second over all the key's sessions.
+        var rate: Double { requestsPerSecond ?? deprecatedRate ?? 50 }
+
+        func validate() throws {
+            if deprecatedRate != nil {
+                if requestsPerSecond != nil { throw ValidationError("--rate is the old spelling of --requests-per-second: give one") }
+                Deprecated.note("--rate", use: "--requests-per-second", in: "admin key create", because: "--rate is a sample rate in Hz everywhere else")
+            }
+        }
 
         func run() async throws {
             do {

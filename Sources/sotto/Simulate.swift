@@ -11,10 +11,13 @@ struct Simulate: ParsableCommand {
         discussion: "Stages are applied in this order; each is off unless asked for. Seeded and reproducible. Recordings of any length stream through in bounded memory (standard input or a named pipe is copied to a temporary file in TMPDIR first, to be read again), --interference too (read in passes); the output holds at most \(Int(FrameScheduleWriter.longestDuration)) s, an --rir at most \(Int(ChannelFile.longestResponse)) s (held in memory).")
 
     @Argument(help: "Input recording; - reads standard input.") var input: String
-    @Argument(help: "Output file (format by extension: \(AudioFileFormat.byExtension.keys.sorted().joined(separator: ", "))); - writes WAV to standard output.") var output: String
+    @Argument(help: "Output file, as -o/--out (the positional spelling is kept).") var positionalOutput: String?
+    @Option(name: [.customShort("o"), .long], help: "Output file (format by extension: \(AudioFileFormat.byExtension.keys.sorted().joined(separator: ", "))); - writes WAV to standard output.") var out: String?
     @Option(parsing: .unconditional, help: "Reverberation time RT60 at mid frequencies (s); a synthetic room, with --distance.") var rt60: Double?
     @Option(parsing: .unconditional, help: "Source-microphone distance for the synthetic room (m; default 1).") var distance: Double?
-    @Option(parsing: .unconditional, help: "Room volume for the synthetic room (m^3; default 60).") var volume: Double?
+    @Option(parsing: .unconditional, help: "Room volume for the synthetic room (m^3; default 60).") var roomVolume: Double?
+    /// The old spelling of --room-volume (--volume is a level in dBFS in send).
+    @Option(name: .customLong("volume"), parsing: .unconditional, help: ArgumentHelp(visibility: .hidden)) var deprecatedVolume: Double?
     @Option(parsing: .unconditional, help: "Directivity factor Q of the source for the synthetic room (1 = omnidirectional; default 4).") var directivity: Double?
     @Option(help: "Convolve with this measured room impulse response (audio file) instead: normalised to its peak; output that would then exceed full scale is scaled to -1 dBFS, with a note.") var rir: String?
     @Option(parsing: .unconditional, help: "Speaker/microphone roll-off corner (Hz), 24 dB/octave above it.") var rollOff: Double?
@@ -27,10 +30,21 @@ struct Simulate: ParsableCommand {
     @Flag(help: "Quantise to 16 bits with TPDF dither.") var quantize16 = false
     @Option(parsing: .unconditional, help: "Random seed.") var seed: UInt64 = 1
 
+    /// The output file (-o/--out, or the positional spelling).
+    var output: String { out ?? positionalOutput ?? "-" }
+    /// Room volume (m^3), under its name or its old one.
+    var volume: Double? { roomVolume ?? deprecatedVolume }
+
     func validate() throws {
         try NumericOption("--rt60", above: 0, upTo: 10, unit: "s").check(rt60)
         try NumericOption("--distance", above: 0, upTo: 100, unit: "m").check(distance)
-        try NumericOption("--volume", 5...1e6, unit: "m^3").check(volume)
+        if deprecatedVolume != nil {
+            if roomVolume != nil { throw ValidationError("--volume is the old spelling of --room-volume: give one") }
+            Deprecated.note("--volume", use: "--room-volume", in: "simulate", because: "--volume is a level in dBFS in send")
+        }
+        try NumericOption(roomVolume == nil && deprecatedVolume != nil ? "--volume" : "--room-volume", 5...1e6, unit: "m^3").check(volume)
+        if out != nil && positionalOutput != nil { throw ValidationError("give the output once: with -o/--out or as the second argument") }
+        if out == nil && positionalOutput == nil { throw ValidationError("give the output file with -o/--out (- writes WAV to standard output)") }
         try NumericOption.directivity.check(directivity)
         try NumericOption("--ppm", -100_000...100_000, unit: "ppm").check(ppm)
         try NumericOption("--rate", AudioFileReader.supportedSampleRates, unit: "Hz").check(rate)
@@ -41,7 +55,7 @@ struct Simulate: ParsableCommand {
         if rt60 != nil && rir != nil { throw ValidationError("use either --rt60 (synthetic room) or --rir (measured), not both") }
         if interference == nil && sir != 0 { throw ValidationError("--sir is the level of --interference: give the recording with --interference") }
         if rt60 == nil && (distance != nil || volume != nil || directivity != nil) {
-            throw ValidationError("--distance, --volume and --directivity shape the synthetic room: give its --rt60")
+            throw ValidationError("--distance, --room-volume and --directivity shape the synthetic room: give its --rt60")
         }
         if [input, rir, interference].filter({ $0 == "-" }).count > 1 { throw ValidationError("standard input (-) can be read once") }
         do { _ = try AudioFileFormat(path: output) } catch { throw ValidationError(error.description) }

@@ -29,7 +29,7 @@ struct Sotto: AsyncParsableCommand {
         Interruption.prepare()
         let command: any ParsableCommand
         if let unknown = unknownHelpTopic(Array(CommandLine.arguments.dropFirst())) {
-            printError("Error: no command '\(unknown)' to show help for\nUsage: sotto help <subcommand>\n  See 'sotto --help' for the commands.")
+            printError("error: no command '\(unknown)' to show help for\nUsage: sotto help <subcommand>\n  See 'sotto --help' for the commands.")
             Foundation.exit(ExitStatus.usage.rawValue)
         }
         do { command = try parseAsRoot() } catch { finish(withError: error) }
@@ -66,7 +66,8 @@ struct Sotto: AsyncParsableCommand {
         if code == .success {
             if !message.isEmpty { Output.line(message) }
         } else if !message.isEmpty {
-            printError(message)
+            // One error style: "error: ..." in lower case, ArgumentParser's own messages too.
+            printError(message.hasPrefix("Error: ") ? "error: " + message.dropFirst(7) : message)
         }
         Foundation.exit(code.rawValue)
     }
@@ -91,7 +92,7 @@ struct Sotto: AsyncParsableCommand {
             // A long usage is shortened by ArgumentParser to the command and "<options>", without its label.
             var usage = Sotto.usageString(for: command).trimmingCharacters(in: .whitespaces)
             if !usage.hasPrefix("Usage:") { usage = "Usage: " + usage }
-            printError("Error: \(error.message)\n\(usage)\n  See 'sotto help \(names(of: command).joined(separator: " "))' for more information.")
+            printError("error: \(error.message)\n\(usage)\n  See 'sotto help \(names(of: command).joined(separator: " "))' for more information.")
             Foundation.exit(ExitStatus.usage.rawValue)
         case let error as ExitCode:
             Foundation.exit(error.rawValue)
@@ -101,7 +102,7 @@ struct Sotto: AsyncParsableCommand {
             // Help and completion requests, thrown by ArgumentParser's own commands.
             finish(withError: error)
         default:
-            printError("Error: \(error)")
+            printError("error: \(error)")
             Foundation.exit(ExitStatus.failure.rawValue)
         }
     }

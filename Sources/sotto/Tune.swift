@@ -19,7 +19,8 @@ struct Tune: ParsableCommand {
 
     @Option(name: .customLong("rate"), help: "Sample rate to tune for (Hz); repeat for several.")
     var rates: [Double] = [44_100, 48_000]
-    @Option(name: .shortAndLong, help: "Where to write the wisdom; - writes it to standard output.")
+    @Option(name: [.customShort("o"), .customLong("out"), .customLong("output")],
+            help: "Where to write the wisdom; - writes it to standard output (--output: the old spelling, kept for a release).")
     var output: String = FFTWisdom.systemPath
 
     func run() throws {

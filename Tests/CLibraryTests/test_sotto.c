@@ -295,6 +295,17 @@ static void test_decoder_errors(void) {
     CHECK_STATUS(sotto_decoder_create(16000, "audible", &decoder), SOTTO_OK);
     sotto_decoder_destroy(decoder);
     CHECK_STATUS(sotto_decoder_create(48000, NULL, NULL), SOTTO_ERROR_NULL);
+    CHECK_STATUS(sotto_decoder_create(8000, NULL, &decoder), SOTTO_ERROR_ARGUMENT);  // no profile fits 8 kHz
+    CHECK_STATUS(sotto_decoder_create(16000, NULL, &decoder), SOTTO_OK);              // NULL: the audible one fits
+    sotto_decoder_destroy(decoder);
+    // NULL searches every profile the rate carries, as the command line listens (before 1.1: default only).
+    size_t count = 0;
+    float *fast = burst("fast", 48000, token8, 8, 0.1, &count);
+    CHECK(fast != NULL);
+    sotto_frame found[2];
+    CHECK(decode_chunks(48000, NULL, fast, count, 4096, found, 2) == 1);
+    CHECK(decode_chunks(48000, "default", fast, count, 4096, found, 2) == 0);
+    free(fast);
 
     CHECK_STATUS(sotto_decoder_create(48000, "all", &decoder), SOTTO_OK);
     float samples[4] = {0};

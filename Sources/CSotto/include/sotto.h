@@ -202,7 +202,8 @@ typedef struct sotto_frame {
 typedef void (*sotto_frame_callback)(const sotto_frame *frame, void *user_data);
 
 /** Creates a decoder for mono samples at `sample_rate_hz` (Hz, up to 768000) searching for the profiles in
- *  `profiles`: a comma-separated list of names ("default", "fast,robust"), "all", or NULL for "default".
+ *  `profiles`: a comma-separated list of names ("default", "fast,robust"), "all", or NULL for every profile the rate can carry (all four from 44.1 kHz, as the command line listens;
+ *  before 1.1 NULL meant "default").
  *  The rate must reach each profile's minimum_sample_rate_hz.
  *  On failure `*decoder` is NULL and the message is in sotto_thread_error_message().
  *  Errors: SOTTO_ERROR_NULL (decoder), SOTTO_ERROR_ARGUMENT (rate, names), SOTTO_ERROR_RESOURCE (its

@@ -42,6 +42,14 @@ public final class PostgresStore: ExchangeStore {
     ///   when the database cannot be reached or its schema is newer than this build.
     public init(url: String, timeout: Duration = .seconds(10), backgroundLogger: Logger? = nil) async throws(StoreError) {
         let location = try Location(parsing: url, defaultTimeout: timeout)
+        // Refused, no such host or no socket: said at once with its cause, not after the pool's time-out.
+        let outcome = await EndpointProbe.probe(location.probeAddress, greeting: .none,
+                                                connectTimeout: Double(location.timeout.components.seconds), answerTimeout: 0)
+        switch outcome {
+        case .reachable: break
+        case .refused: throw .unavailable("cannot reach PostgreSQL at \(location.endpointDescription): connection refused")
+        default: throw .unavailable("cannot reach PostgreSQL at \(location.endpointDescription): \(outcome)")
+        }
         self.location = location
         endpoint = location.endpointDescription
         self.timeout = location.timeout
@@ -446,6 +454,14 @@ extension PostgresStore {
         let tls: TLSConfiguration?
         let timeout: Duration
         let applicationName: String?
+
+        /// The endpoint as an address to probe.
+        var probeAddress: MatcherAddress {
+            switch endpoint {
+            case .tcp(let host, let port): return .tcp(host: host, port: port)
+            case .unix(let path): return .unix(path: path)
+            }
+        }
 
         var endpointDescription: String {
             switch endpoint {

@@ -331,11 +331,13 @@ class Decoder(_Handle):
     """Streaming decoder: feed mono chunks of any size, get the frames they complete.
 
     Results do not depend on the chunking. ``float32`` and ``int16`` chunks are read in place (no copy);
-    other dtypes are converted to ``float32`` once per chunk.
+    ``int32`` is scaled from its full scale (2**31), float64 converted to ``float32`` once per chunk; other
+    integer types are refused (:class:`ArgumentError`).
 
     Args:
         rate: sample rate of the stream (Hz).
-        profiles: profiles to search for: a name, a list of names, or "all".
+        profiles: profiles to search for: a name, a list of names, or "all"; None (the default): every
+            profile the rate can carry, as the command line listens (before 1.1: "default" only).
 
     Raises:
         ArgumentError: unknown profile, or a rate too low for one of them.
@@ -344,9 +346,9 @@ class Decoder(_Handle):
     _destroy_name = "sotto_decoder_destroy"
     _message_name = "sotto_decoder_error_message"
 
-    def __init__(self, rate: float, profiles: ProfileNames = "default") -> None:
+    def __init__(self, rate: float, profiles: Optional[ProfileNames] = None) -> None:
         handle = ctypes.c_void_p()
-        _check(_lib.sotto_decoder_create(float(rate), _profile_list(profiles), ctypes.byref(handle)))
+        _check(_lib.sotto_decoder_create(float(rate), None if profiles is None else _profile_list(profiles), ctypes.byref(handle)))
         self._handle: Optional[int] = handle.value
         self.rate = float(rate)
         self._frame = _c.FrameStruct(struct_size=ctypes.sizeof(_c.FrameStruct))
@@ -366,7 +368,7 @@ class Decoder(_Handle):
             samples = np.ascontiguousarray(samples)
             self._call(_lib.sotto_decoder_feed_int16(self._handle, samples.ctypes.data, samples.shape[0]))
         else:
-            samples = np.ascontiguousarray(samples, dtype=np.float32)
+            samples = _as_float32(samples)
             self._call(_lib.sotto_decoder_feed_float(self._handle, samples.ctypes.data, samples.shape[0]))
         return self._drain()
 
@@ -400,21 +402,33 @@ class Decoder(_Handle):
 
 
 
-def decode(samples: Samples, rate: float, profiles: ProfileNames = "default",
+def _as_float32(samples: "np.ndarray") -> "np.ndarray":
+    """Float samples as contiguous float32; int32 scaled from its full scale (2**31) as int16's is from 32768;
+    other integer types refused rather than read unscaled (an int32 array read as floats is +187 dB)."""
+    if samples.dtype == np.int32:
+        return np.ascontiguousarray(samples, dtype=np.float32) * np.float32(1.0 / 2147483648.0)
+    if samples.dtype.kind in "iub":
+        raise ArgumentError(_c.ERROR_ARGUMENT, f"samples of {samples.dtype} are not read: give float32 (full scale 1.0), "
+                            "int16 (full scale 32768) or int32 (full scale 2**31)")
+    return np.ascontiguousarray(samples, dtype=np.float32)
+
+
+def decode(samples: Samples, rate: float, profiles: Optional[ProfileNames] = None,
            chunk_samples: int = 1 << 16) -> List[Frame]:
     """Decodes a whole recording: every frame in ``samples`` (1-D float32 or int16) at ``rate`` Hz.
 
     Args:
         samples: mono samples.
         rate: sample rate (Hz).
-        profiles: a name, a list of names, or "all".
+        profiles: a name, a list of names, or "all"; None (the default): every profile the rate can carry
+            (before 1.1: "default" only).
         chunk_samples: samples per call into the library (the result does not depend on it).
     """
     samples = np.asarray(samples)
     if samples.ndim != 1:
         raise ArgumentError(_c.ERROR_ARGUMENT, f"samples must be 1-D (mono), got shape {samples.shape}")
     if samples.dtype != np.int16:
-        samples = np.ascontiguousarray(samples, dtype=np.float32)  # once, not per chunk
+        samples = _as_float32(samples)  # once, not per chunk
     if chunk_samples < 1:
         raise ArgumentError(_c.ERROR_ARGUMENT, f"chunk_samples must be positive, got {chunk_samples}")
     with Decoder(rate, profiles) as decoder:

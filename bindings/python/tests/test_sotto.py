@@ -72,7 +72,13 @@ def test_decoder_searches_several_profiles() -> None:
     assert [(f.token, f.profile) for f in sotto.decode(audio, 48000, profiles=["robust", "audible", "default"])] == \
         [(b"one", "robust"), (b"two", "audible"), (b"three", "default")]
     assert [f.token for f in sotto.decode(audio, 48000, profiles="all")] == [b"one", b"two", b"three"]
-    assert [f.token for f in sotto.decode(audio, 48000)] == [b"three"]  # default profile only
+    assert [f.token for f in sotto.decode(audio, 48000, profiles="default")] == [b"three"]
+    # The default, as the command line listens: every profile the rate carries (before 1.1: "default" only).
+    assert [f.token for f in sotto.decode(audio, 48000)] == [b"one", b"two", b"three"]
+    assert [f.token for f in sotto.decode(sotto.encode(b"hi", profile="fast"), 48000)] == [b"hi"]
+    # At 16 kHz only the audible profile fits: the default takes it alone instead of refusing the rate.
+    low, _ = recording([(b"low", "audible")], 16000)
+    assert [f.token for f in sotto.decode(low, 16000)] == [b"low"]
 
 
 def test_results_do_not_depend_on_chunk_size() -> None:
@@ -93,6 +99,13 @@ def test_int16_and_float64_input_decode_alike() -> None:
     pcm = np.round(audio * 32767).astype(np.int16)
     assert [frame.token for frame in sotto.decode(pcm, 44100)] == [b"pcm16"]
     assert [frame.token for frame in sotto.decode(audio.astype(np.float64), 44100)] == [b"pcm16"]
+    # int32 is scaled from its full scale as int16 is: the same level, not +187 dB.
+    wide = np.round(audio * 2147483647.0).astype(np.int32)
+    frames = sotto.decode(wide, 44100)
+    assert [frame.token for frame in frames] == [b"pcm16"]
+    assert frames[0].level_dbfs == pytest.approx(sotto.decode(pcm, 44100)[0].level_dbfs, abs=0.1)
+    with pytest.raises(sotto.ArgumentError, match="int64"):
+        sotto.decode(pcm.astype(np.int64), 44100)
     # A strided (non-contiguous) view is accepted too.
     doubled = np.repeat(audio, 2)[::2]
     assert [frame.token for frame in sotto.decode(doubled, 44100)] == [b"pcm16"]
