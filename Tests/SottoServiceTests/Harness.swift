@@ -81,7 +81,7 @@ final class TestServer: Sendable {
     ///   - reuse: a previous server whose directory, store, project and key to use again (a restart).
     init(endpoint: MatcherAddress = .tcp(host: "127.0.0.1", port: 0), tls: MatcherServer.TLS? = nil,
          metricsEndpoint: MatcherAddress? = nil, configuration: ServiceConfiguration = TestServer.fastConfiguration,
-         rate: Double = 10_000, burst: Double = 10_000, reuse: TestServer? = nil) async throws {
+         rate: Double = 10_000, burst: Double = 10_000, reuse: TestServer? = nil, web: WebOptions? = nil) async throws {
         if let reuse {
             directory = reuse.directory
             store = reuse.store
@@ -95,7 +95,7 @@ final class TestServer: Sendable {
         }
         onStop = nil
         (server, task, address, httpAddress) = try await Self.launch(endpoint: endpoint, tls: tls, store: store,
-                                                                     metricsEndpoint: metricsEndpoint, configuration: configuration)
+                                                                     metricsEndpoint: metricsEndpoint, configuration: configuration, web: web)
     }
 
     /// Starts a server on `store`, which holds `project` and `apiKey` already (a node of a ``TestCluster``, or
@@ -128,11 +128,11 @@ final class TestServer: Sendable {
 
     /// Runs a server and waits (at most 10 s) until it listens.
     private static func launch(endpoint: MatcherAddress, tls: MatcherServer.TLS?, store: any ExchangeStore,
-                               metricsEndpoint: MatcherAddress?, configuration: ServiceConfiguration) async throws
+                               metricsEndpoint: MatcherAddress?, configuration: ServiceConfiguration, web: WebOptions? = nil) async throws
         -> (MatcherServer, Task<Void, any Error>, MatcherAddress, String?) {
         let (listening, continuation) = AsyncStream.makeStream(of: (String, String?).self)
         let server = try MatcherServer(endpoint: endpoint, tls: tls, store: store, metricsEndpoint: metricsEndpoint,
-                                       configuration: configuration) { service, http in
+                                       configuration: configuration, web: web) { service, http in
             continuation.yield((service, http))
             continuation.finish()
         }
