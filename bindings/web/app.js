@@ -79,6 +79,8 @@ function show(kind, line) {
   item.dataset.kind = kind;
   item.textContent = `${new Date().toLocaleTimeString()} ${kind}: ${line}`;
   events.prepend(item);
+  while (events.childElementCount > 200) events.lastElementChild.remove();
+  console.log(`sotto-event ${kind} ${line}`);  // the same line for the browser's console (and tests' logs)
 }
 function status(line) { $('status').textContent = line; }
 

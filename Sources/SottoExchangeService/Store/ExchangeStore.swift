@@ -143,7 +143,7 @@ public protocol ExchangeStore: Sendable {
     func createProject(name: String, maxSessions: Int) async throws(StoreError) -> Project
     func projects() async throws(StoreError) -> [Project]
     /// Creates a key and returns its full text, which is shown once and never stored.
-    /// `origins`: the web origins whose pages may use it (``WebOrigin/normalize(_:)`` each; empty: none).
+    /// `origins`: the web origins whose pages may use it (normalised by ``WebOrigin``; empty: none).
     func createKey(project: String, label: String, ratePerSecond: Double, burst: Double, origins: [String]) async throws(StoreError)
         -> (APIKeyRecord, key: String)
     func keys(project: String?) async throws(StoreError) -> [APIKeyRecord]

@@ -12,6 +12,12 @@ public enum WebFrames {
     /// Most fragments one message may come in.
     public static let maxFragments = 64
 
+    /// The handler that joins a message's fragments (at most ``maxFragments``, ``maxMessageSize`` bytes in
+    /// all) after NIO's frame decoder (whose limit is ``maxMessageSize`` per frame).
+    public static func aggregator() -> NIOWebSocketFrameAggregator {
+        NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 1, maxAccumulatedFrameCount: maxFragments, maxAccumulatedFrameSize: maxMessageSize)
+    }
+
     /// What the service does with one message from the page.
     public enum Inbound: Sendable, Equatable {
         /// A binary message holding a client frame: to the session.

@@ -81,9 +81,7 @@ struct WebListener {
                     upgradePipelineHandler: { channel, head in
                         channel.eventLoop.makeCompletedFuture {
                             // Fragments are joined (at most the message limit in all), then each message is one frame.
-                            try channel.pipeline.syncOperations.addHandler(NIOWebSocketFrameAggregator(
-                                minNonFinalFragmentSize: 1, maxAccumulatedFrameCount: WebFrames.maxFragments,
-                                maxAccumulatedFrameSize: WebFrames.maxMessageSize))
+                            try channel.pipeline.syncOperations.addHandler(WebFrames.aggregator())
                             try channel.pipeline.syncOperations.addHandler(OversizeCounter(metrics: metrics))
                             let socket = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
                             return WebConnection.webSocket(socket, origin: head.headers.first(name: "origin"), peer: peer)
