@@ -139,6 +139,67 @@ import Testing
         }
     }
 
+    @Test func aPageThatNeverReadsIsCutOffAndOthersGoOn() async throws {
+        var configuration = TestServer.fastConfiguration
+        configuration.outbox = Outbox.Limits(frames: 4, bytes: 300_000)
+        let service = try await WebTestServer(configuration: configuration)
+        defer { Task { await service.stop() } }
+        let webKey = try await service.key(origins: [Self.page])
+        let big = try Message(namespace: "museum", type: "exhibit", content: [UInt8](repeating: 0x5A, count: 102_400))
+        let publisherClient = try RawClient(service.server.address)
+        defer { Task { await publisherClient.close() } }
+        let publisher = RawSession(publisherClient)
+        #expect(await publisher.hello(key: service.server.apiKey) != nil)
+        guard let token = await publisher.frame(where: { $0.tokenDirective != nil })?.tokenDirective else { Issue.record("no token"); return }
+        publisher.send(Frames.publish(1, content: big.content))
+        #expect(await publisher.status(1)?.state == .active)
+        // A reader that keeps up paces the found/lost toggles.
+        let reader = try await service.server.manager(lostTimeout: 30)
+        let recorder = EventRecorder()
+        let subscription = try await reader.subscribe(filter: exhibitFilter, lostTimeout: 30, now: 0, handler: recorder.handler)
+        await heard(reader, token: token)
+        #expect(await recorder.waitFound())
+        let steps = try await withDeadline(40, "the cut-off") {
+            var steps = 0
+            try await WebClient.session(port: service.webPort, origin: Self.page) { web in
+                try await web.hello(key: webKey)
+                try await web.send(Frames.subscribe(1, lostTimeoutMs: 30_000))
+                try await web.send(Frames.observe(token: token))
+                // The page reads nothing from here on: 100 KiB found/lost events pile up until it is cut off.
+                while service.server.metric("sotto_cut_off_total") ?? 0 < 1 && steps < 300 {
+                    let before = recorder.all.count
+                    publisher.send(steps % 2 == 0 ? Frames.unpublish(1) : Frames.publish(1, content: big.content))
+                    steps += 1
+                    guard await recorder.wait(5, until: { $0.count > before }) else { Issue.record("the reader stopped at step \(steps)"); break }
+                }
+                #expect(service.server.metric("sotto_cut_off_total") == 1, "the page that never read was cut off after \(steps) events")
+                // What it finds when it reads at last: what was sent before, then the end of the socket.
+                _ = try? await web.closed()
+            }
+            return steps
+        }
+        // The reader keeps receiving.
+        let before = recorder.all.count
+        publisher.send(steps % 2 == 0 ? Frames.unpublish(1) : Frames.publish(1, content: big.content))
+        #expect(await recorder.wait(5, until: { $0.count > before }))
+        publisher.cancel()
+        keep(subscription)
+        await reader.close(now: 0)
+    }
+
+    @Test func aSocketThatNeverSaysHelloIsClosed() async throws {
+        let service = try await WebTestServer()
+        defer { Task { await service.stop() } }
+        try await withDeadline(20, "the Hello time-out") {
+            try await WebClient.session(port: service.webPort, origin: Self.page) { web in
+                // TransportLimits.helloTimeout (5 s by default) passes without a frame.
+                let (code, reason) = try await web.closed()
+                #expect(code != .normalClosure && reason.contains("Hello"), "\(code) \(reason)")
+            }
+        }
+        #expect(service.server.metric("sotto_hello_timeouts_total") == 1)
+    }
+
     @Test func theKeysRateLimitAppliesOnTheWeb() async throws {
         let service = try await WebTestServer()
         defer { Task { await service.stop() } }
@@ -204,9 +265,9 @@ final class WebTestServer: Sendable {
     let server: TestServer
     let webPort: Int
 
-    init(page: WebPage? = nil) async throws {
+    init(page: WebPage? = nil, configuration: ServiceConfiguration = TestServer.fastConfiguration) async throws {
         let (bound, continuation) = AsyncStream.makeStream(of: String.self)
-        server = try await TestServer(web: WebOptions(endpoint: .tcp(host: "127.0.0.1", port: 0), page: page) { address in
+        server = try await TestServer(configuration: configuration, web: WebOptions(endpoint: .tcp(host: "127.0.0.1", port: 0), page: page) { address in
             continuation.yield(address)
             continuation.finish()
         })
