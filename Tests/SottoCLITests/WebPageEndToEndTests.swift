@@ -23,14 +23,15 @@ struct WebPageEndToEndTests {
 
     /// Opens `url` in a headless Chromium whose microphone plays `microphone`, until `done` holds for the
     /// console lines of the page (`sotto-event ...`) or `timeout` passes; returns those lines.
-    func browse(_ url: String, microphone: String, in directory: URL, timeout: Double,
+    func browse(_ url: String, microphone: String, in directory: URL, timeout: Double, allowMicrophone: Bool = true,
                 until done: ([String]) -> Bool) async throws -> [String] {
         let profile = directory.appendingPathComponent("chromium-\(UUID().uuidString.prefix(8))")
+        // Without --use-fake-ui-for-media-stream, headless Chromium refuses the microphone as a user would.
         let browser = try SpawnedProcess(try #require(Self.chromium), [
             "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--autoplay-policy=no-user-gesture-required",
-            "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream", "--use-file-for-fake-audio-capture=\(microphone)",
+            "--use-fake-device-for-media-stream", "--use-file-for-fake-audio-capture=\(microphone)",
             "--enable-logging=stderr", "--v=0", "--user-data-dir=\(profile.path)", url,
-        ], environment: [:], directory: directory)
+        ] + (allowMicrophone ? ["--use-fake-ui-for-media-stream"] : []), environment: [:], directory: directory)
         defer { Task { _ = await browser.stop(SIGTERM, timeout: 10) } }
         let deadline = Date(timeIntervalSinceNow: timeout)
         var lines: [String] = []
@@ -89,6 +90,13 @@ struct WebPageEndToEndTests {
                                        in: directory, timeout: 30) { lines in lines.contains { $0.contains("may not be used from the origin") } }
         #expect(refused.contains { $0.hasPrefix("error") && $0.contains("may not be used from the origin \(origin)") }, "\(refused)")
         #expect(!refused.contains { $0.hasPrefix("found") }, "\(refused)")
+        // The microphone refused: the page says so, and its session goes on (the subscription is active).
+        let deaf = try await browse(page, microphone: microphone, in: directory, timeout: 30, allowMicrophone: false) { lines in
+            lines.contains { $0.contains("microphone was refused") } && lines.contains { $0.hasPrefix("active") }
+        }
+        #expect(deaf.contains { $0.hasPrefix("error The microphone was refused") }, "\(deaf)")
+        #expect(deaf.contains { $0.hasPrefix("active subscription museum/exhibit") }, "\(deaf)")
+        #expect(!deaf.contains { $0.hasPrefix("heard") }, "\(deaf)")
         await publisher.interrupt()
         await serve.interrupt()
         #expect(serve.process.terminationStatus == 0, "\(serve.standardError)")

@@ -179,6 +179,7 @@ async function hear() {
       ? 'The microphone was refused: allow it for this site in the browser to hear others. Publishing and subscribing still work.'
       : `No microphone: ${error?.message ?? error}`;
     document.body.dataset.microphone = 'refused';
+    show('error', line.textContent);
     return;
   }
   state.audio ??= new AudioContext();
