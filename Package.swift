@@ -244,9 +244,10 @@ let package = Package(
                                    .product(name: "NIOPosix", package: "swift-nio"),
                                    .product(name: "PostgresNIO", package: "postgres-nio"),
                                    .product(name: "Crypto", package: "swift-crypto"),
-                                   // A WebSocket client for the browser transport's tests.
+                                   // A WebSocket client (over TLS too) for the browser transport's tests.
                                    .product(name: "NIOWebSocket", package: "swift-nio"),
-                                   .product(name: "NIOHTTP1", package: "swift-nio")],
+                                   .product(name: "NIOHTTP1", package: "swift-nio"),
+                                   .product(name: "NIOSSL", package: "swift-nio-ssl")],
                     swiftSettings: strict),
         .testTarget(name: "SottoNotifyTests",
                     dependencies: ["SottoNotify", "CDBus",

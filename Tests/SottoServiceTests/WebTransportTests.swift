@@ -3,6 +3,7 @@ import GRPCCore
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 import SottoExchange
 import SottoExchangeService
@@ -200,6 +201,34 @@ import Testing
         #expect(service.server.metric("sotto_hello_timeouts_total") == 1)
     }
 
+    @Test func overTLSAndOnlyOverTLSBeyondLoopback() async throws {
+        let directory = try temporaryDirectory()
+        let (certificate, privateKey) = try selfSignedCertificate(in: directory)
+        let store = try SQLiteStore(path: directory + "/refused.sqlite")
+        #expect {
+            _ = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store,
+                                  web: WebOptions(endpoint: .tcp(host: "0.0.0.0", port: 0)))
+        } throws: { error in
+            guard case MatcherServerError.tlsRequired(let address)? = error as? MatcherServerError else { return false }
+            return address == "0.0.0.0:0"
+        }
+        let service = try await WebTestServer(tls: MatcherServer.TLS(certificateChain: certificate, privateKey: privateKey))
+        defer { Task { await service.stop() } }
+        let webKey = try await service.key(origins: [Self.page])
+        try await withDeadline(20, "a session over TLS") {
+            try await WebClient.session(port: service.webPort, origin: Self.page, trusting: certificate) { web in
+                let welcome = try await web.hello(key: webKey)
+                #expect(!welcome.sessionID.isEmpty)
+            }
+        }
+        // Plaintext to the TLS listener gets no WebSocket.
+        await #expect(throws: (any Error).self) {
+            try await withDeadline(20, "a plaintext upgrade") {
+                try await WebClient.session(port: service.webPort, origin: Self.page) { _ in }
+            }
+        }
+    }
+
     @Test func theKeysRateLimitAppliesOnTheWeb() async throws {
         let service = try await WebTestServer()
         defer { Task { await service.stop() } }
@@ -265,9 +294,9 @@ final class WebTestServer: Sendable {
     let server: TestServer
     let webPort: Int
 
-    init(page: WebPage? = nil, configuration: ServiceConfiguration = TestServer.fastConfiguration) async throws {
+    init(page: WebPage? = nil, configuration: ServiceConfiguration = TestServer.fastConfiguration, tls: MatcherServer.TLS? = nil) async throws {
         let (bound, continuation) = AsyncStream.makeStream(of: String.self)
-        server = try await TestServer(configuration: configuration, web: WebOptions(endpoint: .tcp(host: "127.0.0.1", port: 0), page: page) { address in
+        server = try await TestServer(tls: tls, configuration: configuration, web: WebOptions(endpoint: .tcp(host: "127.0.0.1", port: 0), page: page) { address in
             continuation.yield(address)
             continuation.finish()
         })
@@ -302,10 +331,20 @@ final class WebClient {
     private enum Upgrade: Sendable { case webSocket(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>), refused }
 
     /// Opens a WebSocket at /session with this `Origin` header, runs `body` on it, closes it.
-    static func session(port: Int, origin: String?, _ body: (WebClient) async throws -> Void) async throws {
+    /// With `trusting` (a PEM certificate), over TLS to `localhost` verified against it.
+    static func session(port: Int, origin: String?, trusting: String? = nil, _ body: (WebClient) async throws -> Void) async throws {
+        let sslContext = try trusting.map { file -> NIOSSLContext in
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(file))
+            configuration.applicationProtocols = ["http/1.1"]
+            return try NIOSSLContext(configuration: configuration)
+        }
         let upgrade: EventLoopFuture<Upgrade> = try await ClientBootstrap(group: .singletonMultiThreadedEventLoopGroup)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let sslContext {
+                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: "localhost"))
+                    }
                     let upgrader = NIOTypedWebSocketClientUpgrader<Upgrade>(maxFrameSize: 1 << 20, upgradePipelineHandler: { channel, _ in
                         channel.eventLoop.makeCompletedFuture { .webSocket(try NIOAsyncChannel(wrappingChannelSynchronously: channel)) }
                     })

@@ -55,9 +55,8 @@ public struct WebPage: Sendable {
         "/sotto/sotto.wasm": ("sotto.wasm", true, "application/wasm"),
     ]
 
-    /// Answers GET requests on one connection until it closes or sends anything else.
-    static func serve(_ http: NIOAsyncChannel<HTTPServerRequestPart, HTTPPart<HTTPResponseHead, ByteBuffer>>, page: WebPage?,
-                      timeout: Double) async throws {
+    /// Answers the connection's request (GET or HEAD of a route; anything else 404, 405 or 400), then closes it.
+    static func serve(_ http: NIOAsyncChannel<HTTPServerRequestPart, HTTPPart<HTTPResponseHead, ByteBuffer>>, page: WebPage?) async throws {
         try await http.executeThenClose { inbound, outbound in
             for try await part in inbound {
                 guard case .head(let head) = part else { continue }

@@ -159,7 +159,7 @@ struct WebListener {
         timeout.cancel()
         switch upgraded {
         case .http(let http):
-            try? await WebPage.serve(http, page: page, timeout: limits.httpRequestTimeout)
+            try? await WebPage.serve(http, page: page)
         case .webSocket(let socket, let origin, let peer):
             await withTaskCancellationHandler {
                 await WebSession.run(socket, origin: origin, peer: peer, service: service, metrics: metrics)
