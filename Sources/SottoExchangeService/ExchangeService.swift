@@ -87,7 +87,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
         let helloTimeout = limits.helloTimeout, failedAuthentications = self.failedAuthentications
         let outbox = Outbox(limits: host.configuration.outbox)
         let state = StreamState()
-        do {
+        do {  // (a scope only: the body below is the one the gRPC response closure had, unchanged)
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 // Writer: the host's frames for this session, until the session ends or is cut off.
                 group.addTask {
