@@ -5,11 +5,15 @@ import Glibc
 #endif
 
 /// One client of the control socket: replies go out through ``send(_:)`` from any thread.
-public final class ControlConnection: @unchecked Sendable {
+public final class ControlConnection: Sendable {
     private let fd: Int32
-    private let lock = NSLock()
-    private var closed = false
-    private var closeHandlers: [@Sendable () -> Void] = []
+    /// Whether the client is gone (`closed`), whether the descriptor is closed, and what runs when it is.
+    private struct State {
+        var closed = false
+        var fdClosed = false
+        var closeHandlers: [@Sendable () -> Void] = []
+    }
+    private let state = Mutex(State())
     /// The client's uid (checked to be the daemon's).
     public let peerUID: UInt32
 
@@ -22,10 +26,10 @@ public final class ControlConnection: @unchecked Sendable {
     /// - Parameter reply: the reply or event to send.
     @discardableResult
     public func send(_ reply: ControlReply) -> Bool {
-        lock.withLock {
-            guard !closed else { return false }
+        state.withLock { state in
+            guard !state.closed else { return false }
             if !UnixSocket.writeAll(fd, ControlProtocol.frame(reply)) {
-                closed = true
+                state.closed = true
                 _ = shutdown(fd, Int32(SHUT_RDWR))
                 return false
             }
@@ -34,36 +38,34 @@ public final class ControlConnection: @unchecked Sendable {
     }
 
     /// Whether the client is gone.
-    public var isClosed: Bool { lock.withLock { closed } }
+    public var isClosed: Bool { state.withLock { $0.closed } }
 
     /// Runs `handler` once when the connection ends (at once if it already has).
     /// - Parameter handler: called from the connection's thread.
     public func onClose(_ handler: @escaping @Sendable () -> Void) {
-        let now = lock.withLock { () -> Bool in
-            if closed && fdClosed { return true }
-            closeHandlers.append(handler)
+        let now = state.withLock { state -> Bool in
+            if state.closed && state.fdClosed { return true }
+            state.closeHandlers.append(handler)
             return false
         }
         if now { handler() }
     }
 
-    private var fdClosed = false
-
     /// Ends the connection and runs the close handlers.
     func finish() {
-        let handlers = lock.withLock { () -> [@Sendable () -> Void] in
-            closed = true
-            fdClosed = true
+        let handlers = state.withLock { state -> [@Sendable () -> Void] in
+            state.closed = true
+            state.fdClosed = true
             _ = shutdown(fd, Int32(SHUT_RDWR))
             close(fd)
-            defer { closeHandlers = [] }
-            return closeHandlers
+            defer { state.closeHandlers = [] }
+            return state.closeHandlers
         }
         for handler in handlers { handler() }
     }
 
     /// Wakes the connection's reader (daemon shutdown).
-    func interrupt() { lock.withLock { if !fdClosed { _ = shutdown(fd, Int32(SHUT_RDWR)) } } }
+    func interrupt() { state.withLock { if !$0.fdClosed { _ = shutdown(fd, Int32(SHUT_RDWR)) } } }
 }
 
 /// Answers requests arriving on the control socket.

@@ -96,11 +96,14 @@ public actor Daemon: ControlHandler {
     /// The shared exchange: one manager for every publication and subscription, and the radio feeding it.
     private final class Engine: @unchecked Sendable {
         let manager: MessageManager
-        let origin = Date()
+        /// The manager's time: monotonic seconds since the engine was made (the radio's too, from ``origin``).
+        let time = Stopwatch(ContinuousClock())
         var radio: AudioRadio?
         var lastAttempt = Date.distantPast
         init(manager: MessageManager) { self.manager = manager }
-        var now: Double { Date().timeIntervalSince(origin) }
+        var now: Double { time.elapsed() }
+        /// The instant the manager's time counts from, for the radio (which then keeps time on its own clock).
+        var origin: Date { Date(timeIntervalSinceNow: -time.elapsed()) }
     }
 
     private final class Watcher: @unchecked Sendable {

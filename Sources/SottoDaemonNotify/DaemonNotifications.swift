@@ -2,6 +2,7 @@ import Foundation
 import SottoDaemon
 import SottoExchange
 import SottoNotify
+import Synchronization
 
 extension NotificationEvent {
     /// The notification of a daemon event: a subscription's found, lost or expired event (beacon attachments
@@ -41,13 +42,11 @@ public final class DaemonNotifications: DaemonEventSink {
     private let parts: Parts
 
     /// The notifier and its media fetcher, once there are.
-    private final class Parts: @unchecked Sendable {
-        private let lock = NSLock()
-        private var desktop: DesktopNotifier?
-        private var media: MediaFetcher?
-        init(desktop: DesktopNotifier?, media: MediaFetcher?) { (self.desktop, self.media) = (desktop, media) }
-        var current: (DesktopNotifier?, MediaFetcher?) { lock.withLock { (desktop, media) } }
-        func set(_ desktop: DesktopNotifier, _ media: MediaFetcher?) { lock.withLock { (self.desktop, self.media) = (desktop, media) } }
+    private final class Parts: Sendable {
+        private let parts: Mutex<(DesktopNotifier?, MediaFetcher?)>
+        init(desktop: DesktopNotifier?, media: MediaFetcher?) { parts = Mutex((desktop, media)) }
+        var current: (DesktopNotifier?, MediaFetcher?) { parts.withLock { $0 } }
+        func set(_ desktop: DesktopNotifier, _ media: MediaFetcher?) { parts.withLock { $0 = (desktop, media) } }
     }
 
     /// A sink delivering to `desktop` and `exec` (either may be nil).

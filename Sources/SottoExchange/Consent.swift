@@ -1,14 +1,15 @@
 import Foundation
 import SottoSupport
+import Synchronization
 
 /// The user's consent to nearby exchange, persisted per user (`$XDG_CONFIG_HOME/sotto/consent`, else
 /// `~/.config/sotto/consent`), with a handler called on every change (not initially), like Nearby's
 /// permission object. Without consent, a `MessageManager` created with it refuses to publish or subscribe.
-public final class Consent: @unchecked Sendable {
+public final class Consent: Sendable {
     /// The file holding "granted" or "denied".
     public let file: URL
-    private let lock = NSLock()
-    private var handlers: [@Sendable (Bool) -> Void] = []
+    /// The change handlers; the lock also serialises this process's reads and writes of the file.
+    private let handlers = Mutex<[@Sendable (Bool) -> Void]>([])
 
     /// The default location for the current user.
     public static var defaultDirectory: URL {
@@ -23,12 +24,12 @@ public final class Consent: @unchecked Sendable {
 
     /// Whether the user granted consent (false until they do).
     public var isGranted: Bool {
-        lock.withLock { (try? String(contentsOf: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == "granted" }
+        handlers.withLock { _ in (try? String(contentsOf: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == "granted" }
     }
 
     /// The user's answer as stored: granted, denied, or not asked yet (no file).
     public var state: ConsentState {
-        lock.withLock {
+        handlers.withLock { _ in
             guard let text = try? String(contentsOf: file, encoding: .utf8) else { return .notAsked }
             return text.trimmingCharacters(in: .whitespacesAndNewlines) == "granted" ? .granted : .denied
         }
@@ -37,17 +38,17 @@ public final class Consent: @unchecked Sendable {
     /// Records the user's choice and calls the change handlers when it changed.
     public func set(granted: Bool) throws {
         let changed = granted != isGranted
-        try lock.withLock {
+        try handlers.withLock { _ in
             try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
             // By rename, but through a symbolic link (a dotfiles link stays a link) and never over a device.
             try OutputPath(file.path).write(Array((granted ? "granted\n" : "denied\n").utf8))
         }
-        if changed { for handler in lock.withLock({ handlers }) { handler(granted) } }
+        if changed { for handler in handlers.withLock({ $0 }) { handler(granted) } }
     }
 
     /// Calls `handler` whenever the consent changes.
     public func onChange(_ handler: @escaping @Sendable (Bool) -> Void) {
-        lock.withLock { handlers.append(handler) }
+        handlers.withLock { $0.append(handler) }
     }
 }
 

@@ -96,7 +96,7 @@ public actor MessageManager {
     private var pump: Task<Void, Never>?
     private var linkTicker: Task<Void, Never>?
     /// With a link: the manager's time (s since its creation) on the clock it was given, and sleeping on it.
-    private let linkTime: LinkTime
+    private let linkTime: Stopwatch
     /// Handles released without a cancel (their deinit cannot wait): ended in turn by `reaper`.
     private let releasedIDs: (stream: AsyncStream<(OperationID, MessageManager)>, continuation: AsyncStream<(OperationID, MessageManager)>.Continuation)
     private var reaper: Task<Void, Never>?
@@ -123,7 +123,7 @@ public actor MessageManager {
         var core = core
         _ = core.handle(.openSession(session, appID: appID, broadcasts: broadcasts), now: now)  // its token is read from the core
         self.backend = .embedded(core)
-        self.linkTime = LinkTime(ContinuousClock())
+        self.linkTime = Stopwatch(ContinuousClock())
         self.releasedIDs = AsyncStream.makeStream()
         var logger = Logger(label: "sotto.exchange")
         logger.logLevel = ProcessInfo.processInfo.environment["SOTTO_DEBUG"] == "1" ? .debug : .info
@@ -145,7 +145,7 @@ public actor MessageManager {
     public init(link: any MatcherLink, appID: String = "", lostTimeout: Double = 10, consent: Consent? = nil,
                 clock: any Clock<Duration> = ContinuousClock(), onConnection: (@Sendable (MatcherNotice) -> Void)? = nil) {
         self.consent = consent
-        self.linkTime = LinkTime(clock)
+        self.linkTime = Stopwatch(clock)
         self.releasedIDs = AsyncStream.makeStream()
         self.appID = appID
         self.session = SessionID("linked-\(UUID().uuidString)")
@@ -529,21 +529,6 @@ public actor MessageManager {
                 logger.debug("\(message)")
             }
         }
-    }
-}
-
-/// A linked manager's own time: seconds since its creation on an injected clock, and sleeping on that clock
-/// (the generic clock opened once, so that the manager stores no existential instant).
-struct LinkTime: Sendable {
-    /// Seconds since this value was made (s).
-    let elapsed: @Sendable () -> Double
-    /// Sleeps this long (s) on the clock; throws when cancelled.
-    let sleep: @Sendable (Double) async throws -> Void
-
-    init(_ clock: some Clock<Duration>) {
-        let start = clock.now
-        elapsed = { start.duration(to: clock.now).inSeconds }
-        sleep = { seconds in try await clock.sleep(for: .seconds(seconds)) }
     }
 }
 

@@ -59,8 +59,10 @@ public final class AudioRadio: @unchecked Sendable {
     private var ticker: Task<Void, Never>?
     private var pump: Task<Void, Never>?
     private var selfCheck: SelfCheck?
-    /// The manager's time zero: its `now` (s) is the time since then, for ticks and heard frames alike.
-    private let started: Date
+    /// The manager's time (its `now`, s, for ticks and heard frames alike): monotonic, on the injected clock
+    /// since the radio was made, plus how long before that its time zero was.
+    private let time: Stopwatch
+    private let originLead: Double
     /// Called with capture and playback device problems (on a background thread).
     public var onDeviceError: (@Sendable (AudioDeviceError) -> Void)?
     /// Called when the capture device works again after a fault (reopened by the listener).
@@ -87,12 +89,14 @@ public final class AudioRadio: @unchecked Sendable {
     ///     as its shortest interval and jitter); nil for plain repetition every `interval` + 0...`jitter` s
     ///     whatever is heard.
     ///   - clockOrigin: the instant the manager's time counts from (its `now` 0, as the caller used it when
-    ///     publishing or subscribing); by default the radio's creation.
+    ///     publishing or subscribing); by default the radio's creation. Read once: the time after it is `clock`'s.
+    ///   - clock: the monotonic clock of the manager's time (never the wall clock, which can jump).
     public init(manager: MessageManager, capture: PCMConfiguration, playback: PCMConfiguration?,
                 interval: Double = 1.0, jitter: Double = 0.25, rules: TransmitScheduler.Rules? = .crowd,
-                clockOrigin: Date = Date()) {
+                clockOrigin: Date = Date(), clock: any Clock<Duration> = ContinuousClock()) {
         self.manager = manager
-        self.started = clockOrigin
+        self.time = Stopwatch(clock)
+        self.originLead = Date().timeIntervalSince(clockOrigin)
         self.capture = capture
         self.playback = playback
         self.interval = interval
@@ -106,7 +110,7 @@ public final class AudioRadio: @unchecked Sendable {
         }
     }
 
-    private var now: Double { Date().timeIntervalSince(started) }
+    private var now: Double { originLead + time.elapsed() }
 
     /// Opens the devices and starts. Device errors are thrown and also reported to `onDeviceError`.
     public func start() throws(AudioDeviceError) {

@@ -102,28 +102,6 @@ public actor MatcherHost {
         public let stream: UInt64
     }
 
-    /// A client stream of this node. A class: looked up for every frame and every delivery, it is shared,
-    /// not copied (copying its fields cost a busy node a few per cent in retains and releases).
-    final class Stream {
-        let outbox: Outbox
-        let keyID: String
-        let projectID: String
-        /// The resume secret of a new session, and the one the client presented to resume (Welcome carries
-        /// whichever applies; the log only ever holds their hashes).
-        let newSecret: [UInt8]
-        let presentedSecret: [UInt8]
-        var session: SessionID?
-        var waiter: CheckedContinuation<Result<Opened, ExchangeError>, Never>?
-
-        init(outbox: Outbox, keyID: String, projectID: String, newSecret: [UInt8], presentedSecret: [UInt8]) {
-            self.outbox = outbox
-            self.keyID = keyID
-            self.projectID = projectID
-            self.newSecret = newSecret
-            self.presentedSecret = presentedSecret
-        }
-    }
-
     /// Longest pause between two checks for silent streams (s). The limit is three heartbeats (15 s by
     /// default): checking 10 000 streams at every tick (0.1 s) cost a busy node a few per cent for nothing.
     static let silenceCheckInterval: Double = 1
@@ -133,48 +111,58 @@ public actor MatcherHost {
     private var replica: ExchangeReplica
     /// This node's id in the log: fresh for each process and after each loss of the database.
     public private(set) var nodeID: String
-    private var nextStream: UInt64 = 0
-    private var streams: [UInt64: Stream] = [:]
+    /// The client streams of this node, by number.
+    private var streams = StreamRegistry()
     /// The rate limits, checked before frames reach this actor.
     nonisolated let limiter: RateLimiter
     public let configuration: ServiceConfiguration
     private let metrics: ServiceMetrics
     private let logger: Logger
-    private let started = ContinuousClock.now
+    /// Time since the host started on its clock (a manual one in tests): its timers and the matching run on
+    /// it; the database's I/O (deadlines of appends and reads, their retry pauses) runs on real time.
+    private let time: Stopwatch
     private var tasks: [Task<Void, Never>] = []
-    private var lastSilenceCheck = ContinuousClock.now
-    private var lastUsageReport = ContinuousClock.now
+    /// When streams were last checked for silence, and usage last reported (s on ``monotonic``).
+    private var lastSilenceCheck = 0.0
+    private var lastUsageReport = 0.0
 
     // Shared log only.
     private let log: (any ReplicationLog)?
+    /// Where this node's link to the log is (standalone without one).
+    private var link: LogDriver
     private var pending: [ReplicaCommand] = []
-    private var lastAppend = ContinuousClock.now
-    private var appendFailingSince: ContinuousClock.Instant?
     /// The append in flight; abandoned when this node's id is retired.
     private var appendInFlight: Task<Deadline.Outcome<Int64>, Never>?
     private var appliedSequence: Int64 = 0
     private var wakeWriter: AsyncStream<Void>.Continuation?
     private var wakeReader: AsyncStream<Void>.Continuation?
-    private var lastSnapshot = ContinuousClock.now
+    private var lastSnapshot = 0.0
     private var snapshotting = false
-    private var restoredFromSnapshot = false
     /// False while this node cannot reach the database (it refuses sessions meanwhile).
-    public private(set) var serving = true
+    public var serving: Bool { link.acceptsSessions }
     /// True once ``stop()`` began: the service is shutting down and opens no session.
     public private(set) var stopped = false
 
     /// A node serving alone.
+    /// - Parameters:
+    ///   - configuration: the matcher's timings and bounds.
+    ///   - metrics: where the host counts what it does.
+    ///   - logger: where the host logs.
+    ///   - clock: the time of the host's timers and of the matching (monotonic; a manual clock in tests).
     public init(configuration: ServiceConfiguration = ServiceConfiguration(), metrics: ServiceMetrics = ServiceMetrics(),
-                logger: Logger = Logger(label: "sotto.serve")) {
-        self.init(configuration: configuration, metrics: metrics, logger: logger, log: nil)
+                logger: Logger = Logger(label: "sotto.serve"), clock: any Clock<Duration> = ContinuousClock()) {
+        self.init(configuration: configuration, metrics: metrics, logger: logger, log: nil, clock: clock)
     }
 
-    init(configuration: ServiceConfiguration, metrics: ServiceMetrics, logger: Logger, log: (any ReplicationLog)?) {
+    init(configuration: ServiceConfiguration, metrics: ServiceMetrics, logger: Logger, log: (any ReplicationLog)?,
+         clock: any Clock<Duration> = ContinuousClock()) {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
         self.log = log
-        limiter = RateLimiter(configuration: configuration, recordsUsage: log != nil)
+        time = Stopwatch(clock)
+        link = LogDriver(shared: log != nil, grace: configuration.databaseGrace, now: 0)
+        limiter = RateLimiter(configuration: configuration, recordsUsage: log != nil, clock: clock)
         nodeID = Self.freshNodeID()
         replica = ExchangeReplica(core: MatcherCore(tokenLength: configuration.tokenLength,
                                                     rotationInterval: configuration.rotationInterval,
@@ -187,8 +175,10 @@ public actor MatcherHost {
         return "n_" + APIKeys.hex((0..<6).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
+    /// Seconds since the host started on its clock (monotonic).
+    private var monotonic: Double { time.elapsed() }
     /// Seconds since the host started (monotonic), plus the test hook's time shift.
-    public var now: Double { (ContinuousClock.now - started).inSeconds + (configuration.timeShift?.seconds ?? 0) }
+    public var now: Double { monotonic + (configuration.timeShift?.seconds ?? 0) }
     /// This node's wall clock (s since 1970, with the test hooks' skew and time shift): the time base of rotating beacons
     /// when serving alone (in a cluster, the database's clock is).
     var unixTime: Double { Date().timeIntervalSince1970 + configuration.clockSkew + (configuration.timeShift?.seconds ?? 0) }
@@ -196,10 +186,10 @@ public actor MatcherHost {
     /// Starts the timer loop (and, with a shared log, the loops that append and apply entries).
     public func start() {
         guard tasks.isEmpty else { return }
-        let interval = configuration.tickInterval
+        let interval = configuration.tickInterval, time = self.time
         tasks.append(Task { [weak self] in
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(interval))
+                try? await time.sleep(interval)
                 await self?.tick()
             }
         })
@@ -235,8 +225,7 @@ public actor MatcherHost {
         appendInFlight?.cancel()
         wakeWriter?.finish()
         wakeReader?.finish()
-        let held = streams
-        streams = [:]
+        let held = streams.removeAll()
         limiter.forgetAllStreams()
         for (number, stream) in held {
             stream.outbox.finish(cutOff: .shutdown)
@@ -275,10 +264,9 @@ public actor MatcherHost {
         var generator = SystemRandomNumberGenerator()
         let id = SessionID("s_" + APIKeys.hex((0..<12).map { _ in UInt8.random(in: 0...255, using: &generator) }))
         let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        nextStream += 1
-        let number = nextStream
         let presented = resume?.secret ?? []
-        streams[number] = Stream(outbox: outbox, keyID: key.keyID, projectID: key.project.id, newSecret: secret, presentedSecret: presented)
+        let number = streams.add(StreamRegistry.Stream(outbox: outbox, keyID: key.keyID, projectID: key.project.id,
+                                                       newSecret: secret, presentedSecret: presented))
         limiter.register(stream: number, keyID: key.keyID, projectID: key.project.id, outbox: outbox)
         var resumeRequest: (session: SessionID, secretHash: [UInt8])?
         if let resume, !resume.session.isEmpty {
@@ -295,16 +283,16 @@ public actor MatcherHost {
         switch result {
         case .success(let opened): return opened
         case .failure(let error):
-            streams[number] = nil
+            streams.remove(number)
             limiter.forget(stream: number)
             throw error
         }
     }
 
     private func scheduleOpenTimeout(_ number: UInt64) {
-        let grace = configuration.databaseGrace
+        let grace = configuration.databaseGrace, time = self.time
         Task { [weak self] in
-            try? await Task.sleep(for: .seconds(grace))
+            try? await time.sleep(grace)
             await self?.openTimedOut(number)
         }
     }
@@ -318,14 +306,14 @@ public actor MatcherHost {
     /// The stream went away: its session stays for the grace period, to be resumed.
     public func detach(stream number: UInt64) {
         limiter.forget(stream: number)
-        guard let stream = streams.removeValue(forKey: number), let session = stream.session else { return }
+        guard let stream = streams.remove(number), let session = stream.session else { return }
         submit(.detach(session, stream: number))
     }
 
     /// The client ended its session: everything it published is withdrawn at once.
     public func end(stream number: UInt64) {
         limiter.forget(stream: number)
-        guard let stream = streams.removeValue(forKey: number), let session = stream.session else { return }
+        guard let stream = streams.remove(number), let session = stream.session else { return }
         submit(.end(session, stream: number))
     }
 
@@ -372,7 +360,7 @@ public actor MatcherHost {
     /// The keys of this node's streams and of every session held (attached anywhere, or waiting in its grace
     /// period): those whose revocation must bite.
     public var keyIDsInUse: Set<String> {
-        var keys = Set(streams.values.map(\.keyID))
+        var keys = streams.keyIDs
         for session in replica.sessions.values { keys.insert(session.keyID) }
         return keys
     }
@@ -383,15 +371,15 @@ public actor MatcherHost {
     /// audit line per key.
     /// - Parameter revoked: ids of keys revoked in the store.
     public func revoke(keys revoked: Set<String>) {
-        let hit = streams.filter { revoked.contains($0.value.keyID) }
+        let hit = streams.holding(keys: revoked)
         var sessions: [String: Int] = [:]
         for session in replica.sessions.values where revoked.contains(session.keyID) { sessions[session.keyID, default: 0] += 1 }
         guard !hit.isEmpty || !sessions.isEmpty else { return }
         var perKey: [String: Int] = [:]
-        for (number, stream) in hit.sorted(by: { $0.key < $1.key }) {
+        for (number, stream) in hit {
             perKey[stream.keyID, default: 0] += 1
             metrics.cutOff.increment()
-            streams[number] = nil
+            streams.remove(number)
             limiter.forget(stream: number)
             stream.outbox.finish(cutOff: .revoked)
             if let waiter = stream.waiter {
@@ -465,10 +453,10 @@ public actor MatcherHost {
             let outcome = await attempt.value
             appendInFlight = nil
             guard case .finished(let result) = outcome else {
-                if serving {
-                    loseDatabase("an append to the log got no answer within \(configuration.databaseGrace) s")
-                } else if !batch.isEmpty {
-                    nodeID = Self.freshNodeID()
+                switch link.appendAbandoned(empty: batch.isEmpty) {
+                case .loseDatabase(let reason): cutOffClients(reason)
+                case .renewNodeID: nodeID = Self.freshNodeID()
+                case .nothing: break
                 }
                 return true
             }
@@ -476,26 +464,21 @@ public actor MatcherHost {
                 _ = try result.get()
                 metrics.logAppends.increment()
                 metrics.logCommands.increment(by: Int64(batch.count))
-                lastAppend = .now
-                if appendFailingSince != nil || !serving {
-                    logger.info("the database answers again")
-                    appendFailingSince = nil
-                    serving = true
-                }
+                if link.appendSucceeded(now: monotonic) { logger.info("the database answers again") }
                 wakeReader?.yield()
                 if !pending.isEmpty { wakeWriter?.yield() }
                 return true
             } catch {
-                let since = appendFailingSince ?? .now
-                appendFailingSince = since
-                if serving, (ContinuousClock.now - since).inSeconds > configuration.databaseGrace {
-                    loseDatabase("cannot append to the log for \(configuration.databaseGrace) s: \(error)")
+                switch link.appendFailed(now: monotonic, error: "\(error)") {
+                case .loseDatabase(let reason):
                     // What was queued came from streams that are now cut off: their clients resume elsewhere.
+                    cutOffClients(reason)
                     return true
+                case .giveUp: return true  // the next heartbeat tries again
+                case .backOff:
+                    try? await Task.sleep(for: .seconds(delay))
+                    delay = min(delay * 2, 1)
                 }
-                if !serving { return true }  // the next heartbeat tries again
-                try? await Task.sleep(for: .seconds(delay))
-                delay = min(delay * 2, 1)
             }
         }
         return false
@@ -504,14 +487,14 @@ public actor MatcherHost {
     /// Applies the log's entries after the last one applied. Returns false once stopped.
     private func applyNewEntries() async -> Bool {
         guard let log else { return false }
-        if !restoredFromSnapshot {
+        if link.needsSnapshot {
             do {
                 let outcome = await Deadline.race(.seconds(configuration.databaseGrace)) { try await log.latestSnapshot() }
                 guard case .finished(let result) = outcome else {
                     throw LogEntryError(description: "no answer within \(configuration.databaseGrace) s")
                 }
                 if let (sequence, bytes) = try result.get() { try restore(sequence: sequence, bytes) }
-                restoredFromSnapshot = true
+                link.snapshotRead()
             } catch {
                 logger.error("reading the newest snapshot: \(error)")
                 try? await Task.sleep(for: .milliseconds(200))
@@ -539,7 +522,7 @@ public actor MatcherHost {
                 // The entries this node needs next were truncated (it fell a snapshot interval behind, or
                 // it starts on a log whose beginning is gone): continue from the newest snapshot.
                 logger.warning("the log continues at \(first.sequence) after \(appliedSequence): reloading the newest snapshot")
-                restoredFromSnapshot = false
+                link.logTruncated()
                 wakeReader?.yield()
                 return true
             }
@@ -564,8 +547,8 @@ public actor MatcherHost {
     /// Writes a snapshot when it is due and this node is the live node with the lowest id (every node agrees
     /// on which that is: the replicas know the same nodes). The encoding runs off the actor, on a copy.
     private func snapshotIfDue() {
-        guard let log, !snapshotting, (ContinuousClock.now - lastSnapshot).inSeconds >= configuration.snapshotInterval else { return }
-        lastSnapshot = .now
+        guard let log, !snapshotting, monotonic - lastSnapshot >= configuration.snapshotInterval else { return }
+        lastSnapshot = monotonic
         guard replica.nodes.keys.min() == nodeID, appliedSequence > 0 else { return }
         snapshotting = true
         let state = replica, sequence = appliedSequence, logger = self.logger
@@ -583,12 +566,17 @@ public actor MatcherHost {
     /// This node cannot use the database (or was declared dead by the others): it cuts its clients off so
     /// that they resume their sessions on another node, and rejoins under a new id.
     private func loseDatabase(_ reason: String) {
+        link.lose()
+        cutOffClients(reason)
+    }
+
+    /// What losing the database does, once ``link`` is lost: the clients are cut off, what was pending
+    /// dropped, and the node rejoins under a new id.
+    private func cutOffClients(_ reason: String) {
         logger.error("\(reason): cutting off \(streams.count) streams")
-        serving = log == nil
         pending = []
         appendInFlight?.cancel()
-        let held = streams
-        streams = [:]
+        let held = streams.removeAll()
         limiter.forgetAllStreams()
         for (_, stream) in held {
             metrics.cutOff.increment()
@@ -603,7 +591,7 @@ public actor MatcherHost {
     /// Cuts off the streams whose clients sent nothing for three heartbeat intervals.
     private func cutOffSilentStreams() {
         let silentLimit = 3 * configuration.heartbeatInterval
-        let silent = streams.filter { $0.value.session != nil && $0.value.outbox.silence > silentLimit }
+        let silent = streams.silent(longerThan: silentLimit)
         for (number, stream) in silent {
             logger.info("stream \(number) silent for \(silentLimit) s: cut off")
             metrics.cutOff.increment()
@@ -613,24 +601,23 @@ public actor MatcherHost {
     }
 
     func tick() {
-        if (ContinuousClock.now - lastSilenceCheck).inSeconds >= min(Self.silenceCheckInterval, configuration.heartbeatInterval / 2) {
-            lastSilenceCheck = .now
+        let monotonic = self.monotonic
+        if monotonic - lastSilenceCheck >= min(Self.silenceCheckInterval, configuration.heartbeatInterval / 2) {
+            lastSilenceCheck = monotonic
             cutOffSilentStreams()
         }
         if log == nil {
             perform(apply([]))
         } else {
-            if serving, (ContinuousClock.now - lastAppend).inSeconds > configuration.databaseGrace {
-                // An append that hangs (a partition that drops packets rather than refusing connections) never
-                // fails: what counts is how long ago an append last got through.
-                loseDatabase("no append got through to the log for \(configuration.databaseGrace) s")
-            }
-            if (ContinuousClock.now - lastUsageReport).inSeconds >= Self.usageInterval {
-                lastUsageReport = .now
+            // An append that hangs (a partition that drops packets rather than refusing connections) never
+            // fails: what counts is how long ago an append last got through.
+            if let reason = link.tick(now: monotonic) { cutOffClients(reason) }
+            if monotonic - lastUsageReport >= Self.usageInterval {
+                lastUsageReport = monotonic
                 let usage = limiter.drainUsage()
                 if serving, !usage.isEmpty { submit(.usage(usage)) }
             }
-            if (ContinuousClock.now - lastAppend).inSeconds >= configuration.tickInterval {
+            if monotonic - link.lastAppend >= configuration.tickInterval {
                 wakeWriter?.yield()  // an empty entry: this node's heartbeat, and the clock for everyone's timers
             }
             snapshotIfDue()
@@ -674,7 +661,7 @@ public actor MatcherHost {
                 metrics.sessions.record(replica.sessions.count)
                 waiter.resume(returning: result)
             case .cutOff(let attachment, let reason):
-                guard attachment.node == nodeID, let stream = streams.removeValue(forKey: attachment.stream) else { continue }
+                guard attachment.node == nodeID, let stream = streams.remove(attachment.stream) else { continue }
                 limiter.forget(stream: attachment.stream)
                 stream.outbox.finish(cutOff: reason)
             case .nodeDeclaredDead(let node):

@@ -26,6 +26,8 @@ public struct MatcherServer: Service {
     public let endpoint: MatcherAddress
     public let tls: TLS?
     public let store: any ExchangeStore
+    /// Alone, or replicated through a log shared with other nodes.
+    public let replication: Replication
     public let metricsEndpoint: MatcherAddress?
     public let configuration: ServiceConfiguration
     public let host: MatcherHost
@@ -44,17 +46,22 @@ public struct MatcherServer: Service {
     ///   - endpoint: where the gRPC service listens.
     ///   - tls: certificate and key; required beyond loopback.
     ///   - store: projects, keys and beacons.
+    ///   - replication: ``Replication/standalone``, or the log that the nodes of one database share
+    ///     (``Replication/sharedLog(in:)``).
     ///   - metricsEndpoint: where the HTTP endpoint listens, if anywhere.
     ///   - configuration: the matcher's timings and bounds.
     ///   - limits: the transport's bounds (connections, streams, time before Hello).
     ///   - web: the browser transport's listener and page, if any (TLS needed beyond loopback).
     ///   - logger: where the service logs.
+    ///   - clock: the matcher host's time (its timers, session grace, lost timeouts); a manual clock in tests.
+    ///     Transport deadlines, silence and the database's I/O stay on real time.
     ///   - onListening: called with the bound addresses.
     /// - Throws: `MatcherServerError.tlsRequired` for a non-loopback address without TLS, `.socketPath` for a
     ///   Unix socket path taken by anything but a stale socket.
-    public init(endpoint: MatcherAddress, tls: TLS?, store: any ExchangeStore, metricsEndpoint: MatcherAddress? = nil,
+    public init(endpoint: MatcherAddress, tls: TLS?, store: any ExchangeStore, replication: Replication = .standalone,
+                metricsEndpoint: MatcherAddress? = nil,
                 configuration: ServiceConfiguration = ServiceConfiguration(), limits: TransportLimits = TransportLimits(),
-                web: WebOptions? = nil, logger: Logger = Logger(label: "sotto.serve"),
+                web: WebOptions? = nil, logger: Logger = Logger(label: "sotto.serve"), clock: any Clock<Duration> = ContinuousClock(),
                 onListening: @escaping @Sendable (_ service: String, _ http: String?) -> Void = { _, _ in }) throws(MatcherServerError) {
         guard tls != nil || endpoint.isLocal else { throw .tlsRequired(endpoint.description) }
         if let metricsEndpoint, !metricsEndpoint.isLocal, tls == nil { throw .tlsRequired(metricsEndpoint.description) }
@@ -65,6 +72,7 @@ public struct MatcherServer: Service {
         self.endpoint = endpoint
         self.tls = tls
         self.store = store
+        self.replication = replication
         self.metricsEndpoint = metricsEndpoint
         self.configuration = configuration
         self.limits = limits
@@ -72,12 +80,13 @@ public struct MatcherServer: Service {
         self.onListening = onListening
         let metrics = ServiceMetrics()
         self.metrics = metrics
-        if let shared = store as? any SharedStore {
-            // Several nodes: the matcher is replicated through a log in the store's PostgreSQL.
+        switch replication.kind {
+        case .standalone:
+            host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger, clock: clock)
+        case .postgresLog(let database):
+            // Several nodes: the matcher is replicated through a log in their PostgreSQL.
             host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger,
-                               log: PostgresLog(configuration: shared.databaseConfiguration, logger: logger))
-        } else {
-            host = MatcherHost(configuration: configuration, metrics: metrics, logger: logger)
+                               log: PostgresLog(configuration: database, logger: logger), clock: clock)
         }
     }
 

@@ -14,19 +14,12 @@ struct RateUsage: Sendable, Equatable {
     var isEmpty: Bool { keys.isEmpty && projects.isEmpty && opens.isEmpty }
 }
 
-/// The rate limits of one node, checked on each stream's own task before a frame reaches the
-/// ``MatcherHost`` actor: a peer over its rate costs the decoding of its frames and a lock, never a place in
-/// the matcher's queue ahead of other projects' work. Token buckets of work units per key and per project
-/// (a frame costs 1, a report of n sightings n), and of session opens per key.
-///
-/// Nodes sharing a PostgreSQL log share the budgets at a coarse grain: each node records what its streams
-/// spend, reports it through the log every ``MatcherHost/usageInterval`` and takes what the others report
-/// from its own buckets (down to minus a burst). So a key, or a project, gets its rate over the whole
-/// cluster, not per node; only while the reports are on their way can it get more: at most a burst plus
-/// one report interval (and the log's latency) at its rate from each further node it uses.
-final class RateLimiter: Sendable {
+/// The rate limits of one node as a value: token buckets of work units per key and per project (a frame
+/// costs 1, a report of n sightings n), and of session opens per key. Pure: every step is given the time
+/// (s on the node's monotonic clock). ``RateLimiter`` holds one behind a lock.
+struct RateLimits: Sendable {
     /// A token bucket: work units available now, refilled at a rate up to a burst.
-    struct Bucket {
+    struct Bucket: Sendable {
         var tokens: Double
         var last: Double
 
@@ -43,7 +36,7 @@ final class RateLimiter: Sendable {
     }
 
     /// A stream of the node: whose budget it spends, and when it was last told it is over it (s).
-    struct Entry {
+    struct Entry: Sendable {
         let keyID: String
         let projectID: String
         let outbox: Outbox
@@ -59,21 +52,16 @@ final class RateLimiter: Sendable {
         case refused(rate: Double, notify: Bool, outbox: Outbox)
     }
 
-    private struct State {
-        var streams: [UInt64: Entry] = [:]
-        var rates: [String: (rate: Double, burst: Double)] = [:]
-        var keys: [String: Bucket] = [:]
-        var projects: [String: Bucket] = [:]
-        var opens: [String: Bucket] = [:]
-        /// Spent on this node since the last ``RateLimiter/drainUsage()`` (only when `recordsUsage`).
-        var spent = RateUsage()
-    }
-
-    private let state = Mutex(State())
+    private var streams: [UInt64: Entry] = [:]
+    private var rates: [String: (rate: Double, burst: Double)] = [:]
+    private var keys: [String: Bucket] = [:]
+    private var projects: [String: Bucket] = [:]
+    private var opens: [String: Bucket] = [:]
+    /// Spent on this node since the last ``drainUsage()`` (only when `recordsUsage`).
+    private var spent = RateUsage()
     private let projectRate: Double, projectBurst: Double, openShare: Double
     /// True on a node sharing a log: what is spent is recorded, to be reported to the other nodes.
     private let recordsUsage: Bool
-    private let started = ContinuousClock.now
 
     /// Fewest session opens a key may make at once, whatever its burst (a device reconnecting, a few
     /// processes starting together).
@@ -88,79 +76,71 @@ final class RateLimiter: Sendable {
         self.recordsUsage = recordsUsage
     }
 
-    private var now: Double { (ContinuousClock.now - started).inSeconds }
-
     /// Registers a key's limits (when it authenticates).
-    func limit(key: AuthenticatedKey) {
-        state.withLock { $0.rates[key.keyID] = (key.ratePerSecond, key.burst) }
+    mutating func limit(key: AuthenticatedKey) {
+        rates[key.keyID] = (key.ratePerSecond, key.burst)
     }
 
-    func register(stream number: UInt64, keyID: String, projectID: String, outbox: Outbox) {
-        state.withLock { $0.streams[number] = Entry(keyID: keyID, projectID: projectID, outbox: outbox) }
+    mutating func register(stream number: UInt64, keyID: String, projectID: String, outbox: Outbox) {
+        streams[number] = Entry(keyID: keyID, projectID: projectID, outbox: outbox)
     }
 
-    func forget(stream number: UInt64) { _ = state.withLock { $0.streams.removeValue(forKey: number) } }
+    mutating func forget(stream number: UInt64) { streams.removeValue(forKey: number) }
 
-    func forgetAllStreams() { state.withLock { $0.streams = [:] } }
+    mutating func forgetAllStreams() { streams = [:] }
 
-    /// Takes the frame's cost from its key's bucket and its project's (both or neither). Ending an
-    /// operation is never refused (it only lightens the load, and a refused client would believe it ended
-    /// while the service kept it); neither is a frame of a stream this limiter does not know.
-    func admit(_ frame: ClientFrame, stream number: UInt64) -> Verdict {
+    /// Takes the frame's cost from its key's bucket and its project's (both or neither) at `now` (s). Ending
+    /// an operation is never refused (it only lightens the load, and a refused client would believe it ended
+    /// while the service kept it); neither is a frame of a stream these limits do not know.
+    mutating func admit(_ frame: ClientFrame, stream number: UInt64, now: Double) -> Verdict {
         var cost = 1.0
         switch frame.kind {
         case .unpublish, .unsubscribe, .heartbeat: return .admitted
         case .observe(let body): cost = Double(max(1, body.sightings.count))
         default: break
         }
-        let now = self.now, projectRate = self.projectRate, projectBurst = self.projectBurst, recordsUsage = self.recordsUsage
-        return state.withLock { state in
-            guard var entry = state.streams[number] else { return .admitted }
-            let (rate, burst) = state.rates[entry.keyID] ?? (.infinity, .infinity)
-            var key = state.keys[entry.keyID] ?? Bucket(tokens: burst, last: now)
-            var project = state.projects[entry.projectID] ?? Bucket(tokens: projectBurst, last: now)
-            key.refill(rate: rate, burst: burst, now: now)
-            project.refill(rate: projectRate, burst: projectBurst, now: now)
-            // A cost above a burst takes the whole burst (so that it can pass at all).
-            let keyCost = min(cost, burst), projectCost = min(cost, projectBurst)
-            let admitted = key.tokens >= keyCost && project.tokens >= projectCost
-            if admitted {
-                key.tokens -= keyCost
-                project.tokens -= projectCost
-                if recordsUsage {
-                    state.spent.keys[entry.keyID, default: 0] += keyCost
-                    state.spent.projects[entry.projectID, default: 0] += projectCost
-                }
+        guard var entry = streams[number] else { return .admitted }
+        let (rate, burst) = rates[entry.keyID] ?? (.infinity, .infinity)
+        var key = keys[entry.keyID] ?? Bucket(tokens: burst, last: now)
+        var project = projects[entry.projectID] ?? Bucket(tokens: projectBurst, last: now)
+        key.refill(rate: rate, burst: burst, now: now)
+        project.refill(rate: projectRate, burst: projectBurst, now: now)
+        // A cost above a burst takes the whole burst (so that it can pass at all).
+        let keyCost = min(cost, burst), projectCost = min(cost, projectBurst)
+        let admitted = key.tokens >= keyCost && project.tokens >= projectCost
+        if admitted {
+            key.tokens -= keyCost
+            project.tokens -= projectCost
+            if recordsUsage {
+                spent.keys[entry.keyID, default: 0] += keyCost
+                spent.projects[entry.projectID, default: 0] += projectCost
             }
-            state.keys[entry.keyID] = key
-            state.projects[entry.projectID] = project
-            if admitted { return .admitted }
-            let limit = key.tokens < keyCost ? rate : projectRate
-            let notify = now - entry.lastNotice >= Self.noticeInterval
-            if notify {
-                entry.lastNotice = now
-                state.streams[number] = entry
-            }
-            return .refused(rate: limit, notify: notify, outbox: entry.outbox)
         }
+        keys[entry.keyID] = key
+        projects[entry.projectID] = project
+        if admitted { return .admitted }
+        let limit = key.tokens < keyCost ? rate : projectRate
+        let notify = now - entry.lastNotice >= Self.noticeInterval
+        if notify {
+            entry.lastNotice = now
+            streams[number] = entry
+        }
+        return .refused(rate: limit, notify: notify, outbox: entry.outbox)
     }
 
-    /// Takes one session open from the key's open bucket: `sessionOpenShare` of its rate and burst, at
-    /// least one per second and a burst of ``minimumOpenBurst``. Returns the open rate when refused.
-    func admitOpen(key: AuthenticatedKey) -> Double? {
+    /// Takes one session open from the key's open bucket at `now` (s): `sessionOpenShare` of its rate and
+    /// burst, at least one per second and a burst of ``minimumOpenBurst``. Returns the open rate when refused.
+    mutating func admitOpen(key: AuthenticatedKey, now: Double) -> Double? {
         let (rate, burst) = openLimits(rate: key.ratePerSecond, burst: key.burst)
-        let now = self.now, recordsUsage = self.recordsUsage
-        return state.withLock { state in
-            var bucket = state.opens[key.keyID] ?? Bucket(tokens: burst, last: now)
-            bucket.refill(rate: rate, burst: burst, now: now)
-            let admitted = bucket.tokens >= 1
-            if admitted {
-                bucket.tokens -= 1
-                if recordsUsage { state.spent.opens[key.keyID, default: 0] += 1 }
-            }
-            state.opens[key.keyID] = bucket
-            return admitted ? nil : rate
+        var bucket = opens[key.keyID] ?? Bucket(tokens: burst, last: now)
+        bucket.refill(rate: rate, burst: burst, now: now)
+        let admitted = bucket.tokens >= 1
+        if admitted {
+            bucket.tokens -= 1
+            if recordsUsage { spent.opens[key.keyID, default: 0] += 1 }
         }
+        opens[key.keyID] = bucket
+        return admitted ? nil : rate
     }
 
     /// The session-open rate and burst of a key of `rate` and `burst`.
@@ -169,41 +149,93 @@ final class RateLimiter: Sendable {
     }
 
     /// What this node's streams spent since the last call (then forgotten): the report to the other nodes.
-    func drainUsage() -> RateUsage {
-        state.withLock { state in
-            defer { state.spent = RateUsage() }
-            return state.spent
-        }
+    mutating func drainUsage() -> RateUsage {
+        defer { spent = RateUsage() }
+        return spent
     }
 
-    /// Takes what another node's streams spent from this node's buckets (refilled first), down to minus a
-    /// burst: a budget spent elsewhere is refilled here before this node admits more. Keys this node has not
-    /// seen authenticate are skipped (their first bucket here starts full, as the other node's did).
-    func debit(_ usage: RateUsage) {
-        let now = self.now, projectRate = self.projectRate, projectBurst = self.projectBurst
-        state.withLock { state in
-            for (id, units) in usage.keys {
-                guard let limits = state.rates[id] else { continue }
-                let (rate, burst) = limits
-                var bucket = state.keys[id] ?? Bucket(tokens: burst, last: now)
-                bucket.refill(rate: rate, burst: burst, now: now)
-                if burst.isFinite { bucket.tokens = max(-burst, bucket.tokens - units) }
-                state.keys[id] = bucket
-            }
-            for (id, units) in usage.projects {
-                var bucket = state.projects[id] ?? Bucket(tokens: projectBurst, last: now)
-                bucket.refill(rate: projectRate, burst: projectBurst, now: now)
-                if projectBurst.isFinite { bucket.tokens = max(-projectBurst, bucket.tokens - units) }
-                state.projects[id] = bucket
-            }
-            for (id, units) in usage.opens {
-                guard let limits = state.rates[id] else { continue }
-                let (rate, burst) = openLimits(rate: limits.rate, burst: limits.burst)
-                var bucket = state.opens[id] ?? Bucket(tokens: burst, last: now)
-                bucket.refill(rate: rate, burst: burst, now: now)
-                if burst.isFinite { bucket.tokens = max(-burst, bucket.tokens - units) }
-                state.opens[id] = bucket
-            }
+    /// Takes what another node's streams spent from this node's buckets (refilled first at `now`), down to
+    /// minus a burst: a budget spent elsewhere is refilled here before this node admits more. Keys this node
+    /// has not seen authenticate are skipped (their first bucket here starts full, as the other node's did).
+    mutating func debit(_ usage: RateUsage, now: Double) {
+        for (id, units) in usage.keys {
+            guard let limits = rates[id] else { continue }
+            let (rate, burst) = limits
+            var bucket = keys[id] ?? Bucket(tokens: burst, last: now)
+            bucket.refill(rate: rate, burst: burst, now: now)
+            if burst.isFinite { bucket.tokens = max(-burst, bucket.tokens - units) }
+            keys[id] = bucket
         }
+        for (id, units) in usage.projects {
+            var bucket = projects[id] ?? Bucket(tokens: projectBurst, last: now)
+            bucket.refill(rate: projectRate, burst: projectBurst, now: now)
+            if projectBurst.isFinite { bucket.tokens = max(-projectBurst, bucket.tokens - units) }
+            projects[id] = bucket
+        }
+        for (id, units) in usage.opens {
+            guard let limits = rates[id] else { continue }
+            let (rate, burst) = openLimits(rate: limits.rate, burst: limits.burst)
+            var bucket = opens[id] ?? Bucket(tokens: burst, last: now)
+            bucket.refill(rate: rate, burst: burst, now: now)
+            if burst.isFinite { bucket.tokens = max(-burst, bucket.tokens - units) }
+            opens[id] = bucket
+        }
+    }
+}
+
+/// The rate limits of one node, checked on each stream's own task before a frame reaches the
+/// ``MatcherHost`` actor: a peer over its rate costs the decoding of its frames and a lock, never a place in
+/// the matcher's queue ahead of other projects' work. The limits themselves are ``RateLimits``, a value
+/// behind a `Mutex`, stepped at the node's clock.
+///
+/// Nodes sharing a PostgreSQL log share the budgets at a coarse grain: each node records what its streams
+/// spend, reports it through the log every ``MatcherHost/usageInterval`` and takes what the others report
+/// from its own buckets (down to minus a burst). So a key, or a project, gets its rate over the whole
+/// cluster, not per node; only while the reports are on their way can it get more: at most a burst plus
+/// one report interval (and the log's latency) at its rate from each further node it uses.
+final class RateLimiter: Sendable {
+    typealias Verdict = RateLimits.Verdict
+
+    private let limits: Mutex<RateLimits>
+    /// Time on the node's clock since the limiter was made.
+    private let time: Stopwatch
+
+    init(configuration: ServiceConfiguration, recordsUsage: Bool = false, clock: any Clock<Duration> = ContinuousClock()) {
+        limits = Mutex(RateLimits(configuration: configuration, recordsUsage: recordsUsage))
+        time = Stopwatch(clock)
+    }
+
+    private var now: Double { time.elapsed() }
+
+    /// Registers a key's limits (when it authenticates).
+    func limit(key: AuthenticatedKey) { limits.withLock { $0.limit(key: key) } }
+
+    func register(stream number: UInt64, keyID: String, projectID: String, outbox: Outbox) {
+        limits.withLock { $0.register(stream: number, keyID: keyID, projectID: projectID, outbox: outbox) }
+    }
+
+    func forget(stream number: UInt64) { limits.withLock { $0.forget(stream: number) } }
+
+    func forgetAllStreams() { limits.withLock { $0.forgetAllStreams() } }
+
+    /// See ``RateLimits/admit(_:stream:now:)``.
+    func admit(_ frame: ClientFrame, stream number: UInt64) -> Verdict {
+        let now = self.now
+        return limits.withLock { $0.admit(frame, stream: number, now: now) }
+    }
+
+    /// See ``RateLimits/admitOpen(key:now:)``.
+    func admitOpen(key: AuthenticatedKey) -> Double? {
+        let now = self.now
+        return limits.withLock { $0.admitOpen(key: key, now: now) }
+    }
+
+    /// What this node's streams spent since the last call (then forgotten): the report to the other nodes.
+    func drainUsage() -> RateUsage { limits.withLock { $0.drainUsage() } }
+
+    /// See ``RateLimits/debit(_:now:)``.
+    func debit(_ usage: RateUsage) {
+        let now = self.now
+        limits.withLock { $0.debit(usage, now: now) }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import SottoAudio
 import SottoModem
 import SottoSupport
+import Synchronization
 
 /// What a broadcaster reports about its device while it runs.
 public enum BroadcastStatus: Sendable {
@@ -222,29 +223,31 @@ public final class Broadcaster: @unchecked Sendable {
 /// Checks that a device hears its own broadcasts (full duplex on one card): each transmission must be
 /// followed by a decoded own token within a deadline (airtime plus decoding latency); consecutive
 /// misses are counted.
-public final class SelfCheck: @unchecked Sendable {
-    private let lock = NSLock()
-    private var lastHeard: Date?
-    private var consecutiveMisses = 0
+public final class SelfCheck: Sendable {
+    private struct State {
+        var lastHeard: Date?
+        var consecutiveMisses = 0
+        /// Another frame of this device's that counts as its own when heard (its room alias), if any.
+        var alternate: [UInt8]?
+    }
+    private let state = Mutex(State())
     /// The own token.
     public let token: [UInt8]
-    /// Another frame of this device's that counts as its own when heard (its room alias), if any.
-    private var alternate: [UInt8]?
 
     public init(token: [UInt8]) { self.token = token }
 
     /// Counts `frame` (the device's room alias, played in some of its slots instead of the token) as the own
     /// token when heard; nil: only the token.
-    public func accept(alternate frame: [UInt8]?) { lock.withLock { alternate = frame } }
+    public func accept(alternate frame: [UInt8]?) { state.withLock { $0.alternate = frame } }
 
     /// Decoding latency allowed beyond a frame's airtime and the device buffer (s).
     public static let decodingMargin = 0.5
 
     /// Call for every decoded frame.
     public func heard(_ frame: DecodedFrame) {
-        lock.withLock {
-            guard frame.token == token || frame.token == alternate else { return }
-            lastHeard = Date()
+        state.withLock { state in
+            guard frame.token == token || frame.token == state.alternate else { return }
+            state.lastHeard = Date()
         }
     }
 
@@ -252,14 +255,14 @@ public final class SelfCheck: @unchecked Sendable {
     /// consecutive transmissions not heard (0 when this one was).
     @discardableResult
     public func judge(sentAt: Date) -> Int {
-        lock.withLock {
-            if let lastHeard, lastHeard >= sentAt { consecutiveMisses = 0 } else { consecutiveMisses += 1 }
-            return consecutiveMisses
+        state.withLock { state in
+            if let lastHeard = state.lastHeard, lastHeard >= sentAt { state.consecutiveMisses = 0 } else { state.consecutiveMisses += 1 }
+            return state.consecutiveMisses
         }
     }
 
     /// Consecutive transmissions not heard so far.
-    public var missed: Int { lock.withLock { consecutiveMisses } }
+    public var missed: Int { state.withLock { $0.consecutiveMisses } }
 
     /// Judges a transmission queued now once `deadline` (s; ``Broadcaster/selfCheckDeadline``) has passed,
     /// on a background queue, and hands `onJudged` the consecutive misses then (0 when it was heard).

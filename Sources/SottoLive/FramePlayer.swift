@@ -2,6 +2,7 @@ import Foundation
 import SottoAudio
 import SottoModem
 import SottoSupport
+import Synchronization
 
 /// Plays frames on an ALSA device on a schedule until the schedule ends or ``stop()`` is called: what
 /// `sotto send`, `sotto beacon` and `sotto publish` do on a sound card, for any program.
@@ -171,18 +172,16 @@ public final class FramePlayer: Sendable {
     static let roundingTolerance = 1e-9
 
     /// The broadcaster playing now, for ``stop()``.
-    private final class Current: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value: Broadcaster?
-        func set(_ broadcaster: Broadcaster?) { lock.withLock { value = broadcaster } }
-        func get() -> Broadcaster? { lock.withLock { value } }
+    private final class Current: Sendable {
+        private let value = Mutex<Broadcaster?>(nil)
+        func set(_ broadcaster: Broadcaster?) { value.withLock { $0 = broadcaster } }
+        func get() -> Broadcaster? { value.withLock { $0 } }
     }
 
     /// The error a broadcaster ended with, set on its thread.
-    private final class FailureBox: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value: (any Error)?
-        func set(_ error: (any Error)?) { lock.withLock { value = error } }
-        func get() -> (any Error)? { lock.withLock { value } }
+    private final class FailureBox: Sendable {
+        private let value = Mutex<(any Error)?>(nil)
+        func set(_ error: (any Error)?) { value.withLock { $0 = error } }
+        func get() -> (any Error)? { value.withLock { $0 } }
     }
 }

@@ -3,6 +3,7 @@ import SottoAudio
 import SottoDSP
 import SottoModem
 import SottoSupport
+import Synchronization
 
 /// What a live listener reports.
 public enum ListenEvent: Sendable {
@@ -189,17 +190,16 @@ public final class Listener: @unchecked Sendable {
 }
 
 /// Counts kept across the sessions of one listener.
-final class ListenTotals: @unchecked Sendable {
-    private let lock = NSLock()
-    private var seconds = 0.0, overrunCount = 0, suspensionCount = 0
-    var capturedSeconds: Double { lock.withLock { seconds } }
-    var overruns: Int { lock.withLock { overrunCount } }
-    var suspensions: Int { lock.withLock { suspensionCount } }
+final class ListenTotals: Sendable {
+    private let totals = Mutex((seconds: 0.0, overruns: 0, suspensions: 0))
+    var capturedSeconds: Double { totals.withLock { $0.seconds } }
+    var overruns: Int { totals.withLock { $0.overruns } }
+    var suspensions: Int { totals.withLock { $0.suspensions } }
     func add(seconds: Double, overruns: Int, suspensions: Int) {
-        lock.withLock {
-            self.seconds += seconds
-            overrunCount += overruns
-            suspensionCount += suspensions
+        totals.withLock {
+            $0.seconds += seconds
+            $0.overruns += overruns
+            $0.suspensions += suspensions
         }
     }
 }

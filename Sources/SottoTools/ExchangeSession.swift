@@ -25,20 +25,22 @@ public enum ExchangeSession {
     /// seconds since the start. The manager is closed at the end. A strategy that prefers low power
     /// (`Strategy.lowPower`) listens on the devices duty-cycled on `lowPowerScan`, its lost timeout raised to
     /// ``lowPowerLostTimeout(_:scan:)`` (so that a find does not flap between windows); `onRadio`
-    /// gets the radio once it runs (for measurements).
+    /// gets the radio once it runs (for measurements). The session's time (its TTL, the events' seconds, the
+    /// manager's `now`) is `clock`'s, monotonic.
     public static func subscribe(manager: MessageManager, filter: MessageFilter, strategy: Strategy, lostTimeout: Double,
                                  ttl: Double?, source: Source, stop: StopFlag,
                                  lowPowerScan: ScanDutyCycle = .lowPower,
                                  onEvent: @escaping @Sendable (SubscriptionEvent, Double) -> Void,
                                  onDeviceError: @escaping @Sendable (AudioDeviceError) -> Void = { _ in },
                                  onRadio: (AudioRadio) -> Void = { _ in },
-                                 onProgress: (RecordingDecoder.Progress) -> Void = { _ in }) async throws {
-        let started = Date()
+                                 onProgress: (RecordingDecoder.Progress) -> Void = { _ in },
+                                 clock: any Clock<Duration> = ContinuousClock()) async throws {
+        let time = Stopwatch(clock)
         let lostTimeout = strategy.lowPower ? lowPowerLostTimeout(lostTimeout, scan: lowPowerScan) : lostTimeout
         let visible = Mutex(0)
         let ended = StopFlag()
         let subscription = try await manager.subscribe(filter: filter, strategy: strategy, lostTimeout: lostTimeout, now: 0) { event in
-            onEvent(event, Date().timeIntervalSince(started))
+            onEvent(event, time.elapsed())
             switch event {
             case .found: visible.withLock { $0 += 1 }
             case .lost: visible.withLock { $0 -= 1 }
@@ -51,30 +53,31 @@ public enum ExchangeSession {
             var frames: [DecodedFrame] = []
             try RecordingDecoder.decode(path: path, raw: raw, profiles: Profile.all, channel: .mix, onProgress: onProgress) { frames.append($0) }
             // Heard now, on the same clock as the ticks below (an embedded manager's lost timeout runs from here).
-            let heardAt = Date().timeIntervalSince(started)
+            let heardAt = time.elapsed()
             for frame in frames { await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: heardAt) }
-            let fed = Date()
+            let fed = time.elapsed()
             while !ended.isSet && !stop.isSet {
                 // An embedded manager keeps time only through ticks (a linked one is told by its matcher); the
                 // tick comes first so that an expiry due by the deadline is reported before the loop ends.
-                let now = Date().timeIntervalSince(started)
+                let now = time.elapsed()
                 await manager.tick(now: now)
-                if Date().timeIntervalSince(fed) > lostTimeout + quietMargin && visible.withLock({ $0 }) == 0 { break }
+                if time.elapsed() - fed > lostTimeout + quietMargin && visible.withLock({ $0 }) == 0 { break }
                 if let ttl, now >= ttl { break }
-                try? await Task.sleep(for: pollInterval)
+                try? await time.sleep(pollInterval.inSeconds)
             }
             await subscription.cancel()
-            await manager.close(now: Date().timeIntervalSince(started))
+            await manager.close(now: time.elapsed())
         case .devices(let capture, let playback):
-            let radio = AudioRadio(manager: manager, capture: capture, playback: playback, clockOrigin: started)
+            let radio = AudioRadio(manager: manager, capture: capture, playback: playback,
+                                   clockOrigin: Date(timeIntervalSinceNow: -time.elapsed()), clock: clock)
             radio.onDeviceError = onDeviceError
             if strategy.lowPower { radio.scanning = lowPowerScan }
             try radio.start()
             onRadio(radio)
-            await wait(until: ttl.map { started.addingTimeInterval($0) }, unless: [stop, ended])
+            await wait(until: ttl, on: time, unless: [stop, ended])
             // The radio ticks the manager every 200 ms: at the deadline the TTL has run out but its expiry may
             // not have been seen yet (it was lost to this race under load). One tick now delivers it.
-            await manager.tick(now: Date().timeIntervalSince(started))
+            await manager.tick(now: time.elapsed())
             await subscription.cancel()
             await radio.stop()
         }
@@ -83,19 +86,21 @@ public enum ExchangeSession {
     /// Publishes `message` with `strategy` and keeps it published for `ttl` seconds or until `stop` is set,
     /// then unpublishes. With `devices`, listens on the capture device and plays the session's token (in a
     /// broadcasting mode) on the playback device every `interval` s plus 0...`jitter` s; without (`nil`), the
-    /// publication only stays alive (the caller plays or writes the token itself).
+    /// publication only stays alive (the caller plays or writes the token itself). The TTL runs on `clock`,
+    /// monotonic.
     public static func publish(manager: MessageManager, message: Message, strategy: Strategy, ttl: Double,
                                devices: (capture: PCMConfiguration, playback: PCMConfiguration?)?, interval: Double, jitter: Double,
                                stop: StopFlag,
                                onPublished: @Sendable () async throws -> Void = {},
                                onDeviceError: @escaping @Sendable (AudioDeviceError) -> Void = { _ in },
-                               onOwnTokenNotHeard: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
-        let started = Date()
+                               onOwnTokenNotHeard: @escaping @Sendable (Int) -> Void = { _ in },
+                               clock: any Clock<Duration> = ContinuousClock()) async throws {
+        let time = Stopwatch(clock)
         let handle = try await manager.publish(message, strategy: strategy, now: 0)
         var radio: AudioRadio?
         if let devices {
             let newRadio = AudioRadio(manager: manager, capture: devices.capture, playback: devices.playback, interval: interval,
-                                      jitter: jitter, clockOrigin: started)
+                                      jitter: jitter, clockOrigin: Date(timeIntervalSinceNow: -time.elapsed()), clock: clock)
             newRadio.onDeviceError = onDeviceError
             newRadio.onOwnTokenNotHeard = onOwnTokenNotHeard
             do { try newRadio.start() } catch { await handle.cancel(); await manager.close(now: 0); throw error }
@@ -103,12 +108,12 @@ public enum ExchangeSession {
         }
         do { try await onPublished() } catch {
             await handle.cancel()
-            if let radio { await radio.stop() } else { await manager.close(now: Date().timeIntervalSince(started)) }
+            if let radio { await radio.stop() } else { await manager.close(now: time.elapsed()) }
             throw error
         }
-        await wait(until: started.addingTimeInterval(ttl), unless: [stop])
+        await wait(until: ttl, on: time, unless: [stop])
         await handle.cancel()
-        if let radio { await radio.stop() } else { await manager.close(now: Date().timeIntervalSince(started)) }
+        if let radio { await radio.stop() } else { await manager.close(now: time.elapsed()) }
     }
 
     /// The lost timeout (s) of a low-power subscription: at least its scan's period and window and a second
@@ -130,9 +135,15 @@ public enum ExchangeSession {
     /// Sleeps until `deadline` (nil: no deadline) or until one of `flags` is set, checking every
     /// ``pollInterval``.
     public static func wait(until deadline: Date?, unless flags: [StopFlag]) async {
+        await wait(until: deadline?.timeIntervalSinceNow, on: Stopwatch(ContinuousClock()), unless: flags)
+    }
+
+    /// Sleeps until `time` reaches `deadline` (s; nil: no deadline) or until one of `flags` is set, checking
+    /// every ``pollInterval`` on `time`'s clock.
+    static func wait(until deadline: Double?, on time: Stopwatch, unless flags: [StopFlag]) async {
         while !flags.contains(where: \.isSet) {
-            if let deadline, Date() >= deadline { return }
-            try? await Task.sleep(for: pollInterval)
+            if let deadline, time.elapsed() >= deadline { return }
+            try? await time.sleep(pollInterval.inSeconds)
         }
     }
 

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import SottoExchange
 
 /// The exchange over a recording: frames become observations at their end time on the sample clock,
@@ -35,15 +36,13 @@ public enum OfflineTimeline {
 }
 
 /// Gathers events with the time they happened.
-final class EventCollector: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: [(Double, SubscriptionEvent)] = []
-    private var current = 0.0
+final class EventCollector: Sendable {
+    private let state = Mutex<(stored: [(Double, SubscriptionEvent)], current: Double)>(([], 0))
     var time: Double {
-        get { lock.withLock { current } }
-        set { lock.withLock { current = newValue } }
+        get { state.withLock { $0.current } }
+        set { state.withLock { $0.current = newValue } }
     }
-    func append(_ event: SubscriptionEvent) { lock.withLock { stored.append((current, event)) } }
-    var events: [(Double, SubscriptionEvent)] { lock.withLock { stored } }
+    func append(_ event: SubscriptionEvent) { state.withLock { $0.stored.append(($0.current, event)) } }
+    var events: [(Double, SubscriptionEvent)] { state.withLock { $0.stored } }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import SottoAudio
 import SottoTools
 
@@ -37,22 +38,24 @@ enum Output {
 
 /// A progress line on stderr, rewritten in place: only when stderr is a terminal and not `--quiet`,
 /// cleared before anything else is printed.
-final class ProgressLine: @unchecked Sendable {
+final class ProgressLine: Sendable {
     static let shared = ProgressLine()
-    private let lock = NSLock()
-    private var enabled = standardErrorIsTerminal
-    private var shown = false
-    private var lastWrite = Date.distantPast
+    private struct State {
+        var enabled = standardErrorIsTerminal
+        var shown = false
+        var lastWrite = Date.distantPast
+    }
+    private let state = Mutex(State())
 
     /// Turns progress off (`--quiet`).
-    func silence() { lock.withLock { enabled = false } }
+    func silence() { state.withLock { $0.enabled = false } }
 
     /// Shows `text` (at most ten times a second).
     func update(_ text: String) {
-        lock.withLock {
-            guard enabled, Date().timeIntervalSince(lastWrite) >= 0.1 else { return }
-            lastWrite = Date()
-            shown = true
+        state.withLock { state in
+            guard state.enabled, Date().timeIntervalSince(state.lastWrite) >= 0.1 else { return }
+            state.lastWrite = Date()
+            state.shown = true
             StandardError.write("\r\u{1B}[K\(text)")
         }
     }
@@ -68,10 +71,10 @@ final class ProgressLine: @unchecked Sendable {
 
     /// Erases the line, if one is shown.
     func clear() {
-        lock.withLock {
-            guard shown else { return }
-            shown = false
-            lastWrite = .distantPast
+        state.withLock { state in
+            guard state.shown else { return }
+            state.shown = false
+            state.lastWrite = .distantPast
             StandardError.write("\r\u{1B}[K")
         }
     }

@@ -16,53 +16,26 @@ struct StoreOption: ParsableArguments {
 
     /// Opens the store (a PostgreSQL store also brings its schema up to date). With `service`, a SQLite
     /// store is locked for this process: one `sotto serve` per SQLite file.
-    func open(service: Bool = false) async throws -> any ExchangeStore {
-        var spec = store ?? "sqlite:" + SQLiteStore.defaultPath
-        // Any other scheme is a typo or a database not supported, never a file name to create.
-        if let scheme = Self.scheme(of: spec), !["sqlite", "postgres", "postgresql"].contains(scheme.lowercased()) {
-            throw ValidationError("--store: unknown scheme '\(scheme):' in \(spec); give sqlite:PATH or postgres://... (a file name with a colon: sqlite:\(spec))")
+    func open(service: Bool = false) async throws -> OpenedStore {
+        do { return try await OpenedStore.open(store, service: service) } catch {
+            switch error {
+            case .usage(let message): throw ValidationError(message)
+            case .unavailable(let message): throw CommandError(message)
+            }
         }
-        // Schemes are case-insensitive (SQLITE:x is sqlite:x, never a file named "SQLITE:x").
-        if let scheme = Self.scheme(of: spec) { spec = scheme.lowercased() + spec.dropFirst(scheme.count) }
-        if spec.hasPrefix("postgres://") || spec.hasPrefix("postgresql://") {
-            do { return try await PostgresStore(url: spec) } catch { throw CommandError(error.description) }
-        }
-        if spec.hasPrefix("postgres:") || spec.hasPrefix("postgresql:") {
-            throw ValidationError("--store \(spec): a PostgreSQL store is a URL, postgres://USER@HOST:PORT/DATABASE")
-        }
-        let path = spec.hasPrefix("sqlite:") ? String(spec.dropFirst("sqlite:".count)) : spec
-        guard !path.isEmpty else { throw ValidationError("--store sqlite:PATH needs a path") }
-        if store == nil {
-            // The default location's directories are made; a path given is used as it is (a typo stays an error).
-            try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        }
-        do { return try SQLiteStore(path: path, service: service) } catch { throw CommandError("\(error)") }
-    }
-
-    /// The URL scheme `spec` starts with ("mysql" in "mysql://x", "sqlite" in "sqlite:x"), or nil for a path.
-    static func scheme(of spec: String) -> String? {
-        guard let colon = spec.firstIndex(of: ":"), colon != spec.startIndex else { return nil }
-        let name = spec[..<colon]
-        guard name.first!.isASCII && name.first!.isLetter,
-              name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+.-".contains($0)) }) else { return nil }
-        return String(name)
     }
 
     /// Runs `body` with the open store, then closes it (a PostgreSQL store's connections end cleanly).
     func withStore<Value>(_ body: (any ExchangeStore) async throws -> Value) async throws -> Value {
-        let store = try await open()
+        let opened = try await open()
         do {
-            let value = try await body(store)
-            await Self.close(store)
+            let value = try await body(opened.store)
+            await opened.close()
             return value
         } catch {
-            await Self.close(store)
+            await opened.close()
             throw error
         }
-    }
-
-    static func close(_ store: any ExchangeStore) async {
-        if let postgres = store as? PostgresStore { await postgres.shutdown() }
     }
 }
 
@@ -181,16 +154,17 @@ struct Serve: AsyncParsableCommand {
         defer { following?.cancel() }
         var logger = Logger(label: "sotto.serve")
         logger.logLevel = verbose ? .debug : .notice
-        let exchangeStore = try await store.open(service: true)
+        let opened = try await store.open(service: true)
         let server: MatcherServer
         do {
-            server = try MatcherServer(endpoint: endpoint, tls: tls, store: exchangeStore, metricsEndpoint: metricsEndpoint,
-                                       configuration: configuration, limits: transport.limits, web: webOptions, logger: logger) { service, http in
+            server = try MatcherServer(endpoint: endpoint, tls: tls, store: opened.store, replication: opened.replication,
+                                       metricsEndpoint: metricsEndpoint, configuration: configuration, limits: transport.limits,
+                                       web: webOptions, logger: logger) { service, http in
                 Output.line("listening on \(service)")
                 if let http { Output.line("http on \(http)") }
             }
         } catch {
-            await StoreOption.close(exchangeStore)
+            await opened.close()
             throw CommandError(error.description)
         }
         // The signals are the process's (Interruption): the first starts the graceful shutdown, a second exits at once.
@@ -202,10 +176,10 @@ struct Serve: AsyncParsableCommand {
         }
         defer { stopping.cancel() }
         do { try await group.run() } catch {
-            await StoreOption.close(exchangeStore)
+            await opened.close()
             throw CommandError("the service stopped: \(error)")
         }
-        await StoreOption.close(exchangeStore)
+        await opened.close()
     }
 }
 

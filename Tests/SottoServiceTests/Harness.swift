@@ -81,7 +81,8 @@ final class TestServer: Sendable {
     ///   - reuse: a previous server whose directory, store, project and key to use again (a restart).
     init(endpoint: MatcherAddress = .tcp(host: "127.0.0.1", port: 0), tls: MatcherServer.TLS? = nil,
          metricsEndpoint: MatcherAddress? = nil, configuration: ServiceConfiguration = TestServer.fastConfiguration,
-         rate: Double = 10_000, burst: Double = 10_000, reuse: TestServer? = nil, web: WebOptions? = nil) async throws {
+         rate: Double = 10_000, burst: Double = 10_000, reuse: TestServer? = nil,
+         clock: any Clock<Duration> = ContinuousClock(), web: WebOptions? = nil) async throws {
         if let reuse {
             directory = reuse.directory
             store = reuse.store
@@ -95,12 +96,13 @@ final class TestServer: Sendable {
         }
         onStop = nil
         (server, task, address, httpAddress) = try await Self.launch(endpoint: endpoint, tls: tls, store: store,
-                                                                     metricsEndpoint: metricsEndpoint, configuration: configuration, web: web)
+                                                                     metricsEndpoint: metricsEndpoint, configuration: configuration,
+                                                                     clock: clock, web: web)
     }
 
     /// Starts a server on `store`, which holds `project` and `apiKey` already (a node of a ``TestCluster``, or
-    /// a server on PostgreSQL); `onStop` runs when `stop()` has ended it.
-    init(store: any ExchangeStore, project: Project, apiKey: String, configuration: ServiceConfiguration = TestServer.fastConfiguration,
+    /// a server on PostgreSQL, each replicated through the database's log); `onStop` runs when `stop()` has ended it.
+    init(store: PostgresStore, project: Project, apiKey: String, configuration: ServiceConfiguration = TestServer.fastConfiguration,
          metricsEndpoint: MatcherAddress? = nil, onStop: (@Sendable () async -> Void)? = nil) async throws {
         directory = ""
         self.store = store
@@ -108,7 +110,8 @@ final class TestServer: Sendable {
         self.apiKey = apiKey
         self.onStop = onStop
         (server, task, address, httpAddress) = try await Self.launch(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store,
-                                                                     metricsEndpoint: metricsEndpoint, configuration: configuration)
+                                                                     replication: .sharedLog(in: store), metricsEndpoint: metricsEndpoint,
+                                                                     configuration: configuration)
     }
 
     /// A server alone on a fresh database of the shared test PostgreSQL (so it replicates through the log,
@@ -128,11 +131,12 @@ final class TestServer: Sendable {
 
     /// Runs a server and waits (at most 10 s) until it listens.
     private static func launch(endpoint: MatcherAddress, tls: MatcherServer.TLS?, store: any ExchangeStore,
-                               metricsEndpoint: MatcherAddress?, configuration: ServiceConfiguration, web: WebOptions? = nil) async throws
+                               replication: Replication = .standalone, metricsEndpoint: MatcherAddress?, configuration: ServiceConfiguration,
+                               clock: any Clock<Duration> = ContinuousClock(), web: WebOptions? = nil) async throws
         -> (MatcherServer, Task<Void, any Error>, MatcherAddress, String?) {
         let (listening, continuation) = AsyncStream.makeStream(of: (String, String?).self)
-        let server = try MatcherServer(endpoint: endpoint, tls: tls, store: store, metricsEndpoint: metricsEndpoint,
-                                       configuration: configuration, web: web) { service, http in
+        let server = try MatcherServer(endpoint: endpoint, tls: tls, store: store, replication: replication, metricsEndpoint: metricsEndpoint,
+                                       configuration: configuration, web: web, clock: clock) { service, http in
             continuation.yield((service, http))
             continuation.finish()
         }

@@ -42,10 +42,12 @@ import Testing
         return (client, a, welcome, token, b, subscription, recorder)
     }
 
+    /// The grace runs on the host's clock, a manual one: the test moves it past the grace instead of waiting.
     @Test func droppedSessionResumesUnchangedWithinGrace() async throws {
         var configuration = TestServer.fastConfiguration
         configuration.sessionGrace = 1.5
-        let service = try await TestServer(configuration: configuration)
+        let clock = ManualClock()
+        let service = try await TestServer(configuration: configuration, clock: clock)
         defer { Task { await service.stop() } }
         let (client, a, welcome, token, b, subscription, recorder) = try await foundByManager(service)
         defer { Task { await client.close() } }
@@ -53,7 +55,9 @@ import Testing
         #expect(!welcome.resumed)
 
         client.kill()  // the connection drops: no clean end (a cancelled RPC would half-close first)
-        try await Task.sleep(for: .milliseconds(500))
+        #expect(await eventually(5) { await service.server.host.streamCount == 1 }, "the host saw the stream end")
+        #expect(await clock.tick(by: 0.5))
+        #expect(service.metric("sotto_lost_total") == 0)
         #expect(recorder.pattern == "F", "a dropped session keeps its publications during the grace")
 
         // A wrong secret opens a new session instead.
@@ -90,7 +94,8 @@ import Testing
         } else { Issue.record("no welcome on resume") }
         #expect(await resumed.frame(where: { $0.tokenDirective != nil })?.tokenDirective == token, "the same token")
         // Past the grace: nothing was lost, and the operation is still the session's.
-        try await Task.sleep(for: .seconds(1.5))
+        #expect(await clock.tick(by: 1.5))
+        #expect(service.metric("sotto_lost_total") == 0)
         #expect(recorder.pattern == "F", "\(recorder.all)")
         #expect(service.metric("sotto_sessions_resumed_total") == 1)
         resumed.send(Frames.publish(1, content: exhibit.content))
@@ -102,19 +107,25 @@ import Testing
         await b.close(now: 0)
     }
 
+    /// On the host's manual clock: the session ends at the first tick past the grace, not before.
     @Test func droppedSessionEndsAfterGrace() async throws {
         var configuration = TestServer.fastConfiguration
         configuration.sessionGrace = 1.5
-        let service = try await TestServer(configuration: configuration)
+        let clock = ManualClock()
+        let service = try await TestServer(configuration: configuration, clock: clock)
         defer { Task { await service.stop() } }
         let (client, a, _, _, b, subscription, recorder) = try await foundByManager(service)
         defer { Task { await client.close() } }
-        let dropped = ContinuousClock.now
         client.kill()
+        #expect(await eventually(5) { await service.server.host.streamCount == 1 }, "the host saw the stream end")
+        #expect(await clock.tick(by: 1.4))
+        #expect(service.metric("sotto_lost_total") == 0, "not lost within the grace")
+        #expect(recorder.pattern == "F")
+        #expect(await clock.tick(by: 0.2))
+        #expect(service.metric("sotto_lost_total") == 1, "lost once the grace ended")
         #expect(await recorder.waitLost(1, 5))
-        let elapsed = ContinuousClock.now - dropped
-        #expect(elapsed >= .seconds(1.3), "lost only once the grace ended (after \(elapsed))")
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await clock.tick(by: 1))
+        #expect(service.metric("sotto_lost_total") == 1, "lost once")
         #expect(recorder.pattern == "FL")
         #expect(await eventually(2) { service.metric("sotto_sessions") == 1 })
         _ = a
@@ -255,16 +266,17 @@ import Testing
         session.cancel()
     }
 
+    /// TTLs run on the host's clock, a manual one: the test moves it past each TTL instead of waiting.
     @Test func ttlExpiryEndsPublicationAndSubscription() async throws {
-        let service = try await TestServer()
+        let clock = ManualClock()
+        let service = try await TestServer(clock: clock)
         defer { Task { await service.stop() } }
         let client = try RawClient(service.address)
         defer { Task { await client.close() } }
         let a = RawSession(client), b = RawSession(client)
         #expect(await a.hello(key: service.apiKey) != nil)
         #expect(await b.hello(key: service.apiKey) != nil)
-        // TTLs of 3 and 5 s: long enough for the subscription and the sighting to arrive first on a loaded machine
-        // (a 1 s publication expired before them on CI).
+        // TTLs of 3 and 5 s on the host's manual clock.
         a.send(Frames.publish(1, content: exhibit.content, ttl: 3))
         #expect(await a.status(1)?.state == .active)
         guard let token = await a.frame(where: { $0.tokenDirective != nil })?.tokenDirective else { Issue.record("no token"); return }
@@ -277,9 +289,14 @@ import Testing
         #expect(await b.status(1)?.state == .active)
         b.send(Frames.observe(token: token))
         #expect(await b.frame { $0.isFound } != nil)
+        #expect(await clock.tick(by: 2.9))
+        #expect(!a.frames.contains { if case .expired = $0.kind { return true } else { return false } }, "not before its TTL")
+        #expect(await clock.tick(by: 0.2))
         let expired = await a.frame(6) { if case .expired(let e) = $0.kind { return e.opID == 1 } else { return false } }
         #expect(expired != nil, "the publication expired")
         #expect(await b.frame(2) { $0.isLost } != nil, "its subscriber lost it")
+        #expect(!b.frames.contains { if case .expired = $0.kind { return true } else { return false } }, "the subscription not yet")
+        #expect(await clock.tick(by: 2))
         let subscriptionExpired = await b.frame(6) { if case .expired(let e) = $0.kind { return e.opID == 1 } else { return false } }
         #expect(subscriptionExpired != nil, "the subscription expired")
         a.cancel()

@@ -19,6 +19,16 @@ import PostgresNIO
 /// their own, synchronous, connections), and a database crash would lose at most the last moment of it.
 final class PostgresLog: ReplicationLog {
     static let channel = "sotto_exchange"
+
+    /// The log's tables: `exchange_head` (the one row numbering appends, and the log's time origin),
+    /// `exchange_log` (the entries) and `exchange_snapshot`. Created by the store's first migration, with
+    /// its schema version (one statement each; never edited, as migrations are not).
+    static let tables = [
+        "CREATE TABLE exchange_head (id int PRIMARY KEY CHECK (id = 1), seq bigint NOT NULL, origin double precision NOT NULL)",
+        "INSERT INTO exchange_head VALUES (1, 0, extract(epoch from clock_timestamp()))",
+        "CREATE TABLE exchange_log (seq bigint PRIMARY KEY, node text NOT NULL, at double precision NOT NULL, body bytea NOT NULL)",
+        "CREATE TABLE exchange_snapshot (seq bigint PRIMARY KEY, at double precision NOT NULL, body bytea NOT NULL)",
+    ]
     private let client: PostgresClient
     private let runner: Task<Void, Never>
     private let logger: Logger

@@ -31,12 +31,6 @@ protocol ReplicationLog: Sendable {
     func saveSnapshot(sequence: Int64, bytes: [UInt8]) async throws
 }
 
-/// A store that several nodes share: the service replicates its matcher through the store's database.
-protocol SharedStore: ExchangeStore {
-    /// Where the replication log lives (the log opens connections of its own).
-    var databaseConfiguration: PostgresClient.Configuration { get }
-}
-
 /// Why a log entry could not be read.
 struct LogEntryError: Error, CustomStringConvertible {
     let description: String

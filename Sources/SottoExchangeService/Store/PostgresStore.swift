@@ -23,7 +23,7 @@ public final class PostgresStore: ExchangeStore {
     /// The longest a call waits for a connection and its answer.
     public let timeout: Duration
     private let runTask: Task<Void, Never>
-    private let location: Location
+    let location: Location
     private let isShutDown = Atomic<Bool>(false)
     private static let silent = Logger(label: "sotto.store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -97,12 +97,7 @@ public final class PostgresStore: ExchangeStore {
             """,
             "CREATE TABLE registry_version (id integer PRIMARY KEY CHECK (id = 1), version bigint NOT NULL)",
             "INSERT INTO registry_version VALUES (1, 0)",
-            // The replication log's tables (written and read by the replication log, not by this store).
-            "CREATE TABLE exchange_head (id int PRIMARY KEY CHECK (id = 1), seq bigint NOT NULL, origin double precision NOT NULL)",
-            "INSERT INTO exchange_head VALUES (1, 0, extract(epoch from clock_timestamp()))",
-            "CREATE TABLE exchange_log (seq bigint PRIMARY KEY, node text NOT NULL, at double precision NOT NULL, body bytea NOT NULL)",
-            "CREATE TABLE exchange_snapshot (seq bigint PRIMARY KEY, at double precision NOT NULL, body bytea NOT NULL)",
-        ],
+        ] + PostgresLog.tables,  // the replication log's tables, defined by the log (written and read by it alone)
         // Rotating beacons' identity keys (16 to 32 bytes); rotation_key (SplitMix64's) is no longer read.
         ["ALTER TABLE beacon ADD COLUMN identity_key bytea"],
         // Web origins a key is bound to, separated by spaces (none: '').
@@ -637,9 +632,4 @@ enum Deadline {
             for task in tasks { task.cancel() }
         }
     }
-}
-
-extension PostgresStore: SharedStore {
-    /// The same database: nodes on one PostgreSQL share their matcher through its replication log.
-    var databaseConfiguration: PostgresClient.Configuration { location.clientConfiguration() }
 }

@@ -63,3 +63,14 @@ final class ManualClock: Clock, Sendable {
         for sleeper in woken { sleeper.continuation.resume() }
     }
 }
+
+extension ManualClock {
+    /// Moves a matcher host's clock forward by `seconds` and waits (at most 5 s of real time) until its timer
+    /// loop, the one sleeper on this clock, has ticked at the new time and sleeps again. Returns false when it
+    /// did not.
+    func tick(by seconds: Double) async -> Bool {
+        guard await eventually(5, { self.sleeping >= 1 }) else { return false }
+        advance(by: .seconds(seconds))
+        return await eventually(5) { self.sleeping >= 1 }
+    }
+}
