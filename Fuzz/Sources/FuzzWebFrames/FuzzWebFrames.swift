@@ -46,3 +46,10 @@ public func fuzzWebFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
     return 0
 }
+
+/// The executable's entry point (SwiftPM's name for it): libFuzzer's driver with this target's input function.
+@_cdecl("FuzzWebFrames_main")
+public func fuzzWebFramesMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc, argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv, { data, size in fuzzWebFrames(data, size) })
+}
