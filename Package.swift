@@ -154,6 +154,8 @@ let package = Package(
                                .product(name: "NIOCore", package: "swift-nio"),
                                .product(name: "NIOPosix", package: "swift-nio"),
                                .product(name: "NIOHTTP1", package: "swift-nio"),
+                               // The browser transport (`sotto serve --web`): the exchange's frames on WebSockets.
+                               .product(name: "NIOWebSocket", package: "swift-nio"),
                                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                                .product(name: "NIOHPACK", package: "swift-nio-http2"),
@@ -241,7 +243,11 @@ let package = Package(
                                    .product(name: "NIOCore", package: "swift-nio"),
                                    .product(name: "NIOPosix", package: "swift-nio"),
                                    .product(name: "PostgresNIO", package: "postgres-nio"),
-                                   .product(name: "Crypto", package: "swift-crypto")],
+                                   .product(name: "Crypto", package: "swift-crypto"),
+                                   // A WebSocket client (over TLS too) for the browser transport's tests.
+                                   .product(name: "NIOWebSocket", package: "swift-nio"),
+                                   .product(name: "NIOHTTP1", package: "swift-nio"),
+                                   .product(name: "NIOSSL", package: "swift-nio-ssl")],
                     swiftSettings: strict),
         .testTarget(name: "SottoNotifyTests",
                     dependencies: ["SottoNotify", "CDBus",

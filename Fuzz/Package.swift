@@ -9,6 +9,7 @@ let package = Package(
     dependencies: [
         .package(name: "sotto", path: ".."),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // The declaration of libFuzzer's driver entry point.
@@ -22,6 +23,13 @@ let package = Package(
         // Client and server frames of the exchange protocol through the service's validating conversions.
         .executableTarget(name: "FuzzClientFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoExchangeWire", package: "sotto"),
                                                                     .product(name: "SottoExchange", package: "sotto")]),
+        // The browser transport (`sotto serve --web`): bytes on a WebSocket through NIO's frame decoder and the
+        // transport's aggregator and classification, and as an Origin header.
+        .executableTarget(name: "FuzzWebFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoExchangeService", package: "sotto"),
+                                                                 .product(name: "SottoExchangeWire", package: "sotto"),
+                                                                 .product(name: "NIOCore", package: "swift-nio"),
+                                                                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                                                                 .product(name: "NIOWebSocket", package: "swift-nio")]),
         // The daemon's control socket: a byte stream split into frames and decoded into requests.
         .executableTarget(name: "FuzzControlFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoDaemon", package: "sotto")]),
         // Matcher snapshots as a node reads them from the shared database (whole, or a busy core's state overwritten).

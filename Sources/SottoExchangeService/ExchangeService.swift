@@ -50,26 +50,49 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
     }
 
     public func session(request: StreamingServerRequest<ClientFrame>, context: ServerContext) async throws -> StreamingServerResponse<ServerFrame> {
-        let host = self.host, store = self.store, metrics = self.metrics, logger = self.logger
-        let helloTimeout = limits.helloTimeout, failedAuthentications = self.failedAuthentications
-        // A stream that has not said Hello holds a place, of a few per connection and a few hundred per node.
         let peer = context.remotePeer
-        let pass: HelloGate.Pass
-        do { pass = try helloGate.enter(connection: peer) } catch {
+        let pass = try enterHelloGate(peer: peer)
+        return StreamingServerResponse { [self] writer in
+            try await run(frames: request.messages, peer: peer, pass: pass, transport: .grpc) { frame in try await writer.write(frame) }
+            return [:]
+        }
+    }
+
+    /// A place among the streams without Hello, of a few per connection and a few hundred per node.
+    /// - Parameter peer: the connection's address.
+    /// - Throws: `RPCError` (resource exhausted) when there is no place.
+    func enterHelloGate(peer: String) throws(RPCError) -> HelloGate.Pass {
+        do { return try helloGate.enter(connection: peer) } catch {
             metrics.transport.helloRefused.increment()
             metrics.rejected.increment()
             var metadata = Metadata()
             metadata.addString("streams-without-hello", forKey: "sotto-error")
             throw RPCError(code: .resourceExhausted, message: error.description, metadata: metadata)
         }
+    }
+
+    /// The session logic of every transport (gRPC streams, WebSockets): Hello, the key, the session on the host,
+    /// the frames both ways, the cut-offs. It ends by returning (the client ended its stream) or by throwing the
+    /// `RPCError` that ends the stream; the transport carries the frames and that end, nothing else.
+    /// - Parameters:
+    ///   - frames: the client's frames, in order.
+    ///   - peer: the client's address (for the audit log).
+    ///   - pass: the stream's place among the streams without Hello.
+    ///   - transport: which transport carries the session (the web transport checks the key's origins).
+    ///   - write: sends one frame to the client (waits while the client does not read).
+    func run<Frames: AsyncSequence & Sendable>(frames: Frames, peer: String, pass: HelloGate.Pass, transport: SessionTransport,
+                                               write: @escaping @Sendable (ServerFrame) async throws -> Void) async throws
+        where Frames.Element == ClientFrame {
+        let host = self.host, store = self.store, metrics = self.metrics, logger = self.logger
+        let helloTimeout = limits.helloTimeout, failedAuthentications = self.failedAuthentications
         let outbox = Outbox(limits: host.configuration.outbox)
         let state = StreamState()
-        return StreamingServerResponse { writer in
+        do {  // (a scope only: the body below is the one the gRPC response closure had, unchanged)
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 // Writer: the host's frames for this session, until the session ends or is cut off.
                 group.addTask {
                     while let frame = await outbox.next() {
-                        try await writer.write(frame)
+                        try await write(frame)
                         switch frame.kind {
                         case .found:
                             state.project.withLock { $0 }?.found.increment()
@@ -97,7 +120,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                 // Reader: Hello first, then every frame to the host.
                 group.addTask {
                     do {
-                        for try await frame in request.messages {
+                        for try await frame in frames {
                             outbox.touch()
                             if let stream = state.stream.withLock({ $0 }) {
                                 if case .heartbeat = frame.kind { continue }  // liveness only: the touch above
@@ -137,6 +160,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                                 }
                                 throw RPCError(code: .unauthenticated, message: ExchangeError.unauthenticated.description)
                             }
+                            try transport.admit(key, metrics: metrics)
                             await host.limit(key: key)
                             let resume = hello.resumeSessionID.isEmpty ? nil : (hello.resumeSessionID, Array(hello.resumeSecret))
                             do {
@@ -144,12 +168,13 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                                 state.stream.withLock { $0 = opened.stream }
                                 let counters = metrics.transport.project(key.project.id)
                                 counters.sessions.increment()
+                                metrics.transport.sessions(transport.label).increment()
                                 state.project.withLock { $0 = counters }
                             } catch let error as ExchangeError {
                                 if case .sessionQuotaExceeded = error {
                                     // The refusal as a typed frame (the client stops instead of reconnecting), then
                                     // the stream's status; the metadata below stays for clients that predate it.
-                                    try? await writer.write(.error(error, fatal: true))
+                                    try? await write(.error(error, fatal: true))
                                 }
                                 var metadata = Metadata()
                                 if case .sessionQuotaExceeded(let limit) = error {
@@ -196,7 +221,6 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                 pass.release()
                 if let firstError { throw firstError }
             }
-            return [:]
         }
     }
 }

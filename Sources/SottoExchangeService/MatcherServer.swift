@@ -34,6 +34,8 @@ public struct MatcherServer: Service {
     public let metrics: ServiceMetrics
     /// Bounds on what peers can make the transport hold (connections, streams, time before Hello).
     public let limits: TransportLimits
+    /// The browser transport (a WebSocket listener, and the page), if any.
+    public let web: WebOptions?
     let logger: Logger
     /// Called with the bound address of the gRPC service and, if any, of the HTTP endpoint.
     let onListening: @Sendable (_ service: String, _ http: String?) -> Void
@@ -49,6 +51,7 @@ public struct MatcherServer: Service {
     ///   - metricsEndpoint: where the HTTP endpoint listens, if anywhere.
     ///   - configuration: the matcher's timings and bounds.
     ///   - limits: the transport's bounds (connections, streams, time before Hello).
+    ///   - web: the browser transport's listener and page, if any (TLS needed beyond loopback).
     ///   - logger: where the service logs.
     ///   - clock: the matcher host's time (its timers, session grace, lost timeouts); a manual clock in tests.
     ///     Transport deadlines, silence and the database's I/O stay on real time.
@@ -58,12 +61,14 @@ public struct MatcherServer: Service {
     public init(endpoint: MatcherAddress, tls: TLS?, store: any ExchangeStore, replication: Replication = .standalone,
                 metricsEndpoint: MatcherAddress? = nil,
                 configuration: ServiceConfiguration = ServiceConfiguration(), limits: TransportLimits = TransportLimits(),
-                logger: Logger = Logger(label: "sotto.serve"), clock: any Clock<Duration> = ContinuousClock(),
+                web: WebOptions? = nil, logger: Logger = Logger(label: "sotto.serve"), clock: any Clock<Duration> = ContinuousClock(),
                 onListening: @escaping @Sendable (_ service: String, _ http: String?) -> Void = { _, _ in }) throws(MatcherServerError) {
         guard tls != nil || endpoint.isLocal else { throw .tlsRequired(endpoint.description) }
         if let metricsEndpoint, !metricsEndpoint.isLocal, tls == nil { throw .tlsRequired(metricsEndpoint.description) }
+        if let web, !web.endpoint.isLocal, tls == nil { throw .tlsRequired(web.endpoint.description) }
         // Only a stale socket is removed to bind again (the transports would remove any socket file).
-        for case .unix(let path) in [endpoint, metricsEndpoint] { try UnixSocketFile.claim(path) }
+        for case .unix(let path) in [endpoint, metricsEndpoint, web?.endpoint] { try UnixSocketFile.claim(path) }
+        self.web = web
         self.endpoint = endpoint
         self.tls = tls
         self.store = store
@@ -120,8 +125,14 @@ public struct MatcherServer: Service {
             })
         }
         let httpAddress = http?.address
+        var webListener: WebListener?
+        do { if let web { webListener = try await WebListener.bind(endpoint: web.endpoint, tls: tls, metrics: metrics) } } catch {
+            await host.stop()
+            try? await http?.close()
+            throw error
+        }
         do {
-            try await serve(server, transport: transport, httpAddress: httpAddress)
+            try await serve(server, transport: transport, httpAddress: httpAddress, web: webListener.map { ($0, service) })
         } catch is DrainDeadlinePassed {
             logger.notice("drain time (\(configuration.drainTimeout) s) over: closed the connections left")
         } catch {
@@ -142,7 +153,7 @@ public struct MatcherServer: Service {
     /// with UNAVAILABLE "shutting down" (clients move to another node; alone, the sessions end), and the
     /// streams get ``ServiceConfiguration/drainTimeout`` seconds to end before the connections left are closed.
     private func serve(_ server: GRPCServer<HTTP2ServerTransport.Custom<GuardedListener>>, transport: HTTP2ServerTransport.Custom<GuardedListener>,
-                       httpAddress: String?) async throws {
+                       httpAddress: String?, web webListener: (WebListener, ExchangeService)? = nil) async throws {
         let host = self.host, logger = self.logger, drain = configuration.drainTimeout
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Part.self) { group in
@@ -160,11 +171,22 @@ public struct MatcherServer: Service {
                     onListening(text, httpAddress)
                     return .other
                 }
+                if let (listener, service) = webListener, let web {
+                    // The browser transport: its sessions end with the host's (stop below), its listener with the server.
+                    logger.info("serving web clients on \(listener.address)\(tls == nil ? "" : " (TLS)")")
+                    web.onListening(listener.address)
+                    group.addTask {
+                        try await listener.serve(service: service, page: web.page, limits: self.limits, metrics: self.metrics)
+                        return .other
+                    }
+                }
                 group.addTask { await self.followRegistry(); return .other }
                 group.addTask { await self.followRevocations(); return .other }
                 group.addTask {
                     // Shutting down: the server has stopped accepting (onGracefulShutdown below); tell the sessions.
                     guard (try? await gracefulShutdown()) != nil else { return .other }
+                    // No new page connects while the sessions drain.
+                    webListener?.0.channel.channel.close(promise: nil)
                     let streams = await host.streamCount
                     logger.info("shutting down: telling \(streams) stream\(streams == 1 ? "" : "s") to move to another node; draining for at most \(drain) s")
                     await host.stop()

@@ -59,6 +59,14 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "TLS certificate chain (PEM).") var tlsCert: String?
     @Option(help: "TLS private key (PEM).") var tlsKey: String?
     @Option(help: "HTTP address for /metrics, /ready and /health (HOST:PORT).") var metrics: String?
+    @Option(help: ArgumentHelp(
+        "Address for browsers (HOST:PORT or unix:PATH): the page at /, the exchange on a WebSocket at /session.",
+        discussion: "Same sessions, keys and limits as the gRPC listener; only keys made with --origin, used from a page of one of those origins. TLS (--tls-cert) beyond loopback."))
+    var web: String?
+    @Option(help: "Directory of the page's index.html and app.js (default: share/sotto/web beside the program, or bindings/web of the source tree).")
+    var webPage: String?
+    @Option(help: "Directory of the JavaScript modem the page loads (index.js, core.js, worklet.js, sotto.wasm; default: share/sotto/js, or bindings/js).")
+    var webModem: String?
     @Option(parsing: .unconditional, help: "Seconds a session outlives its connection, to be resumed.") var sessionGrace: Double = 15
     @Option(parsing: .unconditional, help: "Seconds between client heartbeats (a session silent for three is cut off).") var heartbeat: Double = 5
     @Option(parsing: .unconditional, help: "Shared store: seconds a node may append nothing before the others declare it dead.") var nodeTimeout: Double = 5
@@ -110,6 +118,17 @@ struct Serve: AsyncParsableCommand {
         } catch { throw ValidationError("\(error)") }
         let metricsEndpoint: MatcherAddress?
         do { metricsEndpoint = try metrics.map { try MatcherAddress(parsing: $0) } } catch { throw ValidationError("\(error)") }
+        var webOptions: WebOptions?
+        if let web {
+            do { webOptions = WebOptions(endpoint: try MatcherAddress(parsing: web)) } catch { throw ValidationError("--web: \(error)") }
+            let found = WebPage.installed(executable: CommandLine.arguments[0])
+            if let directory = webPage ?? found?.page, let modem = webModem ?? found?.modem {
+                do { webOptions?.page = try WebPage(directory: directory, modem: modem) } catch { throw CommandError(error.description) }
+            } else {
+                printError("warning: no web page found (--web-page, --web-modem): serving the WebSocket transport only")
+            }
+            webOptions?.onListening = { address in Output.line("web on \(address)") }
+        }
         let tls = tlsCert.map { MatcherServer.TLS(certificateChain: $0, privateKey: tlsKey ?? "") }
         for file in [tlsCert, tlsKey].compactMap({ $0 }) where !FileManager.default.isReadableFile(atPath: file) {
             throw CommandError("cannot read \(file)")
@@ -140,7 +159,7 @@ struct Serve: AsyncParsableCommand {
         do {
             server = try MatcherServer(endpoint: endpoint, tls: tls, store: opened.store, replication: opened.replication,
                                        metricsEndpoint: metricsEndpoint, configuration: configuration, limits: transport.limits,
-                                       logger: logger) { service, http in
+                                       web: webOptions, logger: logger) { service, http in
                 Output.line("listening on \(service)")
                 if let http { Output.line("http on \(http)") }
             }
@@ -255,6 +274,9 @@ struct AdminKey: AsyncParsableCommand {
         /// The old spelling of --requests-per-second (--rate is a sample rate in Hz everywhere else).
         @Option(name: .customLong("rate"), parsing: .unconditional, help: ArgumentHelp(visibility: .hidden)) var deprecatedRate: Double?
         @Option(parsing: .unconditional, help: "Requests allowed at once above the rate.") var burst: Double = 200
+        @Option(help: ArgumentHelp("A web origin (https://host[:port]) whose pages may use the key over `sotto serve --web`; repeatable.",
+                                   discussion: "A key without --origin serves native clients only: the web transport refuses it."))
+        var origin: [String] = []
 
         /// Requests per second over all the key's sessions.
         var rate: Double { requestsPerSecond ?? deprecatedRate ?? 50 }
@@ -271,7 +293,7 @@ struct AdminKey: AsyncParsableCommand {
                 // The secret is shown once: when it cannot be printed, the key is revoked (rolled back) so that
                 // no key stays usable whose only copy was lost.
                 try await store.withStore { store in
-                    let (record, key) = try await store.createKey(project: project, label: label, ratePerSecond: rate, burst: burst)
+                    let (record, key) = try await store.createKey(project: project, label: label, ratePerSecond: rate, burst: burst, origins: origin)
                     do { try Output.lineOrThrow(key) } catch {
                         try await store.revokeKey(id: record.id)
                         throw CommandError("\(error); the key \(record.id) was revoked, since its secret could not be shown")
@@ -288,7 +310,7 @@ struct AdminKey: AsyncParsableCommand {
         func run() async throws {
             do {
                 for key in try await store.withStore({ try await $0.keys(project: project) }) {
-                    Output.line("\(key.id)\t\(key.projectID)\t\(key.revoked ? "revoked" : "active")\t\(key.ratePerSecond)/s burst \(key.burst)\t\(key.label)")
+                    Output.line("\(key.id)\t\(key.projectID)\t\(key.revoked ? "revoked" : "active")\t\(key.ratePerSecond)/s burst \(key.burst)\t\(key.label)\(key.origins.isEmpty ? "" : "\torigins " + key.origins.joined(separator: " "))")
                 }
             } catch let error as StoreError { throw CommandError(error.description) }
         }

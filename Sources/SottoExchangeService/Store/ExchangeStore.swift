@@ -49,6 +49,9 @@ public struct APIKeyRecord: Sendable, Hashable {
     /// Requests per second the key may make, summed over its sessions, and the burst above it.
     public let ratePerSecond: Double
     public let burst: Double
+    /// The web origins (`https://host[:port]`) whose pages may open sessions with the key over the web
+    /// transport; empty: none (the key serves native clients only). See ``WebOrigin``.
+    public var origins: [String] = []
 }
 
 /// A key that authenticated: its project and limits.
@@ -57,6 +60,8 @@ public struct AuthenticatedKey: Sendable, Hashable {
     public let project: Project
     public let ratePerSecond: Double
     public let burst: Double
+    /// The web origins the key is bound to (``APIKeyRecord/origins``).
+    public var origins: [String] = []
 }
 
 /// A registered beacon (an ID a speaker loops, fixed or rotating) with its attachments.
@@ -138,7 +143,9 @@ public protocol ExchangeStore: Sendable {
     func createProject(name: String, maxSessions: Int) async throws(StoreError) -> Project
     func projects() async throws(StoreError) -> [Project]
     /// Creates a key and returns its full text, which is shown once and never stored.
-    func createKey(project: String, label: String, ratePerSecond: Double, burst: Double) async throws(StoreError) -> (APIKeyRecord, key: String)
+    /// `origins`: the web origins whose pages may use it (normalised by ``WebOrigin``; empty: none).
+    func createKey(project: String, label: String, ratePerSecond: Double, burst: Double, origins: [String]) async throws(StoreError)
+        -> (APIKeyRecord, key: String)
     func keys(project: String?) async throws(StoreError) -> [APIKeyRecord]
     func revokeKey(id: String) async throws(StoreError)
     /// The key record with this public id, if any (revoked ones included).
@@ -149,6 +156,18 @@ public protocol ExchangeStore: Sendable {
     func beacons() async throws(StoreError) -> [BeaconRecord]
     /// Changes whenever beacons or attachments change (so a running service reloads them).
     func registryVersion() async throws(StoreError) -> Int64
+}
+
+extension ExchangeStore {
+    /// Creates a key bound to no web origin (it serves native clients only) and returns its full text.
+    /// - Parameters:
+    ///   - project: the project's id or name.
+    ///   - label: what the key is for.
+    ///   - ratePerSecond: requests per second over the key's sessions.
+    ///   - burst: requests allowed above the rate at once.
+    public func createKey(project: String, label: String, ratePerSecond: Double, burst: Double) async throws(StoreError) -> (APIKeyRecord, key: String) {
+        try await createKey(project: project, label: label, ratePerSecond: ratePerSecond, burst: burst, origins: [])
+    }
 }
 
 /// API keys: `sotto_<id>_<secret>`, 8 bytes of id and 32 bytes of secret from the system CSPRNG, hex; only
@@ -192,7 +211,8 @@ public enum APIKeys {
         let expected = record?.secretHash ?? [UInt8](repeating: 0, count: presented.count)
         let matches = constantTimeEqual(presented, expected)
         guard matches, let record, !record.revoked, let project = try await store.project(id: record.projectID) else { return nil }
-        return AuthenticatedKey(keyID: record.id, project: project, ratePerSecond: record.ratePerSecond, burst: record.burst)
+        return AuthenticatedKey(keyID: record.id, project: project, ratePerSecond: record.ratePerSecond, burst: record.burst,
+                                origins: record.origins)
     }
 
     static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }

@@ -108,6 +108,8 @@ public final class PostgresStore: ExchangeStore {
         ] + PostgresLog.tables,  // the replication log's tables, defined by the log (written and read by it alone)
         // Rotating beacons' identity keys (16 to 32 bytes); rotation_key (SplitMix64's) is no longer read.
         ["ALTER TABLE beacon ADD COLUMN identity_key bytea"],
+        // Web origins a key is bound to, separated by spaces (none: '').
+        ["ALTER TABLE api_key ADD COLUMN origins text NOT NULL DEFAULT ''"],
     ]
 
     /// The key of the transaction-level advisory lock that serialises migrations ("sotto" in ASCII).
@@ -168,20 +170,23 @@ public final class PostgresStore: ExchangeStore {
         }
     }
 
-    public func createKey(project: String, label: String, ratePerSecond: Double, burst: Double) async throws(StoreError) -> (APIKeyRecord, key: String) {
+    public func createKey(project: String, label: String, ratePerSecond: Double, burst: Double, origins: [String]) async throws(StoreError)
+        -> (APIKeyRecord, key: String) {
         guard ratePerSecond.isFinite, ratePerSecond > 0, burst.isFinite, burst >= 1 else {
             throw .invalid("a key's rate must be positive and its burst at least 1")
         }
         try StoreText.checkLabel(label)
+        let origins = try WebOrigin.normalize(origins)
         guard let owner = try await self.project(id: project) else { throw .unknownProject(project) }
         let (id, key, hash) = APIKeys.generate()
         let record = APIKeyRecord(id: id, projectID: owner.id, label: label, secretHash: hash, revoked: false,
-                                  ratePerSecond: ratePerSecond, burst: burst)
+                                  ratePerSecond: ratePerSecond, burst: burst, origins: origins)
+        let stored = WebOrigin.stored(origins)
         try await withConnection { connection in
             try await Self.run("""
-                INSERT INTO api_key (id, project_id, label, secret_hash, rate_per_second, burst, created)
+                INSERT INTO api_key (id, project_id, label, secret_hash, rate_per_second, burst, created, origins)
                 VALUES (\(id), \(owner.id), \(label), \(ByteBuffer(bytes: hash)), \(ratePerSecond), \(burst),
-                        extract(epoch from clock_timestamp()))
+                        extract(epoch from clock_timestamp()), \(stored))
                 """, on: connection)
         }
         return (record, key)
@@ -213,12 +218,12 @@ public final class PostgresStore: ExchangeStore {
 
     private static func project(_ row: (String, String, Int)) -> Project { Project(id: row.0, name: row.1, maxSessions: row.2) }
 
-    private typealias KeyRow = (String, String, String, ByteBuffer, Bool, Double, Double)
-    private static let keyColumns = "id, project_id, label, secret_hash, revoked, rate_per_second, burst"
+    private typealias KeyRow = (String, String, String, ByteBuffer, Bool, Double, Double, String)
+    private static let keyColumns = "id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins"
 
     private static func key(_ row: KeyRow) -> APIKeyRecord {
         APIKeyRecord(id: row.0, projectID: row.1, label: row.2, secretHash: Array(row.3.readableBytesView), revoked: row.4,
-                     ratePerSecond: row.5, burst: row.6)
+                     ratePerSecond: row.5, burst: row.6, origins: WebOrigin.parseStored(row.7))
     }
 
     public func revokeKey(id: String) async throws(StoreError) {

@@ -82,6 +82,10 @@ public final class SQLiteStore: ExchangeStore {
         migrator.registerMigration("v2") { db in
             try db.execute(sql: "ALTER TABLE beacon ADD COLUMN identity_key BLOB")
         }
+        // Web origins a key is bound to, separated by spaces (none: '').
+        migrator.registerMigration("v3") { db in
+            try db.execute(sql: "ALTER TABLE api_key ADD COLUMN origins TEXT NOT NULL DEFAULT ''")
+        }
         return migrator
     }
 
@@ -125,18 +129,21 @@ public final class SQLiteStore: ExchangeStore {
 
     private static func project(_ row: Row) -> Project { Project(id: row[0], name: row[1], maxSessions: row[2]) }
 
-    public func createKey(project: String, label: String, ratePerSecond: Double, burst: Double) async throws(StoreError) -> (APIKeyRecord, key: String) {
+    public func createKey(project: String, label: String, ratePerSecond: Double, burst: Double, origins: [String]) async throws(StoreError)
+        -> (APIKeyRecord, key: String) {
         guard ratePerSecond.isFinite, ratePerSecond > 0, burst.isFinite, burst >= 1 else {
             throw .invalid("a key's rate must be positive and its burst at least 1")
         }
         try StoreText.checkLabel(label)
+        let origins = try WebOrigin.normalize(origins)
         guard let owner = try await self.project(id: project) else { throw .unknownProject(project) }
         let (id, key, hash) = APIKeys.generate()
         let record = APIKeyRecord(id: id, projectID: owner.id, label: label, secretHash: hash, revoked: false,
-                                  ratePerSecond: ratePerSecond, burst: burst)
+                                  ratePerSecond: ratePerSecond, burst: burst, origins: origins)
         try await write { db in
-            try db.execute(sql: "INSERT INTO api_key VALUES (?, ?, ?, ?, 0, ?, ?, ?)",
-                           arguments: [id, owner.id, label, Data(hash), ratePerSecond, burst, Date().timeIntervalSince1970])
+            try db.execute(sql: "INSERT INTO api_key VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)",
+                           arguments: [id, owner.id, label, Data(hash), ratePerSecond, burst, Date().timeIntervalSince1970,
+                                       WebOrigin.stored(origins)])
         }
         return (record, key)
     }
@@ -149,7 +156,7 @@ public final class SQLiteStore: ExchangeStore {
         }
         let ownerID = owner?.id
         return try await read { db in
-            let sql = "SELECT id, project_id, label, secret_hash, revoked, rate_per_second, burst FROM api_key"
+            let sql = "SELECT id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins FROM api_key"
             let rows = try ownerID.map { try Row.fetchAll(db, sql: sql + " WHERE project_id = ? ORDER BY created", arguments: [$0]) }
                 ?? Row.fetchAll(db, sql: sql + " ORDER BY created")
             return rows.map(Self.key)
@@ -158,7 +165,7 @@ public final class SQLiteStore: ExchangeStore {
 
     public func key(id: String) async throws(StoreError) -> APIKeyRecord? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT id, project_id, label, secret_hash, revoked, rate_per_second, burst FROM api_key WHERE id = ?",
+            try Row.fetchOne(db, sql: "SELECT id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins FROM api_key WHERE id = ?",
                              arguments: [id]).map(Self.key)
         }
     }
@@ -166,7 +173,7 @@ public final class SQLiteStore: ExchangeStore {
     private static func key(_ row: Row) -> APIKeyRecord {
         let hash: Data = row[3]
         return APIKeyRecord(id: row[0], projectID: row[1], label: row[2], secretHash: Array(hash), revoked: row[4] as Bool,
-                            ratePerSecond: row[5], burst: row[6])
+                            ratePerSecond: row[5], burst: row[6], origins: WebOrigin.parseStored(row[7]))
     }
 
     public func revokeKey(id: String) async throws(StoreError) {

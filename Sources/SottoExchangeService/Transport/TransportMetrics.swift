@@ -28,6 +28,12 @@ public struct TransportMetrics: Sendable {
     public let httpRefused: CoreMetrics.Counter
     /// Time from a sighting frame's arrival to the first Found written after it on the same stream (s).
     public let foundLatency: CoreMetrics.Timer
+    /// Web transport: WebSocket connections held, and sessions refused for their key's origins.
+    public let webConnections: CoreMetrics.Gauge
+    public let originRefused: CoreMetrics.Counter
+    /// Sessions opened over gRPC and over the web transport (label `transport`).
+    private let grpcSessions: CoreMetrics.Counter
+    private let webSessions: CoreMetrics.Counter
     private let factory: PrometheusMetricsFactory
     private let perProject = ProjectTable()
 
@@ -58,7 +64,15 @@ public struct TransportMetrics: Sendable {
         httpTimeouts = CoreMetrics.Counter(label: "sotto_http_timeouts_total", dimensions: [], factory: factory)
         httpRefused = CoreMetrics.Counter(label: "sotto_http_refused_total", dimensions: [], factory: factory)
         foundLatency = CoreMetrics.Timer(label: "sotto_found_latency_seconds", dimensions: [], factory: factory)
+        webConnections = CoreMetrics.Gauge(label: "sotto_web_connections", dimensions: [], factory: factory)
+        originRefused = CoreMetrics.Counter(label: "sotto_web_origin_refused_total", dimensions: [], factory: factory)
+        grpcSessions = CoreMetrics.Counter(label: "sotto_transport_sessions_total", dimensions: [("transport", "grpc")], factory: factory)
+        webSessions = CoreMetrics.Counter(label: "sotto_transport_sessions_total", dimensions: [("transport", "web")], factory: factory)
     }
+
+    /// The counter of sessions opened over one transport.
+    /// - Parameter transport: `grpc` or `web`.
+    func sessions(_ transport: String) -> CoreMetrics.Counter { transport == "web" ? webSessions : grpcSessions }
 
     /// The counters of a project (made on first use).
     /// - Parameter id: the project's id.
@@ -110,6 +124,9 @@ public struct TransportMetrics: Sendable {
         "sotto_http_timeouts_total": "Metrics-listener connections closed for an incomplete request.",
         "sotto_http_refused_total": "Metrics-listener connections refused for its connection cap.",
         "sotto_found_latency_seconds": "Time from a sighting frame's arrival to the first Found written after it on the same stream (s).",
+        "sotto_web_connections": "WebSocket connections of the web transport held.",
+        "sotto_web_origin_refused_total": "Web sessions refused because their key is not bound to the page's origin.",
+        "sotto_transport_sessions_total": "Sessions opened, per transport (grpc, web).",
         "sotto_project_sessions_total": "Sessions opened, per project.",
         "sotto_project_sightings_total": "Sightings reported, per project.",
         "sotto_project_found_total": "Found events sent, per project.",

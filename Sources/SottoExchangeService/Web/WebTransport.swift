@@ -1,0 +1,291 @@
+import CoreMetrics
+import Foundation
+import GRPCCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOWebSocket
+import SottoExchangeWire
+import Synchronization
+
+/// The browser transport of `sotto serve --web`: pages cannot speak gRPC (HTTP/2 trailers), so they open a
+/// WebSocket at `/session` and exchange the same protobuf frames, one `ClientFrame` or `ServerFrame` per
+/// binary message (``WebFrames``). Behind it is the gRPC path's session logic (``ExchangeService``): the
+/// same Hello, keys, quotas, rate limits, outbox and cut-offs; what differs is that the key must be bound to
+/// the page's origin (``WebOrigin``). The same listener serves the page (``WebPage``) over plain HTTP GET.
+public struct WebOptions: Sendable {
+    /// Where the web listener listens (TLS needed beyond loopback, as for the gRPC listener).
+    public var endpoint: MatcherAddress
+    /// The page and the modem's files, if served.
+    public var page: WebPage?
+    /// Called with the bound address (`HOST:PORT` or `unix:PATH`).
+    public var onListening: @Sendable (String) -> Void
+
+    /// - Parameters:
+    ///   - endpoint: where to listen.
+    ///   - page: the files of the page, if it is served.
+    ///   - onListening: called with the bound address.
+    public init(endpoint: MatcherAddress, page: WebPage? = nil, onListening: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.endpoint = endpoint
+        self.page = page
+        self.onListening = onListening
+    }
+}
+
+/// What one accepted connection of the web listener became.
+enum WebConnection: Sendable {
+    /// A WebSocket at `/session`, with the handshake's `Origin` header and the peer's address.
+    case webSocket(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, origin: String?, peer: String)
+    /// Plain HTTP (the page's files, or 404).
+    case http(NIOAsyncChannel<HTTPServerRequestPart, HTTPPart<HTTPResponseHead, ByteBuffer>>)
+}
+
+/// The web listener: binds, accepts, upgrades `/session` to a WebSocket and runs each as a session.
+struct WebListener {
+    let channel: NIOAsyncChannel<EventLoopFuture<WebConnection>, Never>
+    /// The bound address, as `HOST:PORT` or `unix:PATH`.
+    let address: String
+
+    /// The WebSocket path.
+    static let sessionPath = "/session"
+
+    /// Binds the listener.
+    /// - Parameters:
+    ///   - endpoint: where to listen.
+    ///   - tls: certificate and key, if any (ALPN http/1.1).
+    ///   - metrics: where messages over the size limit are counted.
+    static func bind(endpoint: MatcherAddress, tls: MatcherServer.TLS?, metrics: ServiceMetrics) async throws -> WebListener {
+        let sslContext = try tls.map { tls -> NIOSSLContext in
+            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateChain)
+            let key = try NIOSSLPrivateKey(file: tls.privateKey, format: .pem)
+            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+            configuration.minimumTLSVersion = .tlsv12
+            configuration.applicationProtocols = ["http/1.1"]
+            return try NIOSSLContext(configuration: configuration)
+        }
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 256)
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<EventLoopFuture<WebConnection>> = { channel in
+            channel.eventLoop.makeCompletedFuture {
+                if let sslContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) }
+                let peer = channel.remoteAddress.map { "\($0)" } ?? "unix"
+                let upgrader = NIOTypedWebSocketServerUpgrader<WebConnection>(
+                    maxFrameSize: WebFrames.maxMessageSize,
+                    shouldUpgrade: { channel, head in
+                        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+                        return channel.eventLoop.makeSucceededFuture(path == sessionPath ? HTTPHeaders() : nil)
+                    },
+                    upgradePipelineHandler: { channel, head in
+                        channel.eventLoop.makeCompletedFuture {
+                            // Fragments are joined (at most the message limit in all), then each message is one frame.
+                            try channel.pipeline.syncOperations.addHandler(WebFrames.aggregator())
+                            try channel.pipeline.syncOperations.addHandler(OversizeCounter(metrics: metrics))
+                            let socket = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
+                            return WebConnection.webSocket(socket, origin: head.headers.first(name: "origin"), peer: peer)
+                        }
+                    })
+                let configuration = NIOTypedHTTPServerUpgradeConfiguration(upgraders: [upgrader], notUpgradingCompletionHandler: { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(HTTPResponsePartAdapter())
+                        return WebConnection.http(try NIOAsyncChannel(wrappingChannelSynchronously: channel))
+                    }
+                })
+                return try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
+                    configuration: .init(upgradeConfiguration: configuration))
+            }
+        }
+        let channel: NIOAsyncChannel<EventLoopFuture<WebConnection>, Never>
+        switch endpoint {
+        case .tcp(let host, let port):
+            channel = try await bootstrap.bind(host: host == "localhost" ? "127.0.0.1" : host, port: port, childChannelInitializer: initializer)
+        case .unix(let path):
+            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initializer)
+        }
+        let address: String
+        switch channel.channel.localAddress {
+        case .v4(let v4)?: address = "\(v4.host):\(channel.channel.localAddress?.port ?? 0)"
+        case .v6(let v6)?: address = "[\(v6.host)]:\(channel.channel.localAddress?.port ?? 0)"
+        case .unixDomainSocket?: if case .unix(let path) = endpoint { address = "unix:\(path)" } else { address = "unix" }
+        case nil: address = endpoint.description
+        }
+        return WebListener(channel: channel, address: address)
+    }
+
+    /// Accepts connections until cancelled (or the listener fails); each runs in its own child task and is
+    /// closed when this ends.
+    /// - Parameters:
+    ///   - service: the session logic.
+    ///   - page: the page's files, if served.
+    ///   - limits: the connection cap and the time a connection has to send its request.
+    ///   - metrics: the transport's counters.
+    func serve(service: ExchangeService, page: WebPage?, limits: TransportLimits, metrics: ServiceMetrics) async throws {
+        let held = HeldConnections()
+        let cap = limits.effectiveMaxConnections()
+        try await withThrowingDiscardingTaskGroup { group in
+            try await channel.executeThenClose { inbound in
+                for try await connection in inbound {
+                    let (count, _) = held.count.add(1, ordering: .relaxed)
+                    metrics.transport.webConnections.record(count)
+                    group.addTask {
+                        defer {
+                            let (left, _) = held.count.subtract(1, ordering: .relaxed)
+                            metrics.transport.webConnections.record(left)
+                        }
+                        guard count <= cap else {
+                            metrics.transport.connectionsRefused.increment()
+                            try? await connection.get().close()
+                            return
+                        }
+                        await Self.handle(connection, service: service, page: page, limits: limits, metrics: metrics)
+                    }
+                }
+            }
+        }
+    }
+
+    /// One connection: its request within the time-out, then the page's file or a WebSocket session.
+    private static func handle(_ connection: EventLoopFuture<WebConnection>, service: ExchangeService, page: WebPage?,
+                               limits: TransportLimits, metrics: ServiceMetrics) async {
+        // A connection that sends no (complete) request in time is closed: the upgrade never resolves then.
+        let timeout = connection.eventLoop.scheduleTask(in: .nanoseconds(Int64(limits.httpRequestTimeout * 1e9))) {
+            metrics.transport.httpTimeouts.increment()
+            connection.whenSuccess { $0.close() }
+        }
+        let upgraded: WebConnection
+        do { upgraded = try await connection.get() } catch { timeout.cancel(); return }
+        timeout.cancel()
+        switch upgraded {
+        case .http(let http):
+            try? await WebPage.serve(http, page: page)
+        case .webSocket(let socket, let origin, let peer):
+            await withTaskCancellationHandler {
+                await WebSession.run(socket, origin: origin, peer: peer, service: service, metrics: metrics)
+            } onCancel: {
+                socket.channel.close(promise: nil)
+            }
+        }
+    }
+}
+
+/// The web listener's connections held now.
+final class HeldConnections: Sendable {
+    let count = Atomic<Int>(0)
+}
+
+extension WebConnection {
+    /// Closes the connection's channel.
+    func close() {
+        switch self {
+        case .webSocket(let socket, _, _): socket.channel.close(promise: nil)
+        case .http(let http): http.channel.close(promise: nil)
+        }
+    }
+}
+
+/// One WebSocket session: the socket's messages to ``ExchangeService/run(frames:peer:pass:transport:write:)``
+/// and its frames back, then the end as a last `Error` frame (fatal) and a close message.
+enum WebSession {
+    static func run(_ socket: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, origin: String?, peer: String,
+                    service: ExchangeService, metrics: ServiceMetrics) async {
+        let allocator = socket.channel.allocator
+        try? await socket.executeThenClose { inbound, outbound in
+            let (frames, input) = AsyncThrowingStream.makeStream(of: ClientFrame.self)
+            let ending = Mutex<(WebSocketErrorCode, String)?>(nil)
+            // The socket's messages: client frames to the session, pings answered, protocol errors end it.
+            let reader = Task {
+                do {
+                    for try await message in inbound {
+                        switch WebFrames.classify(opcode: message.opcode, payload: Array(message.unmaskedData.readableBytesView)) {
+                        case .frame(let frame): input.yield(frame)
+                        case .ping(let bytes):
+                            try await outbound.write(WebSocketFrame(fin: true, opcode: .pong, data: allocator.buffer(bytes: bytes)))
+                        case .ignore: continue
+                        case .close:
+                            input.finish()
+                            return
+                        case .refuse(let code, let reason):
+                            metrics.rejected.increment()
+                            if code == .messageTooLarge { metrics.transport.framesTooLarge.increment() }
+                            ending.withLock { $0 = (code, reason) }
+                            input.finish(throwing: RPCError(code: .invalidArgument, message: reason))
+                            return
+                        }
+                    }
+                    input.finish()
+                } catch {
+                    // NIO's decoder refused the bytes (a frame over the limit, a bad header), or the socket failed.
+                    if error is NIOWebSocketFrameAggregator.Error {
+                        ending.withLock { $0 = (.messageTooLarge, "a message over \(WebFrames.maxMessageSize) bytes or \(WebFrames.maxFragments) fragments") }
+                    }
+                    input.finish(throwing: error)
+                }
+            }
+            defer { reader.cancel() }
+            var end: (WebSocketErrorCode, String, WireErrorCode, String)?
+            do {
+                let pass = try service.enterHelloGate(peer: peer)
+                try await service.run(frames: frames, peer: peer, pass: pass, transport: .web(origin: origin)) { frame in
+                    try await outbound.write(WebFrames.message(frame, allocator: allocator))
+                }
+            } catch let error as RPCError {
+                let detail = error.metadata[stringValues: "sotto-error"].first(where: { _ in true }) ?? "\(error.code)"
+                let (close, wire): (WebSocketErrorCode, WireErrorCode) = switch error.code {
+                case .unavailable: (.unknown(1013), .unavailable)  // try again later (another node)
+                case .invalidArgument: (.protocolError, .protocol)
+                case .resourceExhausted: (.policyViolation, .quotaExceeded)
+                default: (.policyViolation, .protocol)
+                }
+                end = (close, error.message, wire, detail)
+            } catch {
+                end = (.protocolError, "the session ended: \(error)", .protocol, "transport")
+            }
+            if let (code, reason) = ending.withLock({ $0 }) { end = (code, reason, .protocol, "frame") }
+            // A page that stopped reading gets no last frames (they would wait for it): the socket is closed.
+            guard socket.channel.isWritable else { return }
+            if let end {
+                var body = Sotto_Exchange_V1_Error()
+                (body.code, body.message, body.detail, body.fatal) = (end.2, end.1, end.3, true)
+                var frame = ServerFrame()
+                frame.kind = .error(body)
+                if let message = try? WebFrames.message(frame, allocator: allocator) { try? await outbound.write(message) }
+            }
+            try? await outbound.write(WebFrames.close(end?.0 ?? .normalClosure, end?.1 ?? "session ended", allocator: allocator))
+        }
+    }
+}
+
+/// Counts the messages refused for their size: a frame whose header says more than the limit (NIO's decoder;
+/// its error handler closes with 1009) or fragments that add up to more (the aggregator).
+final class OversizeCounter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+    let metrics: ServiceMetrics
+    init(metrics: ServiceMetrics) { self.metrics = metrics }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.fireChannelRead(data) }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if (error as? NIOWebSocketError) == .invalidFrameLength || error is NIOWebSocketFrameAggregator.Error {
+            metrics.transport.framesTooLarge.increment()
+            metrics.rejected.increment()
+        }
+        context.fireErrorCaught(error)
+    }
+}
+
+/// Turns the typed HTTP response parts of the async channel into the pipeline's server response parts.
+final class HTTPResponsePartAdapter: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = HTTPPart<HTTPResponseHead, ByteBuffer>
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(let head): context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .body(let buffer): context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: promise)
+        case .end(let trailers): context.write(wrapOutboundOut(.end(trailers)), promise: promise)
+        }
+    }
+}

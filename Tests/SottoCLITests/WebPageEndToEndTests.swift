@@ -1,0 +1,104 @@
+import Foundation
+import SottoAudio
+import Testing
+
+/// Chromium, where Debian installs it (scripts/install-deps), if anywhere.
+let webChromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+/// The page of `sotto serve --web` in a real browser: headless Chromium, started here, hears through its fake
+/// microphone (a WAV file) the token that `sotto publish --server ... --out` wrote, reports it over the web
+/// transport, and shows the message `sotto serve` found for it; a page whose key is bound to another origin
+/// is refused. The page mirrors every line it shows on the console, which Chromium logs on its stderr.
+@Suite(.serialized, .enabled(if: webChromium != nil, "no Chromium (Debian: chromium)"))
+struct WebPageEndToEndTests {
+    static let chromium = webChromium
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Runs `sotto admin ...` on the store and returns its first line of output.
+    func admin(_ arguments: [String], store: String) throws -> String {
+        let result = try Sotto.run(["admin"] + arguments + ["--store", store], timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        return result.stdout.split(separator: "\n").first.map(String.init) ?? ""
+    }
+
+    /// Opens `url` in a headless Chromium whose microphone plays `microphone`, until `done` holds for the
+    /// console lines of the page (`sotto-event ...`) or `timeout` passes; returns those lines.
+    func browse(_ url: String, microphone: String, in directory: URL, timeout: Double, allowMicrophone: Bool = true,
+                until done: ([String]) -> Bool) async throws -> [String] {
+        let profile = directory.appendingPathComponent("chromium-\(UUID().uuidString.prefix(8))")
+        // Without --use-fake-ui-for-media-stream, headless Chromium refuses the microphone as a user would.
+        let browser = try SpawnedProcess(try #require(Self.chromium), [
+            "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--autoplay-policy=no-user-gesture-required",
+            "--use-fake-device-for-media-stream", "--use-file-for-fake-audio-capture=\(microphone)",
+            "--enable-logging=stderr", "--v=0", "--user-data-dir=\(profile.path)", url,
+        ] + (allowMicrophone ? ["--use-fake-ui-for-media-stream"] : []), environment: [:], directory: directory)
+        defer { Task { _ = await browser.stop(SIGTERM, timeout: 10) } }
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        var lines: [String] = []
+        repeat {
+            try await Task.sleep(for: .milliseconds(200))
+            lines = browser.standardError.split(separator: "\n").compactMap { line in
+                guard let start = line.range(of: "\"sotto-event ") else { return nil }
+                let rest = line[start.upperBound...]
+                return rest.range(of: "\", source:").map { String(rest[..<$0.lowerBound]) }
+            }
+        } while !done(lines) && Date() < deadline
+        _ = await browser.stop(SIGTERM, timeout: 10)
+        return lines
+    }
+
+    @Test(.timeLimit(.minutes(3))) func thePageHearsAPublicationAndShowsTheMessageFound() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = "sqlite:" + directory.appendingPathComponent("exchange.sqlite").path
+        _ = try admin(["project", "create", "museum"], store: store)
+        let key = try admin(["key", "create", "museum"], store: store)
+        let serve = try BackgroundSotto(["serve", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0", "--store", store,
+                                         "--web-page", Self.root.appendingPathComponent("bindings/web").path,
+                                         "--web-modem", Self.root.appendingPathComponent("bindings/js").path])
+        defer { serve.process.terminate() }
+        let listening = await serve.line(timeout: 30) { $0.hasPrefix("listening on ") }
+        let web = await serve.line(timeout: 30) { $0.hasPrefix("web on ") }
+        let grpcPort = try #require(listening?.split(separator: ":").last.map(String.init), "\(serve.standardError)")
+        let webPort = try #require(web?.split(separator: ":").last.map(String.init), "\(serve.standardError)")
+        let origin = "http://127.0.0.1:\(webPort)"
+        let pageKey = try admin(["key", "create", "museum", "--label", "page", "--origin", origin], store: store)
+        let elsewhereKey = try admin(["key", "create", "museum", "--label", "elsewhere", "--origin", "https://elsewhere.example"], store: store)
+        #expect(try admin(["key", "list", "museum"], store: store).isEmpty == false)
+
+        let message = "The Night Watch, Rembrandt, 1642 <b>oil</b>"
+        let speaker = directory.appendingPathComponent("a.wav").path
+        let publisher = try BackgroundSotto(["publish", "--server", "127.0.0.1:\(grpcPort)", "--api-key", key, "--namespace", "museum",
+                                             "--type", "exhibit", "--text", message, "--ttl", "300", "--out", speaker])
+        defer { publisher.process.terminate() }
+        // It says "wrote N frames ... to FILE" on stderr once the file is whole.
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while !publisher.standardError.contains("wrote ") && Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        try #require(FileManager.default.fileExists(atPath: speaker), "\(publisher.standardError)")
+        // The microphone: the first 4 s of what the publisher plays (Chromium loops the file).
+        let microphone = directory.appendingPathComponent("microphone.wav").path
+        try AudioFile.write(Array(try AudioFileReader(path: speaker).readAll().prefix(4 * 48_000)), sampleRate: 48_000, to: microphone, format: .wav16)
+
+        let found = "found museum/exhibit: \(message)"
+        let page = "\(origin)/#key=\(pageKey)&subscribe=museum/exhibit&listen=1"
+        let lines = try await browse(page, microphone: microphone, in: directory, timeout: 60) { $0.contains(found) }
+        #expect(lines.contains { $0.hasPrefix("heard token 10") }, "the page's decoder heard the publisher's token: \(lines)")
+        #expect(lines.contains(found), "the page shows the message found: \(lines)\n\(serve.standardError)")
+
+        // A key bound to another origin: the session is refused, nothing is found.
+        let refused = try await browse("\(origin)/#key=\(elsewhereKey)&subscribe=museum/exhibit&listen=1", microphone: microphone,
+                                       in: directory, timeout: 30) { lines in lines.contains { $0.contains("may not be used from the origin") } }
+        #expect(refused.contains { $0.hasPrefix("error") && $0.contains("may not be used from the origin \(origin)") }, "\(refused)")
+        #expect(!refused.contains { $0.hasPrefix("found") }, "\(refused)")
+        // The microphone refused: the page says so, and its session goes on (the subscription is active).
+        let deaf = try await browse(page, microphone: microphone, in: directory, timeout: 30, allowMicrophone: false) { lines in
+            lines.contains { $0.contains("microphone was refused") } && lines.contains { $0.hasPrefix("active") }
+        }
+        #expect(deaf.contains { $0.hasPrefix("error The microphone was refused") }, "\(deaf)")
+        #expect(deaf.contains { $0.hasPrefix("active subscription museum/exhibit") }, "\(deaf)")
+        #expect(!deaf.contains { $0.hasPrefix("heard") }, "\(deaf)")
+        await publisher.interrupt()
+        await serve.interrupt()
+        #expect(serve.process.terminationStatus == 0, "\(serve.standardError)")
+    }
+}

@@ -1,0 +1,218 @@
+// The page of `sotto serve --web`: a session of the exchange on a WebSocket (/session, one protobuf frame of
+// exchange.proto per binary message), publish and subscribe, found/lost/expired as they come, the session's
+// token played through the speaker and others' heard through the microphone (the wasm modem of bindings/js,
+// served under /sotto/). Everything received is shown with textContent, never as HTML.
+// Test hooks in the fragment (never sent to the server): #key=...&subscribe=NS/TYPE&listen=1.
+import { play, listen } from './sotto/index.js';
+
+// ---- protobuf (proto3) for the few messages the page uses ----
+class Writer {
+  constructor() { this.bytes = []; }
+  varint(value) {
+    let v = BigInt.asUintN(64, BigInt(value));
+    while (v >= 0x80n) { this.bytes.push(Number(v & 0x7fn) | 0x80); v >>= 7n; }
+    this.bytes.push(Number(v));
+  }
+  tag(field, wire) { this.varint((field << 3) | wire); }
+  uint(field, value) { if (value) { this.tag(field, 0); this.varint(value); } }
+  bool(field, value) { if (value) { this.tag(field, 0); this.varint(1); } }
+  bytes_(field, bytes) { if (bytes.length) { this.tag(field, 2); this.varint(bytes.length); for (const b of bytes) this.bytes.push(b); } }
+  string(field, text) { this.bytes_(field, new TextEncoder().encode(text)); }
+  message(field, build) { const inner = new Writer(); build(inner); this.tag(field, 2); this.varint(inner.bytes.length); this.bytes.push(...inner.bytes); }
+  double(field, value) {
+    if (!value) return;
+    this.tag(field, 1);
+    const view = new DataView(new ArrayBuffer(8));
+    view.setFloat64(0, value, true);
+    for (let i = 0; i < 8; i++) this.bytes.push(view.getUint8(i));
+  }
+  finish() { return new Uint8Array(this.bytes); }
+}
+
+// Reads a message into {field: [values]}: varints as Numbers, length-delimited as Uint8Array, fixed64 as doubles.
+function read(bytes) {
+  const fields = {};
+  let i = 0;
+  const varint = () => {
+    let result = 0n, shift = 0n;
+    for (;;) {
+      if (i >= bytes.length) throw new Error('truncated frame');
+      const b = bytes[i++];
+      result |= BigInt(b & 0x7f) << shift;
+      if (!(b & 0x80)) return result;
+      shift += 7n;
+      if (shift > 63n) throw new Error('bad varint');
+    }
+  };
+  while (i < bytes.length) {
+    const key = Number(varint());
+    const field = key >>> 3, wire = key & 7;
+    let value;
+    if (wire === 0) value = Number(BigInt.asIntN(64, varint()));
+    else if (wire === 2) {
+      const length = Number(varint());
+      if (i + length > bytes.length) throw new Error('truncated frame');
+      value = bytes.subarray(i, i + length); i += length;
+    } else if (wire === 1) {
+      if (i + 8 > bytes.length) throw new Error('truncated frame');
+      value = new DataView(bytes.buffer, bytes.byteOffset + i, 8).getFloat64(0, true); i += 8;
+    } else if (wire === 5) { i += 4; continue; }
+    else throw new Error(`unsupported wire type ${wire}`);
+    (fields[field] ??= []).push(value);
+  }
+  return fields;
+}
+const text = (value) => (value ? new TextDecoder().decode(value) : '');
+const first = (fields, n, fallback) => (fields[n] ? fields[n][fields[n].length - 1] : fallback);
+const hex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+const message = (bytes) => { const m = read(bytes ?? new Uint8Array()); return { namespace: text(first(m, 1)), type: text(first(m, 2)), content: text(first(m, 3)) }; };
+
+// ---- the page ----
+const TOKEN_KIND = 0x10;
+const $ = (id) => document.getElementById(id);
+const events = $('events');
+const state = { socket: null, token: null, nextOp: 1, heartbeat: null, ops: new Map(), audio: null };
+
+function show(kind, line) {
+  const item = document.createElement('li');
+  item.className = kind;
+  item.dataset.kind = kind;
+  item.textContent = `${new Date().toLocaleTimeString()} ${kind}: ${line}`;
+  events.prepend(item);
+  while (events.childElementCount > 200) events.lastElementChild.remove();
+  console.log(`sotto-event ${kind} ${line}`);  // the same line for the browser's console (and tests' logs)
+}
+function status(line) { $('status').textContent = line; }
+
+function send(build) {
+  if (state.socket?.readyState !== WebSocket.OPEN) { show('error', 'not connected'); return; }
+  const writer = new Writer();
+  build(writer);
+  state.socket.send(writer.finish());
+}
+
+function connect(key) {
+  state.socket?.close();
+  const socket = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/session`);
+  socket.binaryType = 'arraybuffer';
+  state.socket = socket;
+  status('connecting');
+  socket.onopen = () => {
+    send((w) => w.message(1, (h) => { h.string(1, key); h.string(2, 'sotto-web/1'); h.bool(3, true); }));
+  };
+  socket.onmessage = ({ data }) => {
+    if (!(data instanceof ArrayBuffer)) { show('error', 'the service sent a text message'); return; }
+    try { receive(read(new Uint8Array(data))); } catch (error) { show('error', `a frame the page cannot read: ${error.message}`); }
+  };
+  socket.onclose = ({ code, reason }) => {
+    clearInterval(state.heartbeat);
+    for (const id of ['publish', 'subscribe', 'play']) $(id).disabled = true;
+    status(`disconnected (${code}${reason ? `: ${reason}` : ''})`);
+  };
+  socket.onerror = () => status('the connection failed');
+}
+
+function receive(frame) {
+  if (frame[1]) {
+    const welcome = read(first(frame, 1));
+    status(`connected, project ${text(first(welcome, 4))}`);
+    const interval = first(welcome, 6, 5000);
+    clearInterval(state.heartbeat);
+    state.heartbeat = setInterval(() => send((w) => w.message(7, () => {})), Math.max(500, interval));
+    for (const id of ['publish', 'subscribe']) $(id).disabled = false;
+    document.body.dataset.session = 'open';
+    autoStart();
+  } else if (frame[2]) {
+    state.token = first(read(first(frame, 2)), 1, new Uint8Array());
+    $('token').textContent = state.token.length ? hex(state.token) : 'none';
+    $('play').disabled = !state.token.length;
+  } else if (frame[3]) {
+    const op = read(first(frame, 3));
+    const id = first(op, 1, 0), what = state.ops.get(id) ?? `operation ${id}`;
+    const st = first(op, 2, 0);
+    if (st === 1) show('error', `${what} refused: ${text(first(op, 4))}`);
+    else if (st === 2) show('ended', `${what} ended`);
+    else show('active', `${what} active`);
+  } else if (frame[4] || frame[5]) {
+    const kind = frame[4] ? 'found' : 'lost';
+    const body = read(first(frame, frame[4] ? 4 : 5));
+    const m = message(first(body, 2));
+    show(kind, `${m.namespace}/${m.type}: ${m.content}`);
+  } else if (frame[7]) {
+    const id = first(read(first(frame, 7)), 1, 0);
+    show('expired', state.ops.get(id) ?? `operation ${id}`);
+  } else if (frame[9]) {
+    const error = read(first(frame, 9));
+    show('error', text(first(error, 2)) || 'an error');
+  }
+}
+
+function publish(namespace, type, content) {
+  const op = state.nextOp++;
+  state.ops.set(op, `publication ${namespace ? namespace + '/' : ''}${type}`);
+  send((w) => w.message(2, (p) => {
+    p.uint(1, op);
+    p.message(2, (m) => { m.string(1, namespace); m.string(2, type); m.string(3, content); });
+  }));
+}
+
+function subscribe(namespace, type) {
+  const op = state.nextOp++;
+  state.ops.set(op, `subscription ${namespace ? namespace + '/' : ''}${type}`);
+  send((w) => w.message(4, (s) => {
+    s.uint(1, op);
+    s.message(2, (f) => { f.uint(1, 1); f.string(2, namespace); f.string(3, type); });
+  }));
+}
+
+async function hear() {
+  const line = $('microphone');
+  if (!navigator.mediaDevices?.getUserMedia) {
+    line.textContent = 'This browser gives the page no microphone (a page needs https, or localhost).';
+    return;
+  }
+  let stream;
+  try {
+    stream = await navigator.mediaDevices.getUserMedia({ audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+  } catch (error) {
+    line.textContent = error?.name === 'NotAllowedError'
+      ? 'The microphone was refused: allow it for this site in the browser to hear others. Publishing and subscribing still work.'
+      : `No microphone: ${error?.message ?? error}`;
+    document.body.dataset.microphone = 'refused';
+    show('error', line.textContent);
+    return;
+  }
+  state.audio ??= new AudioContext();
+  await state.audio.resume();
+  await listen(state.audio, stream, {
+    onFrame: (frame) => {
+      show('heard', `token ${hex(frame.token)} (SNR ${frame.snr.toFixed(1)} dB)`);
+      send((w) => w.message(6, (o) => o.message(1, (s) => { s.bytes_(1, frame.token); s.double(2, frame.snr); s.double(3, frame.level); })));
+    },
+    onError: (message) => { line.textContent = `The decoder stopped: ${message}`; },
+  });
+  line.textContent = `listening at ${state.audio.sampleRate} Hz`;
+  document.body.dataset.microphone = 'on';
+}
+
+async function playToken() {
+  if (!state.token?.length) return;
+  state.audio ??= new AudioContext();
+  await state.audio.resume();
+  // The modem token of a session's token: the kind byte (Payload.tokenKind), then the token.
+  play(state.audio, [TOKEN_KIND, ...state.token], { profile: 'default' });
+}
+
+const hooks = new URLSearchParams(location.hash.slice(1));
+function autoStart() {
+  const wanted = hooks.get('subscribe');
+  if (wanted) { const [namespace, type] = wanted.includes('/') ? wanted.split('/', 2) : ['', wanted]; subscribe(namespace, type); }
+  if (hooks.get('listen') === '1') hear();
+}
+
+$('connect').onclick = () => connect($('key').value.trim());
+$('publish').onclick = () => publish($('pub-ns').value.trim(), $('pub-type').value.trim(), $('pub-content').value);
+$('subscribe').onclick = () => subscribe($('sub-ns').value.trim(), $('sub-type').value.trim());
+$('listen').onclick = () => hear();
+$('play').onclick = () => playToken();
+if (hooks.get('key')) { $('key').value = hooks.get('key'); connect(hooks.get('key')); }
