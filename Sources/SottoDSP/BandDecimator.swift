@@ -243,7 +243,7 @@ public final class BandDecimatorBank {
     ///   - sampleRate: input rate (Hz).
     ///   - bands: the bands to extract (at least one; see ``BandDecimator``'s parameters).
     ///   - attenuationDB: stopband attenuation of the filters (dB).
-    /// Ends the program if FFTW cannot allocate or plan its transforms (see ``init(checkedSampleRate:bands:attenuationDB:)``).
+    /// Ends the program if FFTW cannot allocate or plan its transforms (see ``init(checkedSampleRate:bands:attenuationDB:lowLatency:)``).
     public convenience init(sampleRate: Double, bands: [BandSpecification], attenuationDB: Double = 80) {
         do { try self.init(checkedSampleRate: sampleRate, bands: bands, attenuationDB: attenuationDB) } catch { fixedSizeFailure(error) }
     }
