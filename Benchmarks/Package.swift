@@ -17,6 +17,8 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "SottoModem", package: "sotto"),
                 .product(name: "SottoAudio", package: "sotto"),
+                .product(name: "SottoChannel", package: "sotto"),
+                .product(name: "SottoDSP", package: "sotto"),
             ],
             path: "Benchmarks/ModemBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]

@@ -95,7 +95,8 @@ public final class Listener: @unchecked Sendable {
         let usable = Profile.carried(atSampleRate: negotiated.sampleRate, among: profiles)
         let decoder: StreamingDecoder
         do throws(ModemError) {
-            decoder = try StreamingDecoder(sampleRate: negotiated.sampleRate, profiles: usable.isEmpty ? profiles : usable)
+            decoder = try StreamingDecoder(sampleRate: negotiated.sampleRate, profiles: usable.isEmpty ? profiles : usable,
+                                            lowLatency: true)
         } catch {
             // The receiver's transforms could not be made (out of memory): said so, blamed on neither the rate nor the device.
             if case .transformFailed(let reason) = error { throw .receiverUnavailable(reason) }

@@ -152,6 +152,17 @@ final class FrameReceiver {
     /// the first; as many frames decoded with as without them, 40 per length, `sotto bench sweep rooms`).
     static let longRoomFloorRise = 10.0
     static let longRoomFloorShare = 0.03
+    /// A frame heard through a reverberant room in noise, whose tail the noise hides from the tail estimate
+    /// (`reverberantTail`), still brings its tail with it: the tone metric's noise floor during the frame
+    /// rises over the noise before it (`reverberantFloorRise`, 4.8 dB; dry frames in white noise: about 1)
+    /// and is not far under the signal (`reverberantFloorShare`, -10 dB). Such a failed frame gets the
+    /// coherent detector too. Without this the hall of the receiver issue (`sotto bench sweep hall`:
+    /// 20 x 12 x 6 m, RT60 0.9 s, 5 m, white noise 10 dB over the direct sound) lost 15-30 % of its frames
+    /// once `reverberantTail` gated the room model (f9f6121; 100 % before it). The rise alone is not enough:
+    /// strong dry frames rise too at the lengths before their own (their tones' leakage), and a room fit at
+    /// each took 60 s with 20 frames at +10 dB (default profile) from 0.08 to 1.2 s; with the share, 0.06 s.
+    static let reverberantFloorRise = 3.0
+    static let reverberantFloorShare = 0.1
     /// The decoding path's buffers, reused by every attempt.
     private var workspace: DecodeWorkspace
     /// Length of audio before a frame whose power stands for the noise in the coherent detector's room fit (s).
@@ -229,18 +240,27 @@ final class FrameReceiver {
     /// has taken them: history and correlation). Appends decoded frames to `frames`. Each event
     /// happens at a position fixed by the signal (not by where the blocks of input fall), and sees the
     /// state left by every earlier event.
+    ///
+    /// A pairing needs the correlation, which comes a correlator block at a time (up to 77 ms of audio
+    /// behind the baseband for the default profile); a candidate's step needs only the baseband. Steps run
+    /// up to the baseband's end without waiting for the correlation: the pairings not yet seen are of
+    /// chirps at the correlation's end, later than the start of every frame whose samples are all here,
+    /// so they cannot come before such a frame in `pending` nor change its decision. Waiting for them
+    /// held every report back by up to a correlator block (`sotto bench sweep latency`: medians of
+    /// 70-125 ms instead of 22-57).
     func runEvents(into frames: inout [DecodedFrame]) {
-        // Samples for which both the baseband and its correlation are available.
-        let horizon = min(history.count, preamble.horizon)
+        // Samples for which the baseband is available, and those for which its correlation is too.
+        let stepHorizon = history.count
+        let pairingHorizon = min(stepHorizon, preamble.horizon)
         while true {
             var bestTime = Int.max, bestFrame = -1
-            if let time = preamble.nextPairingTime { bestTime = max(time, clock) }
+            if let time = preamble.nextPairingTime, max(time, clock) <= pairingHorizon { bestTime = max(time, clock) }
             for index in pending.indices {
                 guard let ready = readyTime(index) else { continue }
                 let time = max(ready, clock)
                 if time < bestTime { bestTime = time; bestFrame = index }
             }
-            guard bestTime <= horizon else { return }
+            guard bestTime <= (bestFrame < 0 ? pairingHorizon : stepHorizon) else { return }
             clock = bestTime
             if bestFrame < 0 {
                 if let detection = preamble.pairNext() { add(detection) }
@@ -305,6 +325,12 @@ final class FrameReceiver {
         return max(toneTime, coherent.requiredSamples(start: frame.start, scale: frame.scale, symbols: symbols))
     }
 
+    /// True when the tone metric's last decode of `frame` saw a floor that a reverberant room in noise brings
+    /// (see `reverberantFloorRise`).
+    private func isNoisyReverberant(_ frame: FrameCandidate) -> Bool {
+        frame.floorRise >= Self.reverberantFloorRise && frame.floorShare >= Self.reverberantFloorShare
+    }
+
     /// Takes the next action of candidate `index` (its samples have arrived).
     private func step(_ index: Int, into frames: inout [DecodedFrame]) {
         var frame = pending[index]
@@ -341,7 +367,7 @@ final class FrameReceiver {
             // A second pass when the coherent decode came close: a room fit over the decided frame, or in a
             // long room the decisions again with the code's feedback (see `longRoomFloorRise`).
             _ = frame.machine.step(.init(
-                decoded: decoded != nil, reverberant: frame.tail >= Self.reverberantTail || longRoom,
+                decoded: decoded != nil, reverberant: frame.tail >= Self.reverberantTail || isNoisyReverberant(frame) || longRoom,
                 nearlyRight: headerDistance <= Self.refinementHeaderDistance,
                 refinementLimit: Self.maximumRefinements))
         }

@@ -1,6 +1,8 @@
 import Benchmark
 import Foundation
 import SottoAudio
+import SottoChannel
+import SottoDSP
 import SottoModem
 
 /// Ten seconds of 48 kHz audio: a few 8-byte frames in white noise at 0 dB SNR (seeded).
@@ -74,6 +76,72 @@ func stream(_ signal: [Float], through decoder: StreamingDecoder) -> Int {
 
 /// The profile sets the decoder benchmarks listen with.
 let profileSets: [(name: String, profiles: [Profile])] = [("default profile", [.standard]), ("all four profiles", Profile.all)]
+
+/// Audio after a frame's last sample until a decoder fed 1024-sample periods reports it (ms), for `trials`
+/// frames of each profile and 1-, 8- and 16-byte tokens in white noise at 0 dB SNR (seeded), sorted: what
+/// `sotto bench sweep latency --profiles all --lengths 1,8,16` measures.
+func reportLatencies(trials: Int) -> [Double] {
+    var random = SeededRandom(seed: 37)
+    var latencies: [Double] = []
+    for profile in Profile.all {
+        let modulator = try! Modulator(profile: profile, sampleRate: 48_000)
+        for bytes in [1, 8, 16] {
+            for _ in 0..<trials {
+                let token = (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) }
+                let burst = try! modulator.modulate(token)
+                let lead = Int.random(in: 0..<48_000, using: &random)
+                var x = [Float](repeating: 0, count: lead) + burst + [Float](repeating: 0, count: 48_000)
+                Channel.addWhiteNoise(&x, snrDB: 0, signalPower: Double(modulator.amplitude * modulator.amplitude) / 2, rng: &random)
+                let decoder = try! StreamingDecoder(sampleRate: 48_000, profiles: [profile], lowLatency: true)
+                var offset = 0
+                search: while offset < x.count {
+                    let n = min(1024, x.count - offset)
+                    let frames = x.withUnsafeBufferPointer { decoder.process(UnsafeBufferPointer(rebasing: $0[offset..<(offset + n)])) }
+                    offset += n
+                    if frames.contains(where: { $0.token == token }) {
+                        latencies.append(1000 * Double(offset - lead - burst.count) / 48_000)
+                        break search
+                    }
+                }
+            }
+        }
+    }
+    return latencies.sorted()
+}
+
+/// Frames of the default profile lost in the reverberant hall of the receiver issue (`sotto bench sweep
+/// hall`: a 20 x 12 x 6 m shoebox, RT60 0.9 s, image sources, 5 m from the speaker, white noise over the
+/// whole band at `hallSNR` against the direct sound), `trials` frames of each of 4, 8 and 16 bytes (seeded),
+/// and the frames reported that were not the token sent.
+func hallLosses(trials: Int) -> (lost: Int, falseTokens: Int) {
+    var random = SeededRandom(seed: 37)
+    let modulator = try! Modulator(profile: .standard, sampleRate: 48_000)
+    var lost = 0, falseTokens = 0
+    for bytes in [4, 8, 16] {
+        for _ in 0..<trials {
+            let room = ShoeboxRoom.random(size: ShoeboxRoom.hallSize, rt60: ShoeboxRoom.hallRT60, distance: 5, rng: &random)
+            let token = (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let lead = Int.random(in: 4_800...14_400, using: &random)
+            let x = [Float](repeating: 0, count: lead) + (try! modulator.modulate(token)) + [Float](repeating: 0, count: 9_600)
+            var y = try! fftConvolve(x, room.impulseResponse(sampleRate: 48_000))
+            Channel.addWhiteNoise(&y, snrDB: hallSNR, signalPower: Double(modulator.amplitude * modulator.amplitude) / 2, rng: &random)
+            let frames = try! StreamingDecoder.decode(y, sampleRate: 48_000, profiles: [.standard])
+            let hits = frames.filter { $0.token == token }.count
+            if hits != 1 || frames.count != 1 { lost += 1 }
+            falseTokens += frames.count - min(hits, 1)
+        }
+    }
+    return (lost, falseTokens)
+}
+
+/// Full-band SNR (dB) of the hall benchmark against the direct sound (as `sotto bench sweep hall`).
+let hallSNR = -10.0
+
+/// Custom metrics: report latency (median and maximum, ms) and frames lost or false in the hall.
+let latencyMedian = BenchmarkMetric.custom("reportLatencyMedianMs")
+let latencyMaximum = BenchmarkMetric.custom("reportLatencyMaximumMs")
+let hallFramesLost = BenchmarkMetric.custom("hallFramesLost")
+let hallFalseTokens = BenchmarkMetric.custom("hallFalseTokens")
 
 let benchmarks: @Sendable () -> Void = {
     let metrics: [BenchmarkMetric] = [.wallClock, .cpuTotal, .throughput, .mallocCountTotal, .peakMemoryResident]
@@ -157,6 +225,27 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("Decoder, every 48 kHz fixture, all profiles",
               configuration: .init(metrics: metrics, maxDuration: .seconds(5), thresholds: tolerances(typicalMallocs: 27_000))) { benchmark in
         for fixture in fixtures { blackHole(stream(fixture, profiles: Profile.all)) }
+    }
+
+    // Not speed: what a listener waits for a frame (median under 50 ms, LiveAudio.md), and the hall's frames
+    // (all decoded), so that a receiver change cannot lose either silently. Both seeded: the same build gives
+    // the same figures; a change of 10 ms in the median or 40 in the maximum, or one frame lost, fails.
+    Benchmark("Report latency, all four profiles, 1, 8 and 16 bytes, 1024-sample periods",
+              configuration: .init(metrics: [latencyMedian, latencyMaximum], maxIterations: 1,
+                                   thresholds: [latencyMedian: BenchmarkThresholds(absolute: [.p90: 10]),
+                                                latencyMaximum: BenchmarkThresholds(absolute: [.p90: 40])])) { benchmark in
+        let latencies = reportLatencies(trials: 20)
+        benchmark.measurement(latencyMedian, Int(latencies[latencies.count / 2].rounded()))
+        benchmark.measurement(latencyMaximum, Int(latencies.last!.rounded()))
+    }
+
+    Benchmark("Hall 20 x 12 x 6 m, RT60 0.9 s, 5 m, default profile, 4, 8 and 16 bytes",
+              configuration: .init(metrics: [hallFramesLost, hallFalseTokens], maxIterations: 1,
+                                   thresholds: [hallFramesLost: BenchmarkThresholds(absolute: [.p90: 0]),
+                                                hallFalseTokens: BenchmarkThresholds(absolute: [.p90: 0])])) { benchmark in
+        let hall = hallLosses(trials: 20)
+        benchmark.measurement(hallFramesLost, hall.lost)
+        benchmark.measurement(hallFalseTokens, hall.falseTokens)
     }
 
     Benchmark("Encoder, 8-byte token, default profile, 48 kHz",
