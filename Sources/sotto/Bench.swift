@@ -122,7 +122,7 @@ struct BenchSweep: ParsableCommand {
     func expectedRows() throws -> Int? {
         let grid = try selectedProfiles().count * sizes().count
         switch kind {
-        case .snr, .offset, .reverb, .rooms, .speech, .latency: return grid
+        case .snr, .offset, .reverb, .rooms, .speech, .latency, .hall: return grid
         case .crowd: return try grid * rules.split(separator: ",").count * deviceCounts().count
         case .false, .exchange, .earshot, .skew, .longroom: return nil
         }
