@@ -8,23 +8,29 @@ import Testing
 /// real files. Every run is bounded (the time-outs are generous: the causes come in well under a second on
 /// an idle machine, where the old client waited 15 s and said only "not connected").
 @Suite(.serialized) struct FailureCauseTests {
-    /// A loopback port nobody listens on (bound, then closed).
-    static func freePort() throws -> Int {
+    /// A TCP socket bound to a free loopback port, listening (backlog 8) when `listening`; the caller closes it.
+    static func loopbackSocket(listening: Bool) throws -> (socket: Int32, port: Int) {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         try #require(socket >= 0)
-        defer { close(socket) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        try #require(bound == 0)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
+        let ready = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, length) == 0 && (!listening || listen(socket, 8) == 0) && getsockname(socket, $0, &length) == 0
+            }
         }
-        return Int(UInt16(bigEndian: address.sin_port))
+        if !ready { close(socket) }
+        try #require(ready)
+        return (socket, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    /// A loopback port nobody listens on (bound, then closed).
+    static func freePort() throws -> Int {
+        let (socket, port) = try loopbackSocket(listening: false)
+        close(socket)
+        return port
     }
 
     /// `subscribe` through the service at `server` (a recording as input: no device needed); the probe
@@ -70,19 +76,8 @@ import Testing
 
     @Test func aServerThatSaysNothingIsReportedAsSilent() throws {
         // A listener that accepts (the kernel does, from its backlog) and never answers.
-        let listener = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(listener >= 0)
+        let (listener, port) = try Self.loopbackSocket(listening: true)
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try withUnsafeMutablePointer(to: &address) {
-            try $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                try #require(bind(listener, $0, length) == 0 && listen(listener, 8) == 0 && getsockname(listener, $0, &length) == 0)
-            }
-        }
-        let port = Int(UInt16(bigEndian: address.sin_port))
         let result = try Self.subscribe(["--server", "127.0.0.1:\(port)"])
         #expect(result.status == 2, "\(result.status) \(result.stderr)")
         #expect(result.stderr.contains("accepted the connection but said nothing within 5 s"), "\(result.stderr)")
