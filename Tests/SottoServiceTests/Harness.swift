@@ -361,13 +361,7 @@ final class RawSession: Sendable {
     /// Sends a Hello and waits for the Welcome (at most 5 s).
     @discardableResult
     func hello(key: String, broadcasts: Bool = true) async -> Sotto_Exchange_V1_Welcome? {
-        var hello = Sotto_Exchange_V1_Hello()
-        hello.apiKey = key
-        hello.broadcasts = broadcasts
-        hello.clientVersion = "raw-test"
-        var frame = ClientFrame()
-        frame.kind = .hello(hello)
-        send(frame)
+        send(.hello(key: key, broadcasts: broadcasts, clientVersion: "raw-test"))
         let welcome = await self.frame { if case .welcome = $0.kind { return true } else { return false } }
         if case .welcome(let body)? = welcome?.kind { return body }
         return nil
@@ -450,3 +444,16 @@ func heard(_ manager: MessageManager, token: [UInt8]) async {
 
 /// Keeps handles alive until this call (a released handle cancels its operation).
 func keep(_ handles: Any?...) { withExtendedLifetime(handles) {} }
+
+extension ClientFrame {
+    /// A Hello frame with `key`, as the tests' raw clients (gRPC streams and WebSockets) open a session.
+    static func hello(key: String, broadcasts: Bool = true, clientVersion: String) -> ClientFrame {
+        var hello = Sotto_Exchange_V1_Hello()
+        hello.apiKey = key
+        hello.broadcasts = broadcasts
+        hello.clientVersion = clientVersion
+        var frame = ClientFrame()
+        frame.kind = .hello(hello)
+        return frame
+    }
+}

@@ -80,7 +80,7 @@ import Testing
                                      (Self.page, service.server.apiKey, "not bound to any web origin")] as [(String?, String, String)] {
             try await withDeadline(20, "the refusal") {
                 try await WebClient.session(port: service.webPort, origin: origin) { web in
-                    try await web.send(WebClient.hello(key))
+                    try await web.send(.hello(key: key, clientVersion: "web-test"))
                     let refusal = try await web.next { if case .error = $0.kind { return true } else { return false } }
                     guard case .error(let error) = refusal.kind else { return }
                     #expect(error.fatal)
@@ -363,16 +363,6 @@ final class WebClient {
         }
     }
 
-    static func hello(_ key: String) -> ClientFrame {
-        var hello = Sotto_Exchange_V1_Hello()
-        hello.apiKey = key
-        hello.broadcasts = true
-        hello.clientVersion = "web-test"
-        var frame = ClientFrame()
-        frame.kind = .hello(hello)
-        return frame
-    }
-
     func send(_ frame: ClientFrame) async throws { try await sendRaw(.binary, try frame.serializedBytes()) }
 
     func sendRaw(_ opcode: WebSocketOpcode, _ bytes: [UInt8], fin: Bool = true) async throws {
@@ -423,7 +413,7 @@ final class WebClient {
 
     @discardableResult
     func hello(key: String) async throws -> Sotto_Exchange_V1_Welcome {
-        try await send(Self.hello(key))
+        try await send(.hello(key: key, clientVersion: "web-test"))
         let frame = try await next { if case .welcome = $0.kind { return true } else { return false } }
         guard case .welcome(let welcome) = frame.kind else { throw TimedOut(what: "a Welcome") }
         return welcome
