@@ -247,7 +247,10 @@ let package = Package(
                                    // A WebSocket client (over TLS too) for the browser transport's tests.
                                    .product(name: "NIOWebSocket", package: "swift-nio"),
                                    .product(name: "NIOHTTP1", package: "swift-nio"),
-                                   .product(name: "NIOSSL", package: "swift-nio-ssl")],
+                                   .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                                   // A server shut down gracefully, as `sotto serve` does.
+                                   .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                   .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         .testTarget(name: "SottoNotifyTests",
                     dependencies: ["SottoNotify", "CDBus",

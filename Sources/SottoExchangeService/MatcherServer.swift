@@ -145,8 +145,9 @@ public struct MatcherServer: Service {
         try? await http?.close()
     }
 
-    /// The parts of the service that run side by side; the gRPC server's end ends the rest.
-    private enum Part: Sendable { case server, other }
+    /// The parts of the service that run side by side; the end of the two transports (the gRPC server, and the
+    /// web listener with its sessions) ends the rest.
+    private enum Part: Sendable { case server, web, other }
 
     /// Serves until a graceful shutdown (SIGINT, SIGTERM through the service group) has drained the streams.
     /// Shutting down: the listener closes and connections get GOAWAY (no new stream), every session is told
@@ -177,7 +178,7 @@ public struct MatcherServer: Service {
                     web.onListening(listener.address)
                     group.addTask {
                         try await listener.serve(service: service, page: web.page, limits: self.limits, metrics: self.metrics)
-                        return .other
+                        return .web
                     }
                 }
                 group.addTask { await self.followRegistry(); return .other }
@@ -194,13 +195,25 @@ public struct MatcherServer: Service {
                     if !Task.isCancelled { throw DrainDeadlinePassed() }
                     return .other
                 }
-                // The gRPC server ends once its streams have (or on an error): the other parts are stopped then.
-                while let part = try await group.next() {
-                    if part == .server { group.cancelAll() }
+                // The gRPC server ends once its streams have, the web listener once its sessions have (or either on
+                // an error): the other parts are stopped when both have ended, and a part that ends by that
+                // cancellation (an accept loop throws CancellationError) has ended as asked, not failed.
+                var serverEnded = false, webEnded = webListener == nil || web == nil, stopping = false
+                while true {
+                    do {
+                        guard let part = try await group.next() else { break }
+                        if part == .server { serverEnded = true }
+                        if part == .web { webEnded = true }
+                        if serverEnded && webEnded && !stopping { stopping = true; group.cancelAll() }
+                    } catch is CancellationError where stopping {
+                        continue
+                    }
                 }
             }
         } onGracefulShutdown: {
             server.beginGracefulShutdown()
+            // No new page connects from now on either (the accept loop ends; the sessions drain as above).
+            webListener?.0.channel.channel.close(promise: nil)
         }
     }
 

@@ -10,6 +10,8 @@ import SottoExchangeService
 import SottoExchangeWire
 import Synchronization
 import SwiftProtobuf
+import ServiceLifecycle
+import Logging
 import Testing
 
 /// The browser transport (`sotto serve --web`): the exchange's frames on WebSockets, behind the gRPC path's
@@ -246,6 +248,47 @@ import Testing
             }
         }
         #expect((service.server.metric("sotto_rate_limited_total") ?? 0) >= 1)
+    }
+
+    /// A graceful shutdown (SIGINT or SIGTERM, through the service group as `sotto serve` runs it) with the web
+    /// listener up and a page's session open ends the service without an error, whichever of the gRPC server
+    /// and the web listener ends first. (The end-to-end page test once saw `sotto serve` exit 2 there: the gRPC
+    /// server ended first and the web listener's cancelled accept loop threw CancellationError.)
+    @Test func aGracefulShutdownWithPagesConnectedEndsWithoutAnError() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteStore(path: directory + "/exchange.sqlite")
+        let project = try await store.createProject(name: "museum-app", maxSessions: 100)
+        let webKey = try await store.createKey(project: project.id, label: "page", ratePerSecond: 10_000, burst: 10_000, origins: [Self.page]).key
+        for round in 0..<6 {
+            let (bound, continuation) = AsyncStream.makeStream(of: String.self)
+            let web = WebOptions(endpoint: .tcp(host: "127.0.0.1", port: 0)) { address in
+                continuation.yield(address)
+                continuation.finish()
+            }
+            let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store,
+                                           configuration: TestServer.fastConfiguration, web: web) { _, _ in }
+            let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: Logger(label: "test"))
+            let running = Task { try await group.run() }
+            let address = try await withDeadline(10, "the web listener") { () -> String? in
+                for await address in bound { return address }
+                return nil
+            }
+            let port = try #require(address?.split(separator: ":").last.flatMap { Int($0) })
+            // Round by round, the page's session is told of the shutdown at a different point of it.
+            try await withDeadline(20, "the page's session through the shutdown") {
+                try await WebClient.session(port: port, origin: Self.page) { page in
+                    try await page.hello(key: webKey)
+                    if round % 2 == 1 { try await Task.sleep(for: .milliseconds(20 * round)) }
+                    await group.triggerGracefulShutdown()
+                    let end = try await page.next { if case .error = $0.kind { return true } else { return false } }
+                    if case .error(let body) = end.kind { #expect(body.code == .unavailable, "round \(round): \(body)") }
+                }
+            }
+            await #expect(throws: Never.self, "round \(round): the service ends without an error") {
+                try await withDeadline(20, "the service to end") { try await running.value; return true }
+            }
+        }
     }
 
     @Test func thePageAndTheModemAreServedAndNothingElse() async throws {
