@@ -25,11 +25,12 @@ struct StoreOption: ParsableArguments {
         }
     }
 
-    /// Runs `body` with the open store, then closes it (a PostgreSQL store's connections end cleanly).
+    /// Runs `body` with the open store, then closes it (a PostgreSQL store's connections end cleanly). What
+    /// `body` does is written to the store's audit log, as done by `local:USER`.
     func withStore<Value>(_ body: (any ExchangeStore) async throws -> Value) async throws -> Value {
         let opened = try await open()
         do {
-            let value = try await body(opened.store)
+            let value = try await body(AuditedStore(opened.store, actor: AuditedStore.localActor()))
             await opened.close()
             return value
         } catch {
@@ -63,6 +64,10 @@ struct Serve: AsyncParsableCommand {
         "Address for browsers (HOST:PORT or unix:PATH): the page at /, the exchange on a WebSocket at /session.",
         discussion: "Same sessions, keys and limits as the gRPC listener; only keys made with --origin, used from a page of one of those origins. TLS (--tls-cert) beyond loopback."))
     var web: String?
+    @Option(help: ArgumentHelp(
+        "Address of the admin API (HOST:PORT or unix:PATH): operators (sotto admin operator create) manage projects and keys over HTTP/JSON.",
+        discussion: "Every call is audited in the store (sotto admin audit). TLS (--tls-cert) beyond loopback."))
+    var admin: String?
     @Option(help: "Directory of the page's index.html and app.js (default: share/sotto/web beside the program, or bindings/web of the source tree).")
     var webPage: String?
     @Option(help: "Directory of the JavaScript modem the page loads (index.js, core.js, worklet.js, sotto.wasm; default: share/sotto/js, or bindings/js).")
@@ -129,6 +134,12 @@ struct Serve: AsyncParsableCommand {
             }
             webOptions?.onListening = { address in Output.line("web on \(address)") }
         }
+        var adminOptions: AdminOptions?
+        if let admin {
+            do { adminOptions = AdminOptions(endpoint: try MatcherAddress(parsing: admin)) { address in Output.line("admin on \(address)") } } catch {
+                throw ValidationError("--admin: \(error)")
+            }
+        }
         let tls = tlsCert.map { MatcherServer.TLS(certificateChain: $0, privateKey: tlsKey ?? "") }
         for file in [tlsCert, tlsKey].compactMap({ $0 }) where !FileManager.default.isReadableFile(atPath: file) {
             throw CommandError("cannot read \(file)")
@@ -159,7 +170,7 @@ struct Serve: AsyncParsableCommand {
         do {
             server = try MatcherServer(endpoint: endpoint, tls: tls, store: opened.store, replication: opened.replication,
                                        metricsEndpoint: metricsEndpoint, configuration: configuration, limits: transport.limits,
-                                       web: webOptions, logger: logger) { service, http in
+                                       web: webOptions, admin: adminOptions, logger: logger) { service, http in
                 Output.line("listening on \(service)")
                 if let http { Output.line("http on \(http)") }
             }
@@ -227,8 +238,8 @@ struct TransportOptions: ParsableArguments {
 struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
-        abstract: "Manage the matcher service's projects, API keys and beacons (works on the store directly).",
-        subcommands: [AdminProject.self, AdminKey.self, AdminBeacon.self])
+        abstract: "Manage the matcher service's projects, API keys, beacons and operators (works on the store directly; audited).",
+        subcommands: [AdminProject.self, AdminKey.self, AdminBeacon.self, AdminOperator.self, AdminAudit.self])
 }
 
 struct AdminProject: AsyncParsableCommand {

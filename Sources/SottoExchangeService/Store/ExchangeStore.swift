@@ -123,6 +123,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalid(String)
     /// The database refused a write (full disk, read-only file) or could not be reached.
     case unavailable(String)
+    case unknownOperator(String)
+    case duplicateOperator(String)
 
     public var description: String {
         switch self {
@@ -132,6 +134,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unknownBeacon(let b): return "no beacon \(b) (sotto admin beacon register)"
         case .invalid(let what): return what
         case .unavailable(let why): return "the store is unavailable: \(why)"
+        case .unknownOperator(let o): return "no operator '\(o)' (sotto admin operator list)"
+        case .duplicateOperator(let o): return "an operator named '\(o)' exists already"
         }
     }
 }
@@ -156,6 +160,20 @@ public protocol ExchangeStore: Sendable {
     func beacons() async throws(StoreError) -> [BeaconRecord]
     /// Changes whenever beacons or attachments change (so a running service reloads them).
     func registryVersion() async throws(StoreError) -> Int64
+
+    /// Creates an operator (an admin API credential, never a project key) and returns its full credential,
+    /// which is shown once and never stored.
+    func createOperator(name: String) async throws(StoreError) -> (OperatorRecord, secret: String)
+    /// Every operator, revoked ones included, in order of creation.
+    func operators() async throws(StoreError) -> [OperatorRecord]
+    /// The operator whose credential has this public id, if any (revoked ones included).
+    func operatorRecord(id: String) async throws(StoreError) -> OperatorRecord?
+    /// Revokes an operator, by name or id: it can no longer log in.
+    func revokeOperator(_ nameOrID: String) async throws(StoreError)
+    /// Appends a line to the audit log.
+    func appendAudit(_ entry: AuditEntry) async throws(StoreError)
+    /// The last `limit` lines of the audit log, newest first.
+    func auditEntries(limit: Int) async throws(StoreError) -> [AuditEntry]
 }
 
 extension ExchangeStore {

@@ -110,6 +110,19 @@ public final class PostgresStore: ExchangeStore {
         ["ALTER TABLE beacon ADD COLUMN identity_key bytea"],
         // Web origins a key is bound to, separated by spaces (none: '').
         ["ALTER TABLE api_key ADD COLUMN origins text NOT NULL DEFAULT ''"],
+        // Operators (admin API credentials, hashed) and the audit log of admin operations (issue 34).
+        [
+            """
+            CREATE TABLE operator (
+                id text PRIMARY KEY, name text NOT NULL UNIQUE, secret_hash bytea NOT NULL, revoked boolean NOT NULL DEFAULT false,
+                created double precision NOT NULL, serial bigint GENERATED ALWAYS AS IDENTITY)
+            """,
+            """
+            CREATE TABLE audit (
+                serial bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, time double precision NOT NULL, actor text NOT NULL,
+                action text NOT NULL, target text NOT NULL, outcome text NOT NULL)
+            """,
+        ],
     ]
 
     /// The key of the transaction-level advisory lock that serialises migrations ("sotto" in ASCII).
@@ -303,6 +316,68 @@ public final class PostgresStore: ExchangeStore {
     public func registryVersion() async throws(StoreError) -> Int64 {
         try await withConnection { connection in
             try await Self.one(Int64.self, "SELECT version FROM registry_version", on: connection) ?? 0
+        }
+    }
+
+    // MARK: Operators and audit
+
+    public func createOperator(name: String) async throws(StoreError) -> (OperatorRecord, secret: String) {
+        try OperatorRecord.checkName(name)
+        let (id, secret, hash) = OperatorCredentials.generate()
+        let inserted = try await withConnection { connection in
+            try await Self.one(String.self, """
+                INSERT INTO operator (id, name, secret_hash, created)
+                VALUES (\(id), \(name), \(ByteBuffer(bytes: hash)), extract(epoch from clock_timestamp()))
+                ON CONFLICT (name) DO NOTHING RETURNING id
+                """, on: connection)
+        }
+        guard inserted != nil else { throw .duplicateOperator(name) }
+        return (OperatorRecord(id: id, name: name, secretHash: hash, revoked: false), secret)
+    }
+
+    public func operators() async throws(StoreError) -> [OperatorRecord] {
+        try await withConnection { connection in
+            try await Self.all((String, String, ByteBuffer, Bool).self,
+                               "SELECT id, name, secret_hash, revoked FROM operator ORDER BY created, serial", on: connection)
+                .map(Self.operatorRecord)
+        }
+    }
+
+    public func operatorRecord(id: String) async throws(StoreError) -> OperatorRecord? {
+        try await withConnection { connection in
+            try await Self.all((String, String, ByteBuffer, Bool).self,
+                               "SELECT id, name, secret_hash, revoked FROM operator WHERE id = \(id)", on: connection)
+                .first.map(Self.operatorRecord)
+        }
+    }
+
+    private static func operatorRecord(_ row: (String, String, ByteBuffer, Bool)) -> OperatorRecord {
+        OperatorRecord(id: row.0, name: row.1, secretHash: Array(row.2.readableBytesView), revoked: row.3)
+    }
+
+    public func revokeOperator(_ nameOrID: String) async throws(StoreError) {
+        let revoked = try await withConnection { connection in
+            try await Self.one(String.self, "UPDATE operator SET revoked = true WHERE id = \(nameOrID) OR name = \(nameOrID) RETURNING id",
+                               on: connection)
+        }
+        if revoked == nil { throw .unknownOperator(nameOrID) }
+    }
+
+    public func appendAudit(_ entry: AuditEntry) async throws(StoreError) {
+        try await withConnection { connection in
+            try await Self.run("""
+                INSERT INTO audit (time, actor, action, target, outcome)
+                VALUES (\(entry.time), \(entry.actor), \(entry.action), \(entry.target), \(entry.outcome))
+                """, on: connection)
+        }
+    }
+
+    public func auditEntries(limit: Int) async throws(StoreError) -> [AuditEntry] {
+        let limit = max(0, min(limit, 10_000))
+        return try await withConnection { connection in
+            try await Self.all((Double, String, String, String, String).self,
+                               "SELECT time, actor, action, target, outcome FROM audit ORDER BY serial DESC LIMIT \(limit)", on: connection)
+                .map { AuditEntry(time: $0.0, actor: $0.1, action: $0.2, target: $0.3, outcome: $0.4) }
         }
     }
 

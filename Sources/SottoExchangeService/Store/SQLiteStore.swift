@@ -86,6 +86,17 @@ public final class SQLiteStore: ExchangeStore {
         migrator.registerMigration("v3") { db in
             try db.execute(sql: "ALTER TABLE api_key ADD COLUMN origins TEXT NOT NULL DEFAULT ''")
         }
+        // Operators (admin API credentials, hashed) and the audit log of admin operations (issue 34).
+        migrator.registerMigration("v4") { db in
+            try db.execute(sql: """
+                CREATE TABLE operator (
+                    id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, secret_hash BLOB NOT NULL,
+                    revoked INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL);
+                CREATE TABLE audit (
+                    serial INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL,
+                    target TEXT NOT NULL, outcome TEXT NOT NULL);
+                """)
+        }
         return migrator
     }
 
@@ -238,5 +249,59 @@ public final class SQLiteStore: ExchangeStore {
 
     public func registryVersion() async throws(StoreError) -> Int64 {
         try await read { db in try Int64.fetchOne(db, sql: "SELECT version FROM registry_version") ?? 0 }
+    }
+
+    // MARK: Operators and audit
+
+    public func createOperator(name: String) async throws(StoreError) -> (OperatorRecord, secret: String) {
+        try OperatorRecord.checkName(name)
+        let (id, secret, hash) = OperatorCredentials.generate()
+        try await write { db in
+            if try Row.fetchOne(db, sql: "SELECT 1 FROM operator WHERE name = ?", arguments: [name]) != nil {
+                throw StoreError.duplicateOperator(name)
+            }
+            try db.execute(sql: "INSERT INTO operator VALUES (?, ?, ?, 0, ?)",
+                           arguments: [id, name, Data(hash), Date().timeIntervalSince1970])
+        }
+        return (OperatorRecord(id: id, name: name, secretHash: hash, revoked: false), secret)
+    }
+
+    public func operators() async throws(StoreError) -> [OperatorRecord] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT id, name, secret_hash, revoked FROM operator ORDER BY created, rowid").map(Self.operatorRecord)
+        }
+    }
+
+    public func operatorRecord(id: String) async throws(StoreError) -> OperatorRecord? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT id, name, secret_hash, revoked FROM operator WHERE id = ?", arguments: [id]).map(Self.operatorRecord)
+        }
+    }
+
+    private static func operatorRecord(_ row: Row) -> OperatorRecord {
+        let hash: Data = row[2]
+        return OperatorRecord(id: row[0], name: row[1], secretHash: Array(hash), revoked: row[3] as Bool)
+    }
+
+    public func revokeOperator(_ nameOrID: String) async throws(StoreError) {
+        try await write { db in
+            try db.execute(sql: "UPDATE operator SET revoked = 1 WHERE id = ? OR name = ?", arguments: [nameOrID, nameOrID])
+            if db.changesCount == 0 { throw StoreError.unknownOperator(nameOrID) }
+        }
+    }
+
+    public func appendAudit(_ entry: AuditEntry) async throws(StoreError) {
+        try await write { db in
+            try db.execute(sql: "INSERT INTO audit (time, actor, action, target, outcome) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [entry.time, entry.actor, entry.action, entry.target, entry.outcome])
+        }
+    }
+
+    public func auditEntries(limit: Int) async throws(StoreError) -> [AuditEntry] {
+        let limit = max(0, min(limit, 10_000))
+        return try await read { db in
+            try Row.fetchAll(db, sql: "SELECT time, actor, action, target, outcome FROM audit ORDER BY serial DESC LIMIT ?", arguments: [limit])
+                .map { AuditEntry(time: $0[0], actor: $0[1], action: $0[2], target: $0[3], outcome: $0[4]) }
+        }
     }
 }
