@@ -36,6 +36,8 @@ public struct MatcherServer: Service {
     public let limits: TransportLimits
     /// The browser transport (a WebSocket listener, and the page), if any.
     public let web: WebOptions?
+    /// The admin API's listener (`--admin`), if any.
+    public let admin: AdminOptions?
     let logger: Logger
     /// Called with the bound address of the gRPC service and, if any, of the HTTP endpoint.
     let onListening: @Sendable (_ service: String, _ http: String?) -> Void
@@ -52,6 +54,7 @@ public struct MatcherServer: Service {
     ///   - configuration: the matcher's timings and bounds.
     ///   - limits: the transport's bounds (connections, streams, time before Hello).
     ///   - web: the browser transport's listener and page, if any (TLS needed beyond loopback).
+    ///   - admin: the admin API's listener, if any (TLS needed beyond loopback).
     ///   - logger: where the service logs.
     ///   - clock: the matcher host's time (its timers, session grace, lost timeouts); a manual clock in tests.
     ///     Transport deadlines, silence and the database's I/O stay on real time.
@@ -61,14 +64,16 @@ public struct MatcherServer: Service {
     public init(endpoint: MatcherAddress, tls: TLS?, store: any ExchangeStore, replication: Replication = .standalone,
                 metricsEndpoint: MatcherAddress? = nil,
                 configuration: ServiceConfiguration = ServiceConfiguration(), limits: TransportLimits = TransportLimits(),
-                web: WebOptions? = nil, logger: Logger = Logger(label: "sotto.serve"), clock: any Clock<Duration> = ContinuousClock(),
+                web: WebOptions? = nil, admin: AdminOptions? = nil, logger: Logger = Logger(label: "sotto.serve"), clock: any Clock<Duration> = ContinuousClock(),
                 onListening: @escaping @Sendable (_ service: String, _ http: String?) -> Void = { _, _ in }) throws(MatcherServerError) {
         guard tls != nil || endpoint.isLocal else { throw .tlsRequired(endpoint.description) }
         if let metricsEndpoint, !metricsEndpoint.isLocal, tls == nil { throw .tlsRequired(metricsEndpoint.description) }
         if let web, !web.endpoint.isLocal, tls == nil { throw .tlsRequired(web.endpoint.description) }
+        if let admin, !admin.endpoint.isLocal, tls == nil { throw .tlsRequired(admin.endpoint.description) }
         // Only a stale socket is removed to bind again (the transports would remove any socket file).
-        for case .unix(let path) in [endpoint, metricsEndpoint, web?.endpoint] { try UnixSocketFile.claim(path) }
+        for case .unix(let path) in [endpoint, metricsEndpoint, web?.endpoint, admin?.endpoint] { try UnixSocketFile.claim(path) }
         self.web = web
+        self.admin = admin
         self.endpoint = endpoint
         self.tls = tls
         self.store = store
@@ -126,13 +131,18 @@ public struct MatcherServer: Service {
         }
         let httpAddress = http?.address
         var webListener: WebListener?
-        do { if let web { webListener = try await WebListener.bind(endpoint: web.endpoint, tls: tls, metrics: metrics) } } catch {
+        var adminListener: AdminListener?
+        do {
+            if let web { webListener = try await WebListener.bind(endpoint: web.endpoint, tls: tls, metrics: metrics) }
+            if let admin { adminListener = try await AdminListener.bind(endpoint: admin.endpoint, tls: tls) }
+        } catch {
+            webListener?.channel.channel.close(promise: nil)
             await host.stop()
             try? await http?.close()
             throw error
         }
         do {
-            try await serve(server, transport: transport, httpAddress: httpAddress, web: webListener.map { ($0, service) })
+            try await serve(server, transport: transport, httpAddress: httpAddress, web: webListener.map { ($0, service) }, admin: adminListener)
         } catch is DrainDeadlinePassed {
             logger.notice("drain time (\(configuration.drainTimeout) s) over: closed the connections left")
         } catch {
@@ -154,7 +164,8 @@ public struct MatcherServer: Service {
     /// with UNAVAILABLE "shutting down" (clients move to another node; alone, the sessions end), and the
     /// streams get ``ServiceConfiguration/drainTimeout`` seconds to end before the connections left are closed.
     private func serve(_ server: GRPCServer<HTTP2ServerTransport.Custom<GuardedListener>>, transport: HTTP2ServerTransport.Custom<GuardedListener>,
-                       httpAddress: String?, web webListener: (WebListener, ExchangeService)? = nil) async throws {
+                       httpAddress: String?, web webListener: (WebListener, ExchangeService)? = nil,
+                       admin adminListener: AdminListener? = nil) async throws {
         let host = self.host, logger = self.logger, drain = configuration.drainTimeout
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Part.self) { group in
@@ -179,6 +190,16 @@ public struct MatcherServer: Service {
                     group.addTask {
                         try await listener.serve(service: service, page: web.page, limits: self.limits, metrics: self.metrics)
                         return .web
+                    }
+                }
+                if let adminListener, let admin {
+                    // The admin API: a revoked key's sessions on this node end at once (other nodes: their revocation poll).
+                    let api = AdminAPI(store: store, secureCookies: !admin.endpoint.isLocal, onRevoke: { keys in await host.revoke(keys: keys) })
+                    logger.info("serving the admin API on \(adminListener.address)\(tls == nil ? "" : " (TLS)")")
+                    admin.onListening(adminListener.address)
+                    group.addTask {
+                        try await adminListener.serve(api: api, limits: self.limits)
+                        return .other
                     }
                 }
                 group.addTask { await self.followRegistry(); return .other }
@@ -214,6 +235,7 @@ public struct MatcherServer: Service {
             server.beginGracefulShutdown()
             // No new page connects from now on either (the accept loop ends; the sessions drain as above).
             webListener?.0.channel.channel.close(promise: nil)
+            adminListener?.close()
         }
     }
 

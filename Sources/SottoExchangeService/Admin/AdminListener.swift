@@ -1,0 +1,149 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import SottoExchangeWire
+import Synchronization
+
+/// Where `sotto serve --admin` listens (loopback or a Unix socket; TLS beyond loopback, as for `--listen`).
+public struct AdminOptions: Sendable {
+    /// Where the admin listener listens.
+    public var endpoint: MatcherAddress
+    /// Called with the bound address (`HOST:PORT` or `unix:PATH`).
+    public var onListening: @Sendable (String) -> Void
+
+    /// - Parameters:
+    ///   - endpoint: where to listen.
+    ///   - onListening: called with the bound address.
+    public init(endpoint: MatcherAddress, onListening: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.endpoint = endpoint
+        self.onListening = onListening
+    }
+}
+
+/// The admin listener: HTTP/1.1 on swift-nio (as the web listener, whose response adapter it shares), one
+/// request per connection, answered by ``AdminAPI``. A connection has ``TransportLimits/httpRequestTimeout``
+/// to send its request (head and a body of at most ``AdminAPI/maxBodyBytes``); at most
+/// ``TransportLimits/maxHTTPConnections`` are held at once.
+public struct AdminListener: Sendable {
+    typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPPart<HTTPResponseHead, ByteBuffer>>
+    let channel: NIOAsyncChannel<Connection, Never>
+    /// The bound address, as `HOST:PORT` or `unix:PATH`.
+    public let address: String
+
+    /// Binds the listener.
+    /// - Parameters:
+    ///   - endpoint: where to listen.
+    ///   - tls: certificate and key (ALPN http/1.1); required beyond loopback.
+    /// - Throws: `MatcherServerError.tlsRequired` beyond loopback without TLS, or why it cannot bind.
+    public static func bind(endpoint: MatcherAddress, tls: MatcherServer.TLS?) async throws -> AdminListener {
+        guard tls != nil || endpoint.isLocal else { throw MatcherServerError.tlsRequired(endpoint.description) }
+        let sslContext = try tls.map { tls -> NIOSSLContext in
+            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateChain)
+            let key = try NIOSSLPrivateKey(file: tls.privateKey, format: .pem)
+            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+            configuration.minimumTLSVersion = .tlsv12
+            configuration.applicationProtocols = ["http/1.1"]
+            return try NIOSSLContext(configuration: configuration)
+        }
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 64)
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { channel in
+            channel.eventLoop.makeCompletedFuture {
+                if let sslContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) }
+                try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                try channel.pipeline.syncOperations.addHandler(HTTPResponsePartAdapter())
+                return try Connection(wrappingChannelSynchronously: channel)
+            }
+        }
+        let channel: NIOAsyncChannel<Connection, Never>
+        switch endpoint {
+        case .tcp(let host, let port):
+            channel = try await bootstrap.bind(host: host == "localhost" ? "127.0.0.1" : host, port: port, childChannelInitializer: initializer)
+        case .unix(let path):
+            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initializer)
+        }
+        let address: String
+        switch channel.channel.localAddress {
+        case .v4(let v4)?: address = "\(v4.host):\(channel.channel.localAddress?.port ?? 0)"
+        case .v6(let v6)?: address = "[\(v6.host)]:\(channel.channel.localAddress?.port ?? 0)"
+        case .unixDomainSocket?: if case .unix(let path) = endpoint { address = "unix:\(path)" } else { address = "unix" }
+        case nil: address = endpoint.description
+        }
+        return AdminListener(channel: channel, address: address)
+    }
+
+    /// Stops accepting (the accept loop of ``serve(api:limits:)`` ends).
+    public func close() { channel.channel.close(promise: nil) }
+
+    /// Accepts connections until cancelled or closed; each is answered in its own child task.
+    /// - Parameters:
+    ///   - api: what answers the requests.
+    ///   - limits: the request time-out and the connection cap.
+    public func serve(api: AdminAPI, limits: TransportLimits = TransportLimits()) async throws {
+        let held = HeldConnections()
+        try await withThrowingDiscardingTaskGroup { group in
+            try await channel.executeThenClose { inbound in
+                for try await connection in inbound {
+                    let (count, _) = held.count.add(1, ordering: .relaxed)
+                    group.addTask {
+                        defer { held.count.subtract(1, ordering: .relaxed) }
+                        guard count <= limits.maxHTTPConnections else {
+                            try? await connection.channel.close()
+                            return
+                        }
+                        // Answered or not, the connection ends at the deadline.
+                        let deadline = connection.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(limits.httpRequestTimeout * 1e9))) {
+                            connection.channel.close(promise: nil)
+                        }
+                        defer { deadline.cancel() }
+                        await withTaskCancellationHandler {
+                            try? await Self.answer(connection, api: api)
+                        } onCancel: {
+                            connection.channel.close(promise: nil)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads one request (head, bounded body, end), answers it and closes the connection.
+    static func answer(_ connection: Connection, api: AdminAPI) async throws {
+        let peer = connection.channel.remoteAddress?.ipAddress ?? "unix"
+        try await connection.executeThenClose { inbound, outbound in
+            var head: HTTPRequestHead?
+            var body: [UInt8] = []
+            var tooLarge = false
+            for try await part in inbound {
+                switch part {
+                case .head(let requestHead): head = requestHead
+                case .body(let buffer):
+                    if body.count + buffer.readableBytes > AdminAPI.maxBodyBytes { tooLarge = true } else { body += buffer.readableBytesView }
+                case .end:
+                    guard let head else { return }
+                    var request = AdminRequest(method: head.method.rawValue, target: head.uri,
+                                               headers: head.headers.map { ($0.name, $0.value) }, body: body, peer: peer)
+                    if tooLarge { request.body = [UInt8](repeating: 0, count: AdminAPI.maxBodyBytes + 1) }
+                    let response = await api.handle(request)
+                    var headers = HTTPHeaders()
+                    headers.add(name: "Content-Type", value: response.contentType)
+                    headers.add(name: "Content-Length", value: "\(response.body.count)")
+                    headers.add(name: "Connection", value: "close")
+                    headers.add(name: "Cache-Control", value: "no-store")
+                    headers.add(name: "X-Content-Type-Options", value: "nosniff")
+                    headers.add(name: "X-Frame-Options", value: "DENY")
+                    headers.add(name: "Content-Security-Policy", value: "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; frame-ancestors 'none'")
+                    for (name, value) in response.headers { headers.add(name: name, value: value) }
+                    let status = HTTPResponseStatus(statusCode: response.status)
+                    try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)))
+                    if head.method != .HEAD { try await outbound.write(.body(ByteBuffer(bytes: response.body))) }
+                    try await outbound.write(.end(nil))
+                    return
+                }
+            }
+        }
+    }
+}

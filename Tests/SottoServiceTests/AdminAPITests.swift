@@ -1,0 +1,251 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import GRPCCore
+import SottoExchange
+import SottoExchangeService
+import SottoExchangeWire
+import Synchronization
+import Testing
+
+/// The admin API of `sotto serve --admin` (issue 34): operators' sessions, CSRF, failed logins, validation,
+/// audit; and over a real listener, a key made through it opens a session that its revocation cuts off.
+@Suite(.timeLimit(.minutes(1))) struct AdminAPITests {
+    /// A store with an operator, and an API on it with a clock the test moves.
+    final class Fixture: Sendable {
+        let directory: String
+        let store: SQLiteStore
+        let secret: String
+        /// Seconds since 1970, moved by the test.
+        final class Time: Sendable { let now = Mutex<Double>(1_800_000_000) }
+        let clock = Time()
+        let api: AdminAPI
+
+        init() async throws {
+            directory = try temporaryDirectory()
+            store = try SQLiteStore(path: directory + "/exchange.sqlite")
+            secret = try await store.createOperator(name: "alice").secret
+            let clock = self.clock
+            api = AdminAPI(store: store, now: { clock.now.withLock { $0 } })
+        }
+
+        func advance(_ seconds: Double) { clock.now.withLock { $0 += seconds } }
+
+        func login(_ secret: String? = nil, peer: String = "127.0.0.1") async -> AdminResponse {
+            await api.handle(AdminRequest(method: "POST", target: "/api/login", body: Self.body(["secret": secret ?? self.secret]), peer: peer))
+        }
+
+        /// Logs in: the session cookie's value and the CSRF token.
+        func session() async throws -> (cookie: String, csrf: String) {
+            let response = await login()
+            #expect(response.status == 200)
+            let setCookie = try #require(response.headers.first { $0.0 == "Set-Cookie" }?.1)
+            let cookie = try #require(setCookie.split(separator: ";").first.map(String.init))
+            return (cookie, try #require(response.json?["csrf"] as? String))
+        }
+
+        func call(_ method: String, _ target: String, _ body: [String: Any]? = nil, cookie: String? = nil, csrf: String? = nil,
+                  bearer: String? = nil) async -> AdminResponse {
+            var headers: [(String, String)] = []
+            if let cookie { headers.append(("Cookie", cookie)) }
+            if let csrf { headers.append(("X-CSRF-Token", csrf)) }
+            if let bearer { headers.append(("Authorization", "Bearer " + bearer)) }
+            return await api.handle(AdminRequest(method: method, target: target, headers: headers, body: body.map(Self.body) ?? []))
+        }
+
+        static func body(_ object: [String: Any]) -> [UInt8] { Array((try? JSONSerialization.data(withJSONObject: object)) ?? Data()) }
+    }
+
+    @Test func loginGivesAStrictCookieAndStateChangesNeedTheCSRFToken() async throws {
+        let fixture = try await Fixture()
+        let response = await fixture.login()
+        #expect(response.status == 200)
+        #expect(response.json?["operator"] as? String == "alice")
+        let setCookie = try #require(response.headers.first { $0.0 == "Set-Cookie" }?.1)
+        for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] { #expect(setCookie.contains(attribute), "\(setCookie)") }
+        #expect(!setCookie.contains("Secure"), "a loopback listener serves plain HTTP")
+        let (cookie, csrf) = try await fixture.session()
+
+        // Without a session: refused.
+        #expect(await fixture.call("GET", "/api/projects").status == 401)
+        // Reading needs the cookie only; changing needs the token too.
+        #expect(await fixture.call("GET", "/api/projects", cookie: cookie).status == 200)
+        let refused = await fixture.call("POST", "/api/projects", ["name": "museum"], cookie: cookie)
+        #expect(refused.status == 403)
+        #expect((refused.json?["error"] as? String)?.contains("X-CSRF-Token") == true)
+        #expect(await fixture.call("POST", "/api/projects", ["name": "museum"], cookie: cookie, csrf: String(repeating: "0", count: 64)).status == 403)
+        #expect(try await fixture.store.projects().isEmpty, "a refused request changes nothing")
+        let created = await fixture.call("POST", "/api/projects", ["name": "museum", "maxSessions": 10], cookie: cookie, csrf: csrf)
+        #expect(created.status == 201)
+        #expect(try await fixture.store.projects().map(\.name) == ["museum"])
+        // GET /api/session gives the token back (a reloaded page).
+        #expect(await fixture.call("GET", "/api/session", cookie: cookie).json?["csrf"] as? String == csrf)
+        // Logged out: the cookie no longer works.
+        #expect(await fixture.call("POST", "/api/logout", cookie: cookie, csrf: csrf).status == 200)
+        #expect(await fixture.call("GET", "/api/projects", cookie: cookie).status == 401)
+        // Idle sessions expire.
+        let (later, _) = try await fixture.session()
+        fixture.advance(AdminAPI.sessionIdleTimeout + 1)
+        #expect(await fixture.call("GET", "/api/projects", cookie: later).status == 401)
+
+        let audit = try await fixture.store.auditEntries(limit: 20)
+        #expect(audit.contains { $0.action == "csrf" && $0.actor == "operator:alice" && $0.outcome.hasPrefix("refused") })
+        #expect(audit.contains { $0.action == "project.create" && $0.target == "museum" && $0.outcome == "ok" && $0.time == 1_800_000_000 })
+        #expect(audit.filter { $0.action == "login" && $0.outcome == "ok" }.count == 3)
+    }
+
+    @Test func wrongCredentialsAreRefusedAndRateLimitedAndProjectKeysAreNotCredentials() async throws {
+        let fixture = try await Fixture()
+        _ = try await fixture.store.createProject(name: "museum", maxSessions: 10)
+        let projectKey = try await fixture.store.createKey(project: "museum", label: "", ratePerSecond: 1, burst: 1).key
+        let asKey = await fixture.login(projectKey)
+        #expect(asKey.status == 401)
+        #expect((asKey.json?["error"] as? String)?.contains("project key") == true)
+        #expect(await fixture.call("GET", "/api/projects", bearer: projectKey).status == 401)
+        // The operator's credential works as a bearer (tools), with no cookie and so no CSRF.
+        #expect(await fixture.call("POST", "/api/projects", ["name": "shop"], bearer: fixture.secret).status == 201)
+
+        let wrong = "sottoadmin_0011223344556677_" + String(repeating: "ab", count: 32)
+        // The two project-key attempts above were failures from this peer too.
+        for _ in 0..<(AdminAPI.loginFailureLimit - 2) { #expect(await fixture.login(wrong).status == 401) }
+        // The limit: from then on even the right secret is refused from that peer, for the window.
+        let limited = await fixture.login()
+        #expect(limited.status == 429)
+        #expect(limited.headers.contains { $0.0 == "Retry-After" })
+        #expect(await fixture.login(peer: "10.0.0.2").status == 200, "another peer is not limited")
+        fixture.advance(AdminAPI.loginWindow)
+        #expect(await fixture.login().status == 200)
+        let audit = try await fixture.store.auditEntries(limit: 50)
+        #expect(audit.contains { $0.action == "login" && $0.target == "a project key" && $0.outcome == "refused" })
+        #expect(audit.contains { $0.action == "login" && $0.target == "operator id 0011223344556677" })
+        #expect(audit.contains { $0.action == "login" && $0.outcome.contains("too many") })
+        #expect(!audit.contains { $0.target.contains(projectKey) || $0.outcome.contains("abab") }, "no secret in the audit")
+    }
+
+    @Test func inputIsValidatedAndALabelWithMarkupIsReturnedAsData() async throws {
+        let fixture = try await Fixture()
+        let (cookie, csrf) = try await fixture.session()
+        func post(_ target: String, _ body: [String: Any]) async -> AdminResponse {
+            await fixture.call("POST", target, body, cookie: cookie, csrf: csrf)
+        }
+        #expect(await fixture.api.handle(AdminRequest(method: "POST", target: "/api/projects", headers: [("Cookie", cookie), ("X-CSRF-Token", csrf)],
+                                                      body: Array("not json".utf8))).status == 400)
+        #expect(await post("/api/projects", ["maxSessions": 3]).json?["error"] as? String == "'name' is required")
+        #expect(await post("/api/projects", ["name": "x", "maxSessions": 0]).status == 400)
+        #expect(await post("/api/projects", ["name": "x", "maxSessions": "many"]).status == 400)
+        #expect(await post("/api/projects", ["name": "a\nb"]).status == 400)
+        #expect(await post("/api/projects", ["name": "museum"]).status == 201)
+        #expect(await post("/api/projects", ["name": "museum"]).status == 409)
+        #expect(await post("/api/projects/nowhere/keys", [:]).status == 404)
+        #expect(await post("/api/projects/museum/keys", ["requestsPerSecond": -1]).status == 400)
+        #expect(await post("/api/projects/museum/keys", ["burst": 1e12]).status == 400)
+        #expect(await post("/api/projects/museum/keys", ["origins": ["ftp://x"]]).status == 400)
+        #expect(await post("/api/keys/nope/revoke", [:]).status == 404)
+        let huge = await fixture.api.handle(AdminRequest(method: "POST", target: "/api/projects", headers: [("Cookie", cookie), ("X-CSRF-Token", csrf)],
+                                                         body: [UInt8](repeating: 32, count: AdminAPI.maxBodyBytes + 1)))
+        #expect(huge.status == 413)
+        #expect(await fixture.call("DELETE", "/api/projects", cookie: cookie).status == 405)
+        #expect(await fixture.call("GET", "/api/nothing", cookie: cookie).status == 404)
+
+        let label = "<img src=x onerror=alert(1)><script>alert(2)</script>"
+        let created = await post("/api/projects/museum/keys", ["label": label, "requestsPerSecond": 5, "burst": 10,
+                                                               "origins": ["https://museum.example"]])
+        #expect(created.status == 201)
+        #expect(created.contentType == "application/json")
+        let secret = try #require(created.json?["secret"] as? String)
+        #expect(secret.hasPrefix("sotto_"))
+        let listed = await fixture.call("GET", "/api/projects/museum/keys", cookie: cookie)
+        let keys = try #require(listed.json?["keys"] as? [[String: Any]])
+        #expect(keys.count == 1)
+        #expect(keys.first?["label"] as? String == label, "the label comes back as data, unchanged")
+        #expect(keys.first?["origins"] as? [String] == ["https://museum.example"])
+        #expect(keys.first?["secret"] == nil && !String(decoding: listed.body, as: UTF8.self).contains(secret), "a listing holds no secret")
+        let audit = await fixture.call("GET", "/api/audit?limit=5", cookie: cookie)
+        #expect((audit.json?["entries"] as? [[String: Any]])?.count == 5)
+        #expect(await fixture.call("GET", "/api/audit?limit=0", cookie: cookie).status == 400)
+    }
+
+    @Test func aRevokedOperatorIsLoggedOut() async throws {
+        let fixture = try await Fixture()
+        let (cookie, _) = try await fixture.session()
+        try await fixture.store.revokeOperator("alice")
+        #expect(await fixture.call("GET", "/api/projects", cookie: cookie).status == 401)
+        #expect(await fixture.login().status == 401)
+        #expect(await fixture.call("GET", "/api/projects", bearer: fixture.secret).status == 401)
+    }
+
+    /// Over real sockets: `sotto serve`'s server with its admin listener on loopback.
+    @Test func aKeyMadeThroughTheAdminListenerOpensASessionThatItsRevocationCutsOff() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteStore(path: directory + "/exchange.sqlite")
+        let operatorSecret = try await store.createOperator(name: "alice").secret
+        let (listening, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .unbounded)
+        var configuration = TestServer.fastConfiguration
+        configuration.revocationPollInterval = 30  // the admin listener cuts the sessions off itself, not the poll
+        let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store, configuration: configuration,
+                                       admin: AdminOptions(endpoint: .tcp(host: "127.0.0.1", port: 0)) { continuation.yield("admin " + $0) }) { service, _ in
+            continuation.yield("grpc " + service)
+        }
+        let task = Task { try await server.run() }
+        defer { task.cancel() }
+        let bound = try await withDeadline(10, "the listeners") { () -> (admin: String, grpc: String)? in
+            var admin = "", grpc = ""
+            for await line in listening {
+                if line.hasPrefix("admin ") { admin = String(line.dropFirst(6)) } else { grpc = String(line.dropFirst(5)) }
+                if !admin.isEmpty && !grpc.isEmpty { return (admin, grpc) }
+            }
+            return nil
+        }
+        let (admin, grpc) = try #require(bound)
+        let session = URLSession(configuration: .ephemeral)
+        func call(_ method: String, _ path: String, _ body: [String: Any]? = nil, headers: [String: String] = [:]) async throws -> (Int, [String: Any], HTTPURLResponse?) {
+            var request = URLRequest(url: URL(string: "http://\(admin)\(path)")!)
+            request.httpMethod = method
+            request.timeoutInterval = 5
+            request.httpShouldHandleCookies = false
+            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+            if let body {
+                request.httpBody = try JSONSerialization.data(withJSONObject: body)
+                request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            }
+            let (data, response) = try await session.data(for: request)
+            let http = response as? HTTPURLResponse
+            return (http?.statusCode ?? -1, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:], http)
+        }
+        let login = try await call("POST", "/api/login", ["secret": operatorSecret])
+        #expect(login.0 == 200)
+        let cookie = try #require(login.2?.value(forHTTPHeaderField: "Set-Cookie")?.split(separator: ";").first.map(String.init))
+        let csrf = try #require(login.1["csrf"] as? String)
+        let authenticated = ["Cookie": cookie, "X-CSRF-Token": csrf]
+        #expect(try await call("POST", "/api/projects", ["name": "museum", "maxSessions": 10], headers: authenticated).0 == 201)
+        let created = try await call("POST", "/api/projects/museum/keys", ["label": "kiosk", "requestsPerSecond": 100, "burst": 100], headers: authenticated)
+        #expect(created.0 == 201)
+        let key = try #require(created.1["secret"] as? String)
+        let keyID = try #require((created.1["key"] as? [String: Any])?["id"] as? String)
+
+        // The key opens a session on the exchange; the operator's credential does not, nor the key the admin API.
+        let client = try RawClient(try MatcherAddress(parsing: grpc))
+        defer { Task { await client.close() } }
+        let kiosk = RawSession(client)
+        #expect(await kiosk.hello(key: key) != nil)
+        let intruder = RawSession(client)
+        intruder.send(.hello(key: operatorSecret, broadcasts: true, clientVersion: "raw-test"))
+        #expect(await intruder.end() != nil)
+        #expect(RevocationTests.isUnauthenticated(intruder), "an admin credential is refused on the exchange port")
+        #expect(try await call("GET", "/api/projects", headers: ["Authorization": "Bearer " + key]).0 == 401, "a project key is refused on the admin port")
+
+        let start = ContinuousClock.now
+        #expect(try await call("POST", "/api/keys/\(keyID)/revoke", headers: authenticated).0 == 200)
+        let ended = await RevocationTests.endTime(of: kiosk, since: start)
+        #expect(ended.map { $0 < RevocationTests.bound } == true, "the revoked key's session ended after \(ended.map { "\($0) s" } ?? "never")")
+        #expect(RevocationTests.isUnauthenticated(kiosk))
+
+        let audit = try await store.auditEntries(limit: 10).filter { $0.actor == "operator:alice" }.map(\.action)
+        #expect(audit.prefix(3) == ["key.revoke", "key.create", "project.create"])
+        #expect(audit.contains("login"))
+        kiosk.cancel()
+        intruder.cancel()
+    }
+}
