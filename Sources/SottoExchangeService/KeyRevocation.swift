@@ -17,7 +17,14 @@ extension MatcherServer {
                 logger.debug("checking for revoked keys: \(error)")
                 continue
             }
-            let revoked = Set(records.lazy.filter { $0.revoked && inUse.contains($0.id) }.map(\.id))
+            // Revoked, rotated past their overlap, or of a disabled project (issue 34): all cut off alike.
+            let now = Date().timeIntervalSince1970
+            var disabled: Set<String> = []
+            if records.contains(where: { inUse.contains($0.id) && !$0.isRetired(at: now) }) {
+                guard let projects = try? await store.projects() else { continue }
+                disabled = Set(projects.lazy.filter(\.disabled).map(\.id))
+            }
+            let revoked = Set(records.lazy.filter { inUse.contains($0.id) && ($0.isRetired(at: now) || disabled.contains($0.projectID)) }.map(\.id))
             if !revoked.isEmpty { await host.revoke(keys: revoked) }
         }
     }

@@ -161,6 +161,12 @@ import Testing
         #expect(keys.first?["label"] as? String == label, "the label comes back as data, unchanged")
         #expect(keys.first?["origins"] as? [String] == ["https://museum.example"])
         #expect(keys.first?["secret"] == nil && !String(decoding: listed.body, as: UTF8.self).contains(secret), "a listing holds no secret")
+        #expect(await post("/api/projects/museum/rename", ["name": "gallery"]).json?["project"].flatMap { ($0 as? [String: Any])?["name"] as? String } == "gallery")
+        #expect(await post("/api/projects/gallery/rename", ["name": "<b>x</b>\n"]).status == 400)
+        #expect(await post("/api/projects/gallery/disable", [:]).json?["project"].flatMap { ($0 as? [String: Any])?["disabled"] as? Bool } == true)
+        #expect(await post("/api/projects/gallery/enable", [:]).status == 200)
+        #expect(await post("/api/keys/nope/rotate", [:]).status == 404)
+        #expect(await post("/api/keys/\(keys.first?["id"] as? String ?? "")/rotate", ["overlapSeconds": -5]).status == 400)
         let audit = await fixture.call("GET", "/api/audit?limit=5", cookie: cookie)
         #expect((audit.json?["entries"] as? [[String: Any]])?.count == 5)
         #expect(await fixture.call("GET", "/api/audit?limit=0", cookie: cookie).status == 400)
@@ -182,8 +188,7 @@ import Testing
         let store = try SQLiteStore(path: directory + "/exchange.sqlite")
         let operatorSecret = try await store.createOperator(name: "alice").secret
         let (listening, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .unbounded)
-        var configuration = TestServer.fastConfiguration
-        configuration.revocationPollInterval = 30  // the admin listener cuts the sessions off itself, not the poll
+        let configuration = TestServer.fastConfiguration
         let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store, configuration: configuration,
                                        admin: AdminOptions(endpoint: .tcp(host: "127.0.0.1", port: 0)) { continuation.yield("admin " + $0) }) { service, _ in
             continuation.yield("grpc " + service)
@@ -242,9 +247,31 @@ import Testing
         #expect(ended.map { $0 < RevocationTests.bound } == true, "the revoked key's session ended after \(ended.map { "\($0) s" } ?? "never")")
         #expect(RevocationTests.isUnauthenticated(kiosk))
 
-        let audit = try await store.auditEntries(limit: 10).filter { $0.actor == "operator:alice" }.map(\.action)
-        #expect(audit.prefix(3) == ["key.revoke", "key.create", "project.create"])
+        // Rotated with a short overlap: the old key's session goes on, then is cut off once the overlap is over.
+        let second = try await call("POST", "/api/projects/museum/keys", ["label": "screen"], headers: authenticated)
+        let secondKey = try #require(second.1["secret"] as? String)
+        let secondID = try #require((second.1["key"] as? [String: Any])?["id"] as? String)
+        let screen = RawSession(client)
+        #expect(await screen.hello(key: secondKey) != nil)
+        let rotated = try await call("POST", "/api/keys/\(secondID)/rotate", ["overlapSeconds": 1], headers: authenticated)
+        #expect(rotated.0 == 201)
+        let rotatedKey = try #require(rotated.1["secret"] as? String)
+        #expect(screen.ended == nil, "the old key works during the overlap")
+        #expect(await screen.end(5) != nil, "the old key's session ends after the overlap")
+        #expect(RevocationTests.isUnauthenticated(screen))
+
+        // A disabled project: its keys' sessions end, and none opens.
+        let rotatedSession = RawSession(client)
+        #expect(await rotatedSession.hello(key: rotatedKey) != nil)
+        #expect(try await call("POST", "/api/projects/museum/disable", headers: authenticated).0 == 200)
+        #expect(await rotatedSession.end(RevocationTests.bound * 5) != nil)
+        #expect(RevocationTests.isUnauthenticated(rotatedSession))
+
+        let audit = try await store.auditEntries(limit: 20).filter { $0.actor == "operator:alice" }.map(\.action)
+        #expect(audit.prefix(6) == ["project.disable", "key.rotate", "key.create", "key.revoke", "key.create", "project.create"])
         #expect(audit.contains("login"))
+        screen.cancel()
+        rotatedSession.cancel()
         kiosk.cancel()
         intruder.cancel()
     }

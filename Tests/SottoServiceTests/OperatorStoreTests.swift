@@ -64,4 +64,44 @@ import Testing
         #expect(forged.target == "evil?forged line")
         #expect(!forged.outcome.contains("\n"))
     }
+
+    @Test(arguments: StoreKind.allCases)
+    func projectsAreRenamedAndDisabledAndKeysRotatedWithAnOverlap(_ kind: StoreKind) async throws {
+        let (store, close) = try await kind.makeStore()
+        defer { Task { await close() } }
+        let museum = try await store.createProject(name: "museum", maxSessions: 5)
+        _ = try await store.createProject(name: "shop", maxSessions: 5)
+        let renamed = try await store.renameProject("museum", to: "gallery")
+        #expect(renamed.id == museum.id && renamed.name == "gallery")
+        #expect(try await store.project(id: museum.id)?.name == "gallery")
+        await #expect(throws: StoreError.duplicateProject("shop")) { _ = try await store.renameProject("gallery", to: "shop") }
+        await #expect(throws: StoreError.unknownProject("museum")) { _ = try await store.renameProject("museum", to: "x") }
+        #expect(try await store.renameProject("gallery", to: "gallery").name == "gallery", "its own name again is no clash")
+
+        let (old, oldKey) = try await store.createKey(project: "gallery", label: "kiosk", ratePerSecond: 7, burst: 9, origins: ["https://a.example"])
+        #expect(old.lastUsed == nil)
+        // Disabled: its keys open nothing; enabled again: they do.
+        #expect(try await store.setProjectDisabled("gallery", true).disabled)
+        #expect(try await store.projects().first { $0.id == museum.id }?.disabled == true)
+        #expect(try await APIKeys.authenticate(oldKey, in: store) == nil)
+        #expect(try await store.setProjectDisabled(museum.id, false).disabled == false)
+        #expect(try await APIKeys.authenticate(oldKey, in: store) != nil)
+        // Its use is noted (not waited for by the session).
+        #expect(await eventually(5) { (try? await store.key(id: old.id))??.lastUsed != nil })
+
+        // Rotated with an hour's overlap: both work, the new one with the old one's settings.
+        let (new, newKey) = try await store.rotateKey(id: old.id, overlap: 3_600)
+        #expect(new.id != old.id && new.label == "kiosk" && new.ratePerSecond == 7 && new.burst == 9 && new.origins == ["https://a.example"])
+        #expect(try await APIKeys.authenticate(newKey, in: store)?.keyID == new.id)
+        #expect(try await APIKeys.authenticate(oldKey, in: store)?.keyID == old.id)
+        let expires = try #require(try await store.key(id: old.id)?.expires)
+        #expect(abs(expires - (Date().timeIntervalSince1970 + 3_600)) < 60)
+        // Rotated again with no overlap: the old one stops at once; a retired key cannot be rotated.
+        let (newer, newerKey) = try await store.rotateKey(id: new.id, overlap: 0)
+        #expect(try await APIKeys.authenticate(newKey, in: store) == nil)
+        #expect(try await APIKeys.authenticate(newerKey, in: store)?.keyID == newer.id)
+        await #expect(throws: StoreError.invalid("key \(new.id) is revoked or expired: create a new one")) { _ = try await store.rotateKey(id: new.id, overlap: 10) }
+        await #expect(throws: StoreError.unknownKey("nope")) { _ = try await store.rotateKey(id: "nope", overlap: 10) }
+        await #expect(throws: StoreError.invalid("the overlap is 0 to 2592000 s (30 days)")) { _ = try await store.rotateKey(id: newer.id, overlap: -1) }
+    }
 }

@@ -84,7 +84,9 @@ public struct AdminResponse: Sendable {
 /// `POST /api/login {"secret"}`, `POST /api/logout`, `GET /api/session`, `GET /api/projects`,
 /// `POST /api/projects {"name", "maxSessions"}`, `GET /api/projects/P/keys`,
 /// `POST /api/projects/P/keys {"label", "requestsPerSecond", "burst", "origins"}` (the key's secret is in the
-/// answer, once), `POST /api/keys/ID/revoke`, `GET /api/audit?limit=N`.
+/// answer, once), `POST /api/projects/P/rename {"name"}`, `POST /api/projects/P/disable` (its keys' sessions
+/// are cut off) and `.../enable`, `POST /api/keys/ID/revoke`, `POST /api/keys/ID/rotate {"overlapSeconds"}`
+/// (a new secret, once; the old one works for the overlap, default 3600 s), `GET /api/audit?limit=N`.
 public actor AdminAPI {
     /// Largest request body accepted (bytes).
     public static let maxBodyBytes = 16 * 1024
@@ -172,7 +174,7 @@ public actor AdminAPI {
 
     private func dispatch(_ segments: [String], _ request: AdminRequest, _ caller: Caller, _ store: AuditedStore) async throws(StoreError) -> AdminResponse {
         // PATH with the path's variable parts as '*', and those parts.
-        let variable: Set<Int> = segments.count == 3 && (segments[0] == "projects" || segments[0] == "keys") ? [1] : []
+        let variable: Set<Int> = segments.count == 3 && ["projects", "keys"].contains(segments[0]) ? [1] : []
         let shape = segments.enumerated().map { variable.contains($0.offset) ? "*" : $0.element }.joined(separator: "/")
         let argument = variable.isEmpty ? "" : segments[1]
         switch (request.method, shape) {
@@ -202,6 +204,21 @@ public actor AdminAPI {
             let label = body.label ?? "", rate = body.requestsPerSecond ?? 50, burst = body.burst ?? 200, origins = body.origins ?? []
             let (record, key) = try await store.createKey(project: project, label: label, ratePerSecond: rate, burst: burst, origins: origins)
             return .json(201, ["key": Self.json(record), "secret": key])
+        case ("POST", "projects/*/rename"):
+            let name = try Self.decode(RenameBody.self, request.body).name
+            return .json(200, ["project": Self.json(try await store.renameProject(argument, to: name))])
+        case ("POST", "projects/*/disable"), ("POST", "projects/*/enable"):
+            let disabled = segments[2] == "disable"
+            let project = try await store.setProjectDisabled(argument, disabled)
+            // Its keys' sessions on this node end at once (other nodes: their revocation poll).
+            if disabled { await onRevoke(Set(try await self.store.keys(project: project.id).map(\.id))) }
+            return .json(200, ["project": Self.json(project)])
+        case ("POST", "keys/*/rotate"):
+            let body = try Self.decode(RotateBody.self, request.body)
+            let overlap = body.overlapSeconds ?? 3_600
+            guard overlap.isFinite, (0...2_592_000).contains(overlap) else { throw .invalid("'overlapSeconds' must be 0 to 2592000 (30 days)") }
+            let (record, key) = try await store.rotateKey(id: argument, overlap: overlap)
+            return .json(201, ["key": Self.json(record), "secret": key, "previousExpires": now() + overlap])
         case ("POST", "keys/*/revoke"):
             let id = argument
             try await store.revokeKey(id: id)
@@ -333,15 +350,19 @@ public actor AdminAPI {
         }
     }
 
-    static func json(_ project: Project) -> [String: Any] { ["id": project.id, "name": project.name, "maxSessions": project.maxSessions] }
+    static func json(_ project: Project) -> [String: Any] {
+        ["id": project.id, "name": project.name, "maxSessions": project.maxSessions, "disabled": project.disabled]
+    }
 
     static func json(_ key: APIKeyRecord) -> [String: Any] {
         ["id": key.id, "project": key.projectID, "label": key.label, "revoked": key.revoked, "requestsPerSecond": key.ratePerSecond,
-         "burst": key.burst, "origins": key.origins]
+         "burst": key.burst, "origins": key.origins, "expires": key.expires ?? NSNull(), "lastUsed": key.lastUsed ?? NSNull()]
     }
 
     struct LoginBody: Decodable { let secret: String }
     struct ProjectBody: Decodable { let name: String; let maxSessions: Int? }
+    struct RenameBody: Decodable { let name: String }
+    struct RotateBody: Decodable { let overlapSeconds: Double? }
     struct KeyBody: Decodable { let label: String?; let requestsPerSecond: Double?; let burst: Double?; let origins: [String]? }
 
     /// The body decoded as `T`, or a 400 naming what is wrong.

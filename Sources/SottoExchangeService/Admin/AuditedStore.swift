@@ -105,6 +105,24 @@ public struct AuditedStore: ExchangeStore {
         try await audited("operator.revoke", nameOrID) { () throws(StoreError) in try await base.revokeOperator(nameOrID) }
     }
 
+    public func renameProject(_ project: String, to name: String) async throws(StoreError) -> Project {
+        try await audited("project.rename", "\(project) to \(name)") { () throws(StoreError) in try await base.renameProject(project, to: name) }
+    }
+
+    public func setProjectDisabled(_ project: String, _ disabled: Bool) async throws(StoreError) -> Project {
+        try await audited(disabled ? "project.disable" : "project.enable", project) { () throws(StoreError) in
+            try await base.setProjectDisabled(project, disabled)
+        }
+    }
+
+    public func rotateKey(id: String, overlap: Double) async throws(StoreError) -> (APIKeyRecord, key: String) {
+        try await audited("key.rotate", id, target: { "\(id) to \($0.0.id), overlap \(overlap) s" }) { () throws(StoreError) in
+            try await base.rotateKey(id: id, overlap: overlap)
+        }
+    }
+
+    public func recordKeyUse(id: String) async throws(StoreError) { try await base.recordKeyUse(id: id) }
+
     public func appendAudit(_ entry: AuditEntry) async throws(StoreError) { try await base.appendAudit(entry) }
     public func auditEntries(limit: Int) async throws(StoreError) -> [AuditEntry] { try await base.auditEntries(limit: limit) }
 }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import SottoExchange
 import SottoSupport
+import Synchronization
 
 /// A project: the unit of isolation (Nearby's console project). Sessions of one project never see another
 /// project's messages, tokens or sightings; public beacon attachments are the one exception.
@@ -10,6 +11,9 @@ public struct Project: Sendable, Hashable, Codable {
     public let name: String
     /// Most sessions the project may hold at once.
     public let maxSessions: Int
+    /// A disabled project's keys open no session (its sessions are cut off as a revoked key's); it can be
+    /// enabled again.
+    public var disabled: Bool = false
 
     /// Checks a project name: 1 to 100 characters, no '/', no control characters (a newline or tab would
     /// break the one-line-per-project listings). Both stores apply it.
@@ -52,6 +56,14 @@ public struct APIKeyRecord: Sendable, Hashable {
     /// The web origins (`https://host[:port]`) whose pages may open sessions with the key over the web
     /// transport; empty: none (the key serves native clients only). See ``WebOrigin``.
     public var origins: [String] = []
+    /// When a rotated key stops working (seconds since 1970); nil: until revoked.
+    public var expires: Double? = nil
+    /// When the key last opened a session (seconds since 1970, to about a minute); nil: never.
+    public var lastUsed: Double? = nil
+
+    /// True when the key no longer opens sessions at `now`: revoked, or rotated and past its overlap.
+    /// - Parameter now: seconds since 1970.
+    public func isRetired(at now: Double) -> Bool { revoked || (expires.map { $0 <= now } ?? false) }
 }
 
 /// A key that authenticated: its project and limits.
@@ -170,6 +182,15 @@ public protocol ExchangeStore: Sendable {
     func operatorRecord(id: String) async throws(StoreError) -> OperatorRecord?
     /// Revokes an operator, by name or id: it can no longer log in.
     func revokeOperator(_ nameOrID: String) async throws(StoreError)
+    /// Renames a project (by id or name); its id, keys and sessions stay.
+    func renameProject(_ project: String, to name: String) async throws(StoreError) -> Project
+    /// Disables (or enables again) a project, by id or name: a disabled project's keys open no session.
+    func setProjectDisabled(_ project: String, _ disabled: Bool) async throws(StoreError) -> Project
+    /// Rotates a key: a new key with the same project, label, limits and origins (its full text returned, shown
+    /// once), while the old one keeps working for `overlap` seconds (then it stops, as if revoked).
+    func rotateKey(id: String, overlap: Double) async throws(StoreError) -> (APIKeyRecord, key: String)
+    /// Notes that a key opened a session now (at most one write a minute per key).
+    func recordKeyUse(id: String) async throws(StoreError)
     /// Appends a line to the audit log.
     func appendAudit(_ entry: AuditEntry) async throws(StoreError)
     /// The last `limit` lines of the audit log, newest first.
@@ -228,10 +249,28 @@ public enum APIKeys {
         let presented = hash(parsed?.secret ?? key)
         let expected = record?.secretHash ?? [UInt8](repeating: 0, count: presented.count)
         let matches = constantTimeEqual(presented, expected)
-        guard matches, let record, !record.revoked, let project = try await store.project(id: record.projectID) else { return nil }
+        let now = Date().timeIntervalSince1970
+        guard matches, let record, !record.isRetired(at: now), let project = try await store.project(id: record.projectID), !project.disabled else {
+            return nil
+        }
+        // Last use, for operators: at most one write a minute per key from this process, not waited for.
+        if noteUse(of: record.id, at: now) { Task { try? await store.recordKeyUse(id: record.id) } }
         return AuthenticatedKey(keyID: record.id, project: project, ratePerSecond: record.ratePerSecond, burst: record.burst,
                                 origins: record.origins)
     }
 
     static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
+
+    /// When this process last wrote each key's last use (cleared when it holds 10 000 keys).
+    private static let usesWritten = Mutex<[String: Double]>([:])
+
+    /// True when the key's last use should be written now (none written by this process within a minute).
+    static func noteUse(of id: String, at now: Double) -> Bool {
+        usesWritten.withLock { written in
+            if let last = written[id], now - last < 60 { return false }
+            if written.count >= 10_000 { written.removeAll() }
+            written[id] = now
+            return true
+        }
+    }
 }

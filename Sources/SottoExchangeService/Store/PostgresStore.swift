@@ -123,6 +123,12 @@ public final class PostgresStore: ExchangeStore {
                 action text NOT NULL, target text NOT NULL, outcome text NOT NULL)
             """,
         ],
+        // Disabled projects; rotated keys' end of overlap; keys' last use (issue 34).
+        [
+            "ALTER TABLE project ADD COLUMN disabled boolean NOT NULL DEFAULT false",
+            "ALTER TABLE api_key ADD COLUMN expires double precision",
+            "ALTER TABLE api_key ADD COLUMN last_used double precision",
+        ],
     ]
 
     /// The key of the transaction-level advisory lock that serialises migrations ("sotto" in ASCII).
@@ -170,15 +176,15 @@ public final class PostgresStore: ExchangeStore {
     public func projects() async throws(StoreError) -> [Project] {
         try await withConnection { connection in
             // COLLATE "C": byte order, as SQLite's BINARY collation sorts.
-            try await Self.all((String, String, Int).self, "SELECT id, name, max_sessions FROM project ORDER BY name COLLATE \"C\"",
+            try await Self.all((String, String, Int, Bool).self, "SELECT id, name, max_sessions, disabled FROM project ORDER BY name COLLATE \"C\"",
                                on: connection).map(Self.project)
         }
     }
 
     public func project(id: String) async throws(StoreError) -> Project? {
         try await withConnection { connection in
-            try await Self.all((String, String, Int).self, """
-                SELECT id, name, max_sessions FROM project WHERE id = \(id) OR name = \(id) ORDER BY id = \(id) DESC LIMIT 1
+            try await Self.all((String, String, Int, Bool).self, """
+                SELECT id, name, max_sessions, disabled FROM project WHERE id = \(id) OR name = \(id) ORDER BY id = \(id) DESC LIMIT 1
                 """, on: connection).first.map(Self.project)
         }
     }
@@ -229,14 +235,18 @@ public final class PostgresStore: ExchangeStore {
         }
     }
 
-    private static func project(_ row: (String, String, Int)) -> Project { Project(id: row.0, name: row.1, maxSessions: row.2) }
+    private static func project(_ row: (String, String, Int, Bool)) -> Project {
+        var project = Project(id: row.0, name: row.1, maxSessions: row.2)
+        project.disabled = row.3
+        return project
+    }
 
-    private typealias KeyRow = (String, String, String, ByteBuffer, Bool, Double, Double, String)
-    private static let keyColumns = "id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins"
+    private typealias KeyRow = (String, String, String, ByteBuffer, Bool, Double, Double, String, Double?, Double?)
+    private static let keyColumns = "id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins, expires, last_used"
 
     private static func key(_ row: KeyRow) -> APIKeyRecord {
         APIKeyRecord(id: row.0, projectID: row.1, label: row.2, secretHash: Array(row.3.readableBytesView), revoked: row.4,
-                     ratePerSecond: row.5, burst: row.6, origins: WebOrigin.parseStored(row.7))
+                     ratePerSecond: row.5, burst: row.6, origins: WebOrigin.parseStored(row.7), expires: row.8, lastUsed: row.9)
     }
 
     public func revokeKey(id: String) async throws(StoreError) {
@@ -316,6 +326,68 @@ public final class PostgresStore: ExchangeStore {
     public func registryVersion() async throws(StoreError) -> Int64 {
         try await withConnection { connection in
             try await Self.one(Int64.self, "SELECT version FROM registry_version", on: connection) ?? 0
+        }
+    }
+
+    // MARK: Console operations (issue 34)
+
+    public func renameProject(_ project: String, to name: String) async throws(StoreError) -> Project {
+        try Project.checkName(name)
+        guard let existing = try await self.project(id: project) else { throw .unknownProject(project) }
+        let id = existing.id
+        let renamed = try await withConnection { connection in
+            try await Self.one(String.self, """
+                UPDATE project SET name = \(name) WHERE id = \(id)
+                AND NOT EXISTS (SELECT 1 FROM project WHERE name = \(name) AND id <> \(id)) RETURNING id
+                """, on: connection)
+        }
+        guard renamed != nil else {
+            // The name is another project's (the unique index refuses a race between two renames the same way).
+            throw .duplicateProject(name)
+        }
+        var result = Project(id: existing.id, name: name, maxSessions: existing.maxSessions)
+        result.disabled = existing.disabled
+        return result
+    }
+
+    public func setProjectDisabled(_ project: String, _ disabled: Bool) async throws(StoreError) -> Project {
+        guard var existing = try await self.project(id: project) else { throw .unknownProject(project) }
+        let id = existing.id
+        try await withConnection { connection in
+            try await Self.run("UPDATE project SET disabled = \(disabled) WHERE id = \(id)", on: connection)
+        }
+        existing.disabled = disabled
+        return existing
+    }
+
+    public func rotateKey(id: String, overlap: Double) async throws(StoreError) -> (APIKeyRecord, key: String) {
+        guard overlap.isFinite, (0...30 * 86_400).contains(overlap) else { throw .invalid("the overlap is 0 to 2592000 s (30 days)") }
+        guard let old = try await key(id: id) else { throw .unknownKey(id) }
+        guard !old.isRetired(at: Date().timeIntervalSince1970) else { throw .invalid("key \(id) is revoked or expired: create a new one") }
+        let (newID, key, hash) = APIKeys.generate()
+        let record = APIKeyRecord(id: newID, projectID: old.projectID, label: old.label, secretHash: hash, revoked: false,
+                                  ratePerSecond: old.ratePerSecond, burst: old.burst, origins: old.origins)
+        let stored = WebOrigin.stored(old.origins)
+        try await transaction { connection in
+            try await Self.run("""
+                INSERT INTO api_key (id, project_id, label, secret_hash, rate_per_second, burst, created, origins)
+                VALUES (\(newID), \(old.projectID), \(old.label), \(ByteBuffer(bytes: hash)), \(old.ratePerSecond), \(old.burst),
+                        extract(epoch from clock_timestamp()), \(stored))
+                """, on: connection)
+            try await Self.run("""
+                UPDATE api_key SET expires = LEAST(COALESCE(expires, 'Infinity'), extract(epoch from clock_timestamp()) + \(overlap))
+                WHERE id = \(id)
+                """, on: connection)
+        }
+        return (record, key)
+    }
+
+    public func recordKeyUse(id: String) async throws(StoreError) {
+        try await withConnection { connection in
+            try await Self.run("""
+                UPDATE api_key SET last_used = extract(epoch from clock_timestamp())
+                WHERE id = \(id) AND (last_used IS NULL OR last_used < extract(epoch from clock_timestamp()) - 60)
+                """, on: connection)
         }
     }
 

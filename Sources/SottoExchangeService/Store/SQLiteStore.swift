@@ -97,6 +97,14 @@ public final class SQLiteStore: ExchangeStore {
                     target TEXT NOT NULL, outcome TEXT NOT NULL);
                 """)
         }
+        // Disabled projects; rotated keys' end of overlap; keys' last use (issue 34).
+        migrator.registerMigration("v5") { db in
+            try db.execute(sql: """
+                ALTER TABLE project ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE api_key ADD COLUMN expires REAL;
+                ALTER TABLE api_key ADD COLUMN last_used REAL;
+                """)
+        }
         return migrator
     }
 
@@ -120,7 +128,7 @@ public final class SQLiteStore: ExchangeStore {
             if try Row.fetchOne(db, sql: "SELECT 1 FROM project WHERE name = ?", arguments: [name]) != nil {
                 throw StoreError.duplicateProject(name)
             }
-            try db.execute(sql: "INSERT INTO project VALUES (?, ?, ?, ?)",
+            try db.execute(sql: "INSERT INTO project (id, name, max_sessions, created) VALUES (?, ?, ?, ?)",
                            arguments: [project.id, name, maxSessions, Date().timeIntervalSince1970])
             return project
         }
@@ -128,17 +136,21 @@ public final class SQLiteStore: ExchangeStore {
 
     public func projects() async throws(StoreError) -> [Project] {
         try await read { db in
-            try Row.fetchAll(db, sql: "SELECT id, name, max_sessions FROM project ORDER BY name").map(Self.project)
+            try Row.fetchAll(db, sql: "SELECT id, name, max_sessions, disabled FROM project ORDER BY name").map(Self.project)
         }
     }
 
     public func project(id: String) async throws(StoreError) -> Project? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT id, name, max_sessions FROM project WHERE id = ? OR name = ?", arguments: [id, id]).map(Self.project)
+            try Row.fetchOne(db, sql: "SELECT id, name, max_sessions, disabled FROM project WHERE id = ? OR name = ?", arguments: [id, id]).map(Self.project)
         }
     }
 
-    private static func project(_ row: Row) -> Project { Project(id: row[0], name: row[1], maxSessions: row[2]) }
+    private static func project(_ row: Row) -> Project {
+        var project = Project(id: row[0], name: row[1], maxSessions: row[2])
+        project.disabled = row[3] as Bool
+        return project
+    }
 
     public func createKey(project: String, label: String, ratePerSecond: Double, burst: Double, origins: [String]) async throws(StoreError)
         -> (APIKeyRecord, key: String) {
@@ -152,7 +164,7 @@ public final class SQLiteStore: ExchangeStore {
         let record = APIKeyRecord(id: id, projectID: owner.id, label: label, secretHash: hash, revoked: false,
                                   ratePerSecond: ratePerSecond, burst: burst, origins: origins)
         try await write { db in
-            try db.execute(sql: "INSERT INTO api_key VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)",
+            try db.execute(sql: "INSERT INTO api_key (id, project_id, label, secret_hash, revoked, rate_per_second, burst, created, origins) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)",
                            arguments: [id, owner.id, label, Data(hash), ratePerSecond, burst, Date().timeIntervalSince1970,
                                        WebOrigin.stored(origins)])
         }
@@ -167,7 +179,7 @@ public final class SQLiteStore: ExchangeStore {
         }
         let ownerID = owner?.id
         return try await read { db in
-            let sql = "SELECT id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins FROM api_key"
+            let sql = "SELECT \(Self.keyColumns) FROM api_key"
             let rows = try ownerID.map { try Row.fetchAll(db, sql: sql + " WHERE project_id = ? ORDER BY created", arguments: [$0]) }
                 ?? Row.fetchAll(db, sql: sql + " ORDER BY created")
             return rows.map(Self.key)
@@ -176,15 +188,17 @@ public final class SQLiteStore: ExchangeStore {
 
     public func key(id: String) async throws(StoreError) -> APIKeyRecord? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins FROM api_key WHERE id = ?",
+            try Row.fetchOne(db, sql: "SELECT \(Self.keyColumns) FROM api_key WHERE id = ?",
                              arguments: [id]).map(Self.key)
         }
     }
 
+    private static let keyColumns = "id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins, expires, last_used"
+
     private static func key(_ row: Row) -> APIKeyRecord {
         let hash: Data = row[3]
         return APIKeyRecord(id: row[0], projectID: row[1], label: row[2], secretHash: Array(hash), revoked: row[4] as Bool,
-                            ratePerSecond: row[5], burst: row[6], origins: WebOrigin.parseStored(row[7]))
+                            ratePerSecond: row[5], burst: row[6], origins: WebOrigin.parseStored(row[7]), expires: row[8], lastUsed: row[9])
     }
 
     public func revokeKey(id: String) async throws(StoreError) {
@@ -249,6 +263,53 @@ public final class SQLiteStore: ExchangeStore {
 
     public func registryVersion() async throws(StoreError) -> Int64 {
         try await read { db in try Int64.fetchOne(db, sql: "SELECT version FROM registry_version") ?? 0 }
+    }
+
+    // MARK: Console operations (issue 34)
+
+    public func renameProject(_ project: String, to name: String) async throws(StoreError) -> Project {
+        try Project.checkName(name)
+        guard let existing = try await self.project(id: project) else { throw .unknownProject(project) }
+        try await write { db in
+            if try Row.fetchOne(db, sql: "SELECT 1 FROM project WHERE name = ? AND id <> ?", arguments: [name, existing.id]) != nil {
+                throw StoreError.duplicateProject(name)
+            }
+            try db.execute(sql: "UPDATE project SET name = ? WHERE id = ?", arguments: [name, existing.id])
+        }
+        var renamed = Project(id: existing.id, name: name, maxSessions: existing.maxSessions)
+        renamed.disabled = existing.disabled
+        return renamed
+    }
+
+    public func setProjectDisabled(_ project: String, _ disabled: Bool) async throws(StoreError) -> Project {
+        guard var existing = try await self.project(id: project) else { throw .unknownProject(project) }
+        let id = existing.id
+        try await write { db in try db.execute(sql: "UPDATE project SET disabled = ? WHERE id = ?", arguments: [disabled, id]) }
+        existing.disabled = disabled
+        return existing
+    }
+
+    public func rotateKey(id: String, overlap: Double) async throws(StoreError) -> (APIKeyRecord, key: String) {
+        guard overlap.isFinite, (0...30 * 86_400).contains(overlap) else { throw .invalid("the overlap is 0 to 2592000 s (30 days)") }
+        guard let old = try await key(id: id) else { throw .unknownKey(id) }
+        guard !old.isRetired(at: Date().timeIntervalSince1970) else { throw .invalid("key \(id) is revoked or expired: create a new one") }
+        let (newID, key, hash) = APIKeys.generate()
+        let now = Date().timeIntervalSince1970
+        let record = APIKeyRecord(id: newID, projectID: old.projectID, label: old.label, secretHash: hash, revoked: false,
+                                  ratePerSecond: old.ratePerSecond, burst: old.burst, origins: old.origins)
+        try await write { db in
+            try db.execute(sql: "INSERT INTO api_key (id, project_id, label, secret_hash, revoked, rate_per_second, burst, created, origins) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)",
+                           arguments: [newID, old.projectID, old.label, Data(hash), old.ratePerSecond, old.burst, now, WebOrigin.stored(old.origins)])
+            try db.execute(sql: "UPDATE api_key SET expires = MIN(COALESCE(expires, ?), ?) WHERE id = ?", arguments: [now + overlap, now + overlap, id])
+        }
+        return (record, key)
+    }
+
+    public func recordKeyUse(id: String) async throws(StoreError) {
+        let now = Date().timeIntervalSince1970
+        try await write { db in
+            try db.execute(sql: "UPDATE api_key SET last_used = ? WHERE id = ? AND (last_used IS NULL OR last_used < ?)", arguments: [now, id, now - 60])
+        }
     }
 
     // MARK: Operators and audit
