@@ -156,6 +156,8 @@ let package = Package(
                                .product(name: "NIOHTTP1", package: "swift-nio"),
                                // The browser transport (`sotto serve --web`): the exchange's frames on WebSockets.
                                .product(name: "NIOWebSocket", package: "swift-nio"),
+                               // `sotto admin --server`: the admin API's client (RemoteAdminStore).
+                               .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                                .product(name: "NIOHPACK", package: "swift-nio-http2"),

@@ -244,11 +244,11 @@ struct Admin: AsyncParsableCommand {
 
 struct AdminProject: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "project", abstract: "Create and list projects.",
-                                                    subcommands: [Create.self, List.self])
+                                                    subcommands: [Create.self, List.self, Rename.self, Disable.self, Enable.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "create", abstract: "Create a project (prints its id).")
-        @OptionGroup var store: StoreOption
+        @OptionGroup var store: AdminStoreOption
         @Argument(help: "Project name.") var name: String
         @Option(parsing: .unconditional, help: "Most sessions the project may hold at once.") var maxSessions: Int = 100_000
 
@@ -262,10 +262,10 @@ struct AdminProject: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List projects.")
-        @OptionGroup var store: StoreOption
+        @OptionGroup var store: AdminStoreOption
         func run() async throws {
             do {
-                for project in try await store.withStore({ try await $0.projects() }) { Output.line("\(project.id)\t\(project.name)\tmax \(project.maxSessions) sessions") }
+                for project in try await store.withStore({ try await $0.projects() }) { Output.line("\(project.id)\t\(project.name)\tmax \(project.maxSessions) sessions\(project.disabled ? "\tdisabled" : "")") }
             } catch let error as StoreError { throw CommandError(error.description) }
         }
     }
@@ -273,11 +273,11 @@ struct AdminProject: AsyncParsableCommand {
 
 struct AdminKey: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "key", abstract: "Create, list and revoke API keys.",
-                                                    subcommands: [Create.self, List.self, Revoke.self])
+                                                    subcommands: [Create.self, List.self, Revoke.self, Rotate.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "create", abstract: "Create an API key for a project; prints it once (only its hash is kept).")
-        @OptionGroup var store: StoreOption
+        @OptionGroup var store: AdminStoreOption
         @Argument(help: "Project name or id.") var project: String
         @Option(help: "A label for the key.") var label: String = ""
         @Option(parsing: .unconditional, help: "Requests per second over all the key's sessions, on every node together (default 50).")
@@ -316,7 +316,7 @@ struct AdminKey: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List keys (ids, never secrets).")
-        @OptionGroup var store: StoreOption
+        @OptionGroup var store: AdminStoreOption
         @Argument(help: "Project name or id (default: all).") var project: String?
         func run() async throws {
             do {
@@ -329,7 +329,7 @@ struct AdminKey: AsyncParsableCommand {
 
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Revoke a key: its sessions end within a second (on every node, those waiting to be resumed too) and new ones are refused.")
-        @OptionGroup var store: StoreOption
+        @OptionGroup var store: AdminStoreOption
         @Argument(help: "Key id (the part after sotto_, before the second _).") var id: String
         func run() async throws {
             do { try await store.withStore { try await $0.revokeKey(id: id) } } catch let error as StoreError { throw CommandError(error.description) }
@@ -343,7 +343,7 @@ struct AdminBeacon: AsyncParsableCommand {
 
     struct Register: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "register", abstract: "Register (or replace) a beacon of a project.")
-        @OptionGroup var store: StoreOption
+        @OptionGroup var store: AdminStoreOption
         @Argument(help: "Project name or id.") var project: String
         @Argument(help: "Beacon ID as hex (1-15 bytes; 8-15 for a rotating beacon).") var id: String
         @Flag(help: "Deliver its attachments to subscribers of every project.") var `public` = false
@@ -380,7 +380,7 @@ struct AdminBeacon: AsyncParsableCommand {
 
     struct Attach: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "attach", abstract: "Attach data (at most 1024 bytes) to a registered beacon.")
-        @OptionGroup var store: StoreOption
+        @OptionGroup var store: AdminStoreOption
         @Argument(help: "Beacon ID as hex.") var id: String
         @Option(help: "Attachment namespace (non-empty).") var namespace: String
         @Option(help: "Attachment type (at most 100 characters).") var type: String
@@ -401,7 +401,7 @@ struct AdminBeacon: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List beacons and their attachments.")
-        @OptionGroup var store: StoreOption
+        @OptionGroup var store: AdminStoreOption
         func run() async throws {
             do {
                 for beacon in try await store.withStore({ try await $0.beacons() }) {

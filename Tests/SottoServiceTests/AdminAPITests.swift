@@ -276,3 +276,47 @@ import Testing
         intruder.cancel()
     }
 }
+
+/// `sotto admin --server`: the admin API's client, against a real listener on a Unix socket.
+@Suite(.timeLimit(.minutes(1))) struct RemoteAdminStoreTests {
+    @Test func theAdminOperationsGoThroughTheAPIAndAreAuditedAsTheOperator() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteStore(path: directory + "/exchange.sqlite")
+        let secret = try await store.createOperator(name: "alice").secret
+        let listener = try await AdminListener.bind(endpoint: .unix(path: directory + "/admin.sock"), tls: nil)
+        let serving = Task { try await listener.serve(api: AdminAPI(store: store)) }
+        defer { listener.close(); serving.cancel() }
+        #expect(listener.address == "unix:\(directory)/admin.sock")
+
+        let remote = try RemoteAdminStore(server: listener.address, secret: secret)
+        let project = try await remote.createProject(name: "museum", maxSessions: 10)
+        #expect(try await store.project(id: "museum") == project)
+        let (record, key) = try await remote.createKey(project: "museum", label: "<script>x</script>", ratePerSecond: 5, burst: 10, origins: [])
+        #expect(try await APIKeys.authenticate(key, in: store)?.keyID == record.id)
+        #expect(try await remote.keys(project: nil).map(\.label) == ["<script>x</script>"])
+        let (rotated, rotatedKey) = try await remote.rotateKey(id: record.id, overlap: 60)
+        #expect(try await APIKeys.authenticate(rotatedKey, in: store)?.keyID == rotated.id)
+        #expect(try await remote.key(id: record.id)?.expires != nil)
+        #expect(try await remote.renameProject("museum", to: "gallery").name == "gallery")
+        #expect(try await remote.setProjectDisabled("gallery", true).disabled)
+        #expect(try await remote.projects().map(\.disabled) == [true])
+        try await remote.revokeKey(id: rotated.id)
+        #expect(try await store.key(id: rotated.id)?.revoked == true)
+        await #expect(throws: StoreError.invalid("no API key 'nope'")) { try await remote.revokeKey(id: "nope") }
+        let actions = try await remote.auditEntries(limit: 9).filter { $0.actor == "operator:alice" }.map(\.action)
+        #expect(actions.prefix(8) == ["key.revoke", "key.revoke", "project.list", "project.disable", "project.rename", "key.list", "key.rotate", "key.list"])
+
+        // What the API does not do, and a wrong credential, are said plainly.
+        await #expect(throws: StoreError.invalid("beacons are not in the admin API yet: use sotto admin beacon ... --store")) { _ = try await remote.beacons() }
+        let projectKey = try await store.createKey(project: project.id, label: "", ratePerSecond: 1, burst: 1).key
+        let asKey = try RemoteAdminStore(server: listener.address, secret: projectKey)
+        await #expect(throws: StoreError.invalid("the admin API refused the credential: a project key is not an admin credential (SOTTO_ADMIN_SECRET)")) {
+            _ = try await asKey.projects()
+        }
+        #expect(throws: StoreError.self, "plain HTTP beyond loopback would send the credential in clear") {
+            _ = try RemoteAdminStore(server: "http://192.0.2.1:7460", secret: secret)
+        }
+        #expect(throws: StoreError.self) { _ = try RemoteAdminStore(server: "ftp://127.0.0.1", secret: secret) }
+    }
+}

@@ -82,7 +82,7 @@ public struct AdminResponse: Sendable {
 ///
 /// Endpoints (JSON in and out; errors are `{"error": "..."}` with a 4xx/5xx status):
 /// `POST /api/login {"secret"}`, `POST /api/logout`, `GET /api/session`, `GET /api/projects`,
-/// `POST /api/projects {"name", "maxSessions"}`, `GET /api/projects/P/keys`,
+/// `POST /api/projects {"name", "maxSessions"}`, `GET /api/keys` (all), `GET /api/projects/P/keys`,
 /// `POST /api/projects/P/keys {"label", "requestsPerSecond", "burst", "origins"}` (the key's secret is in the
 /// answer, once), `POST /api/projects/P/rename {"name"}`, `POST /api/projects/P/disable` (its keys' sessions
 /// are cut off) and `.../enable`, `POST /api/keys/ID/revoke`, `POST /api/keys/ID/rotate {"overlapSeconds"}`
@@ -193,6 +193,8 @@ public actor AdminAPI {
             guard (1...10_000_000).contains(maxSessions) else { throw .invalid("'maxSessions' must be 1 to 10000000") }
             let name = body.name
             return .json(201, ["project": Self.json(try await store.createProject(name: name, maxSessions: maxSessions))])
+        case ("GET", "keys"):
+            return .json(200, ["keys": try await store.keys(project: nil).map(Self.json)])
         case ("GET", "projects/*/keys"):
             return .json(200, ["keys": try await store.keys(project: argument).map(Self.json)])
         case ("POST", "projects/*/keys"):
