@@ -320,3 +320,41 @@ import Testing
         #expect(throws: StoreError.self) { _ = try RemoteAdminStore(server: "ftp://127.0.0.1", secret: secret) }
     }
 }
+
+/// The console page served by the admin listener.
+@Suite(.timeLimit(.minutes(1))) struct ConsolePageTests {
+    @Test func thePageIsServedUnderAStrictPolicyWithNothingFromElsewhereAndShowsDataAsText() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteStore(path: directory + "/exchange.sqlite")
+        let listener = try await AdminListener.bind(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil)
+        let serving = Task { try await listener.serve(api: AdminAPI(store: store)) }
+        defer { listener.close(); serving.cancel() }
+        let session = URLSession(configuration: .ephemeral)
+        func get(_ path: String) async throws -> (HTTPURLResponse?, String) {
+            var request = URLRequest(url: URL(string: "http://\(listener.address)\(path)")!)
+            request.timeoutInterval = 5
+            let (data, response) = try await session.data(for: request)
+            return (response as? HTTPURLResponse, String(decoding: data, as: UTF8.self))
+        }
+        let (page, html) = try await get("/")
+        #expect(page?.statusCode == 200)
+        #expect(page?.value(forHTTPHeaderField: "Content-Type")?.hasPrefix("text/html") == true)
+        let policy = try #require(page?.value(forHTTPHeaderField: "Content-Security-Policy"))
+        #expect(policy.contains("default-src 'none'") && policy.contains("script-src 'self'") && !policy.contains("unsafe"))
+        #expect(page?.value(forHTTPHeaderField: "X-Frame-Options") == "DENY")
+        #expect(html.contains("<script src=\"/console.js\""))
+        let (scriptResponse, script) = try await get("/console.js")
+        #expect(scriptResponse?.statusCode == 200)
+        #expect(try await get("/console.css").0?.statusCode == 200)
+        // No CDN nor any other origin; data shown as text only (a label with markup stays text).
+        for text in [html, script] { #expect(!text.contains("http://") && !text.contains("https://") && !text.contains("//cdn")) }
+        for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"] {
+            #expect(!script.contains(sink), "the console's script uses \(sink)")
+        }
+        #expect(script.contains("textContent"))
+        #expect(!html.contains("<script>") && !html.contains("style="), "no inline script or style (the policy would refuse them)")
+        // The API under the page still needs a session.
+        #expect(try await get("/api/projects").0?.statusCode == 401)
+    }
+}

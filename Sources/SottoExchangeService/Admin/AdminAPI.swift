@@ -144,6 +144,11 @@ public actor AdminAPI {
     public func handle(_ request: AdminRequest) async -> AdminResponse {
         guard request.method == "GET" || request.method == "POST" else { return .error(405, "only GET and POST") }
         guard request.body.count <= Self.maxBodyBytes else { return .error(413, "a request body is at most \(Self.maxBodyBytes) bytes") }
+        // The console page (public: it holds no data; everything it shows comes from the API).
+        if let file = ConsolePage.files[request.path] {
+            guard request.method == "GET" else { return .error(405, "the page is read with GET") }
+            return AdminResponse(status: 200, headers: [], body: Array(file.body.utf8), contentType: file.type)
+        }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         guard parts.count >= 3, parts[0].isEmpty, parts[1] == "api" else { return .error(404, "no such endpoint (the API is under /api/)") }
         let segments = Array(parts.dropFirst(2))
