@@ -358,3 +358,60 @@ import Testing
         #expect(try await get("/api/projects").0?.statusCode == 401)
     }
 }
+
+/// Chromium and node, where Debian installs them (scripts/install-deps), if anywhere.
+let consoleChromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
+let consoleNode = ["/usr/bin/node", "/usr/local/bin/node"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+/// The console page in a real browser: headless Chromium (started by the test, driven over its debugging pipe by
+/// Tests/Browser/console-check.mjs under node) logs in, creates a project and a key labelled with markup, sees the
+/// label as text (no element made, no script run), and revokes the key; the audit has it all.
+@Suite(.timeLimit(.minutes(1)), .enabled(if: consoleChromium != nil && consoleNode != nil, "no chromium or node (scripts/install-deps)"))
+struct AdminBrowserTests {
+    static let chromium = consoleChromium
+    static let node = consoleNode
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Browser/console-check.mjs").path
+
+    /// Runs the driver and returns its JSON line (a dedicated thread waits for the process, not the pool).
+    static func drive(url: String, secret: String, profile: String) async throws -> [String: Any] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try #require(node))
+        process.arguments = [script, try #require(chromium), url, profile]
+        process.environment = ["CONSOLE_SECRET": secret, "PATH": "/usr/bin:/bin", "HOME": profile]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let ended: Void = await withCheckedContinuation { continuation in
+            process.terminationHandler = { _ in continuation.resume() }
+            do { try process.run() } catch { continuation.resume() }
+        }
+        _ = ended
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? ["error": "no answer: \(text)"]
+    }
+
+    @Test func anOperatorLogsInMakesAKeyLabelledWithMarkupSeesItAsTextAndRevokesIt() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteStore(path: directory + "/exchange.sqlite")
+        let secret = try await store.createOperator(name: "alice").secret
+        let listener = try await AdminListener.bind(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil)
+        let serving = Task { try await listener.serve(api: AdminAPI(store: store)) }
+        defer { listener.close(); serving.cancel() }
+
+        let seen = try await Self.drive(url: "http://\(listener.address)/", secret: secret, profile: directory + "/profile")
+        #expect(seen["error"] == nil, "\(seen)")
+        #expect(seen["loggedIn"] as? Bool == true && seen["operator"] as? String == "alice")
+        #expect(seen["projectListed"] as? Bool == true && seen["keyShown"] as? Bool == true)
+        let label = try #require(seen["label"] as? String)
+        #expect(seen["labelText"] as? String == label, "the label is shown as its text")
+        #expect(seen["markupInTable"] as? Int == 0 && seen["pwned"] as? Int == 0, "no element made from it, no script run")
+        #expect(seen["revoked"] as? Bool == true)
+        let key = try #require(try await store.keys(project: "museum").first)
+        #expect(key.label == label && key.revoked)
+        #expect((seen["secret"] as? String)?.hasPrefix("sotto_\(key.id)_") == true, "the new key's secret was shown once")
+        let actions = try await store.auditEntries(limit: 20).filter { $0.actor == "operator:alice" }.map(\.action)
+        for action in ["login", "project.create", "key.create", "key.revoke"] { #expect(actions.contains(action)) }
+    }
+}
