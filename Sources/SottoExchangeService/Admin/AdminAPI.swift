@@ -78,7 +78,7 @@ public struct AdminResponse: Sendable {
 /// SameSite=Strict, Secure beyond loopback; every state-changing request also carries the session's CSRF token in
 /// `X-CSRF-Token`), or the credential itself in `Authorization: Bearer` (tools such as `sotto admin --server`;
 /// no cookie, so no CSRF). A project key is never accepted. Failed logins are limited per peer
-/// (``LoginThrottle``). Sessions live in memory: a restart logs everyone out.
+/// (``loginFailureLimit`` within ``loginWindow``). Sessions live in memory: a restart logs everyone out.
 ///
 /// Endpoints (JSON in and out; errors are `{"error": "..."}` with a 4xx/5xx status):
 /// `POST /api/login {"secret"}`, `POST /api/logout`, `GET /api/session`, `GET /api/projects`,
