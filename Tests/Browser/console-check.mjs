@@ -26,8 +26,10 @@ function send(method, params = {}, sessionId) {
   out.write(JSON.stringify(message) + "\0");
   return new Promise((resolve) => waiting.set(message.id, resolve));
 }
+const results = {};
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function main() {
+  results.step = "start";
   const { result: { targetId } } = await send("Target.createTarget", { url: "about:blank" });
   const { result: { sessionId } } = await send("Target.attachToTarget", { targetId, flatten: true });
   const evaluate = async (expression) => {
@@ -38,9 +40,10 @@ async function main() {
     for (let i = 0; i < seconds * 10; i++) { if (await evaluate(expression)) return true; await sleep(100); }
     return false;
   };
+  results.step = "navigate";
   await send("Page.navigate", { url }, sessionId);
-  const results = {};
-  results.loginShown = await until(`!!document.getElementById("login") && !document.getElementById("login-view").hidden`);
+  // The page's script has wired its forms (before that, a submit would be the browser's own).
+  results.loginShown = await until(`document.documentElement.dataset.ready === "yes" && !document.getElementById("login-view").hidden`);
   await evaluate(`document.getElementById("secret").value = ${JSON.stringify(secret)}; document.getElementById("login").requestSubmit(); true`);
   results.loggedIn = await until(`!document.getElementById("main-view").hidden`);
   results.operator = await evaluate(`document.getElementById("who").textContent`);
@@ -58,5 +61,5 @@ async function main() {
   results.revoked = await until(`(document.querySelector("#keys tbody tr td:nth-child(5)") || {}).textContent === "revoked"`);
   console.log(JSON.stringify(results));
 }
-const timer = setTimeout(() => { console.log(JSON.stringify({ error: "timed out" })); browser.kill("SIGKILL"); process.exit(1); }, 40000);
+const timer = setTimeout(() => { console.log(JSON.stringify({ ...results, error: "timed out" })); browser.kill("SIGKILL"); process.exit(1); }, 40000);
 main().catch((e) => console.log(JSON.stringify({ error: String(e) }))).finally(() => { clearTimeout(timer); browser.kill("SIGTERM"); });

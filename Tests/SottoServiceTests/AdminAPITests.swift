@@ -172,6 +172,18 @@ import Testing
         #expect(await fixture.call("GET", "/api/audit?limit=0", cookie: cookie).status == 400)
     }
 
+    @Test func beyondLoopbackTheListenerNeedsTLSAndTheCookieIsSecure() async throws {
+        let fixture = try await Fixture()
+        let exposed = AdminOptions(endpoint: .tcp(host: "0.0.0.0", port: 0))
+        #expect(throws: MatcherServerError.self) {
+            _ = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: fixture.store, admin: exposed)
+        }
+        await #expect(throws: MatcherServerError.self) { _ = try await AdminListener.bind(endpoint: exposed.endpoint, tls: nil) }
+        let secure = AdminAPI(store: fixture.store, secureCookies: true)
+        let response = await secure.handle(AdminRequest(method: "POST", target: "/api/login", body: Fixture.body(["secret": fixture.secret])))
+        #expect(response.headers.first { $0.0 == "Set-Cookie" }?.1.hasSuffix("; Secure") == true)
+    }
+
     @Test func aRevokedOperatorIsLoggedOut() async throws {
         let fixture = try await Fixture()
         let (cookie, _) = try await fixture.session()

@@ -203,6 +203,8 @@ enum ConsolePage {
               await loadKeys();
             } catch (e) { say(e.message); }
           });
+          // Ready: the forms are handled here (a driver or a quick user waits for this).
+          document.documentElement.dataset.ready = "yes";
           start();
         });
         """
