@@ -233,4 +233,39 @@ import Testing
             for client in clients { await client.close() }
         }
     }
+
+    /// Issue 34: disabling a project, and a rotated key's overlap running out, bite on every node as a
+    /// revocation does (the other nodes' revocation poll).
+    @Test func aDisabledProjectAndARotatedKeyPastItsOverlapAreCutOffOnEveryNode() async throws {
+        try await withCluster(nodes: 2) { cluster in
+            let other = try await cluster.admin.createProject(name: "to disable", maxSessions: 10)
+            let otherKey = try await cluster.admin.createKey(project: other.id, label: "", ratePerSecond: 1_000, burst: 1_000).key
+            let (rotating, rotatingKey) = try await cluster.admin.createKey(project: cluster.project.id, label: "to rotate", ratePerSecond: 1_000, burst: 1_000)
+            var clients: [RawClient] = []
+            var disabled: [RawSession] = [], rotated: [RawSession] = []
+            for node in 0..<2 {
+                let client = try RawClient(cluster.node(node).address)
+                clients.append(client)
+                let first = RawSession(client), second = RawSession(client)
+                #expect(await first.hello(key: otherKey) != nil)
+                #expect(await second.hello(key: rotatingKey) != nil)
+                disabled.append(first)
+                rotated.append(second)
+            }
+            _ = try await cluster.admin.setProjectDisabled(other.id, true)
+            let start = ContinuousClock.now
+            for (node, session) in disabled.enumerated() {
+                let ended = await Self.endTime(of: session, since: start)
+                #expect(ended.map { $0 < Self.bound } == true, "node \(node): ended after \(ended.map { "\($0) s" } ?? "never")")
+                #expect(Self.isUnauthenticated(session))
+            }
+            _ = try await cluster.admin.rotateKey(id: rotating.id, overlap: 0.5)
+            #expect(rotated.allSatisfy { $0.ended == nil }, "the old key works during the overlap")
+            for (node, session) in rotated.enumerated() {
+                #expect(await session.end(5) != nil, "node \(node): the old key's session ends after the overlap")
+                #expect(Self.isUnauthenticated(session))
+            }
+            for client in clients { await client.close() }
+        }
+    }
 }
