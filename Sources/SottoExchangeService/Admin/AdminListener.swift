@@ -83,7 +83,7 @@ public struct AdminListener: Sendable {
     ///   - api: what answers the requests.
     ///   - limits: the request time-out and the connection cap.
     public func serve(api: AdminAPI, limits: TransportLimits = TransportLimits()) async throws {
-        let held = HeldConnections()
+        let held = AdminConnections()
         try await withThrowingDiscardingTaskGroup { group in
             try await channel.executeThenClose { inbound in
                 for try await connection in inbound {
@@ -146,4 +146,9 @@ public struct AdminListener: Sendable {
             }
         }
     }
+}
+
+/// The admin listener's connections held now.
+final class AdminConnections: Sendable {
+    let count = Atomic<Int>(0)
 }
