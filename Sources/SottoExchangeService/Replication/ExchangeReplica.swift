@@ -30,8 +30,9 @@ enum ReplicaCommand: Sendable {
     case detach(SessionID, stream: UInt64)
     /// The client ended its session.
     case end(SessionID, stream: UInt64)
-    /// A client frame as received (validated when applied).
-    case frame(SessionID, stream: UInt64, ClientFrame)
+    /// A session's request, checked at the edge by the transport that received it (what depends on the
+    /// matcher's state is checked when it is applied).
+    case request(SessionID, stream: UInt64, MatcherRequest)
     /// The store's beacon registry.
     case beacons([BeaconRecord])
     /// Keys revoked in the store (ids, sorted): every session they opened ends, attached to any node's stream
@@ -186,10 +187,10 @@ struct ExchangeReplica: Sendable {
             if sessions[id]?.attachment == NodeStream(node: node, stream: stream) { detach(id, now: now) }
         case .end(let id, let stream):
             if sessions[id]?.attachment == NodeStream(node: node, stream: stream) { close(id, now: now, into: &outputs) }
-        case .frame(let id, let stream, let frame):
-            // Frames of a stream that no longer holds its session (resumed elsewhere) are dropped.
+        case .request(let id, let stream, let request):
+            // Requests of a stream that no longer holds its session (resumed elsewhere) are dropped.
             guard let attachment = sessions[id]?.attachment, attachment == NodeStream(node: node, stream: stream) else { return }
-            receive(frame, session: id, attachment: attachment, now: now, into: &outputs)
+            receive(request, session: id, attachment: attachment, now: now, into: &outputs)
         case .beacons(let beacons):
             for beacon in beacons {
                 handle(.registerBeacon(id: beacon.id, appID: beacon.projectID, attachments: beacon.attachments,
@@ -271,46 +272,38 @@ struct ExchangeReplica: Sendable {
         outputs.append(.sessionClosed(id))
     }
 
-    // MARK: Client frames
+    // MARK: Requests
 
-    private mutating func receive(_ frame: ClientFrame, session: SessionID, attachment: NodeStream, now: Double,
+    private mutating func receive(_ request: MatcherRequest, session: SessionID, attachment: NodeStream, now: Double,
                                   into outputs: inout [ReplicaOutput]) {
-        switch frame.kind {
-        case .publish(let body): publish(body, session: session, attachment: attachment, now: now, into: &outputs)
-        case .subscribe(let body): subscribe(body, session: session, attachment: attachment, now: now, into: &outputs)
-        case .unpublish(let body): end(body.opID, publication: true, session: session, attachment: attachment, now: now, into: &outputs)
-        case .unsubscribe(let body): end(body.opID, publication: false, session: session, attachment: attachment, now: now, into: &outputs)
-        case .observe(let body): observe(body, session: session, attachment: attachment, now: now, into: &outputs)
-        case .hello:
-            outputs.append(.deliver(attachment, .error(.protocolViolation("a session says Hello once, first"))))
-        case .takeTurns(let body):
-            guard body.frameAirtimeMs <= ExchangeLimits.maxFrameAirtimeMs else {
-                outputs.append(.deliver(attachment, .error(.protocolViolation(
-                    "frame_airtime_ms \(body.frameAirtimeMs) is beyond \(ExchangeLimits.maxFrameAirtimeMs) ms: no Sotto frame lasts that long"))))
-                return
+        switch request {
+        case .publish(let op, let message, let strategy):
+            publish(op, message, strategy, session: session, attachment: attachment, now: now, into: &outputs)
+        case .subscribe(let op, let filter, let strategy, let requested):
+            // 0: the service's default.
+            let lostTimeout = requested == 0 ? timings.defaultLostTimeout : requested
+            do throws(ExchangeError) {
+                try record(.subscription(filter, strategy, lostTimeout: lostTimeout), op: op, session: session, attachment: attachment,
+                           into: &outputs) { core in
+                    core.handle(.subscribe(session, op, filter, strategy, lostTimeout: lostTimeout), now: now)
+                }
+            } catch {
+                outputs.append(.deliver(attachment, .status(.rejected(UInt32(op.value), error))))
             }
-            guard body.aliasFrameAirtimeMs <= body.frameAirtimeMs else {
-                outputs.append(.deliver(attachment, .error(.protocolViolation(
-                    "alias_frame_airtime_ms \(body.aliasFrameAirtimeMs) is beyond frame_airtime_ms \(body.frameAirtimeMs): a room alias is shorter than a token"))))
-                return
+        case .unpublish(let op): end(op, publication: true, session: session, attachment: attachment, now: now, into: &outputs)
+        case .unsubscribe(let op): end(op, publication: false, session: session, attachment: attachment, now: now, into: &outputs)
+        case .observe(let sightings):
+            for sighting in sightings.prefix(ExchangeLimits.maxSightingsPerReport) {
+                handle(.observe(session, sighting.payload, snr: sighting.snr, level: sighting.level), now: now, into: &outputs)
             }
-            handle(.takeTurns(session, frameAirtime: Double(body.frameAirtimeMs) / 1000,
-                              aliasAirtime: body.aliasFrameAirtimeMs > 0 ? Double(body.aliasFrameAirtimeMs) / 1000 : nil), now: now, into: &outputs)
-        case .heartbeat: break
-        case .none:
-            outputs.append(.deliver(attachment, .error(.protocolViolation("an empty or unknown frame"))))
+        case .takeTurns(let frameAirtime, let aliasAirtime):
+            handle(.takeTurns(session, frameAirtime: frameAirtime, aliasAirtime: aliasAirtime), now: now, into: &outputs)
         }
     }
 
-    private func operationID(_ raw: UInt32) -> OperationID? { raw == 0 ? nil : OperationID(Int(raw)) }
-
-    private mutating func publish(_ body: Sotto_Exchange_V1_Publish, session: SessionID, attachment: NodeStream, now: Double,
-                                  into outputs: inout [ReplicaOutput]) {
+    private mutating func publish(_ op: OperationID, _ message: Message, _ strategy: Strategy, session: SessionID, attachment: NodeStream,
+                                  now: Double, into outputs: inout [ReplicaOutput]) {
         do throws(ExchangeError) {
-            guard let op = operationID(body.opID) else { throw .protocolViolation("operation ids start at 1") }
-            guard body.hasMessage else { throw .protocolViolation("a publication needs a message") }
-            let message = try body.message.validated()
-            let strategy = try (body.hasStrategy ? body.strategy : Sotto_Exchange_V1_Strategy()).validated(subscription: false)
             if let project = sessions[session]?.project.id {
                 let replaced = core.publishedMessage(session: session, operation: op).map(MatcherCore.heldBytes) ?? 0
                 let added = MatcherCore.heldBytes(of: message) - replaced
@@ -322,24 +315,7 @@ struct ExchangeReplica: Sendable {
                 core.handle(.publish(session, op, message, strategy), now: now)
             }
         } catch {
-            outputs.append(.deliver(attachment, .status(.rejected(body.opID, error))))
-        }
-    }
-
-    private mutating func subscribe(_ body: Sotto_Exchange_V1_Subscribe, session: SessionID, attachment: NodeStream, now: Double,
-                                    into outputs: inout [ReplicaOutput]) {
-        do throws(ExchangeError) {
-            guard let op = operationID(body.opID) else { throw .protocolViolation("operation ids start at 1") }
-            let filter = try MessageFilter.validated(body.includes)
-            let strategy = try (body.hasStrategy ? body.strategy : Sotto_Exchange_V1_Strategy()).validated(subscription: true)
-            let lostTimeout = body.lostTimeoutMs == 0 ? timings.defaultLostTimeout : Double(body.lostTimeoutMs) / 1000
-            guard ExchangeLimits.lostTimeoutRange.contains(lostTimeout) else { throw .invalidLostTimeout(lostTimeout) }
-            try record(.subscription(filter, strategy, lostTimeout: lostTimeout), op: op, session: session, attachment: attachment,
-                       into: &outputs) { core in
-                core.handle(.subscribe(session, op, filter, strategy, lostTimeout: lostTimeout), now: now)
-            }
-        } catch {
-            outputs.append(.deliver(attachment, .status(.rejected(body.opID, error))))
+            outputs.append(.deliver(attachment, .status(.rejected(UInt32(op.value), error))))
         }
     }
 
@@ -370,9 +346,10 @@ struct ExchangeReplica: Sendable {
         route(events, into: &outputs)
     }
 
-    private mutating func end(_ raw: UInt32, publication: Bool, session: SessionID, attachment: NodeStream, now: Double,
+    private mutating func end(_ op: OperationID, publication: Bool, session: SessionID, attachment: NodeStream, now: Double,
                               into outputs: inout [ReplicaOutput]) {
-        guard let op = operationID(raw), let existing = sessions[session]?.operations[op] else {
+        let raw = UInt32(op.value)
+        guard let existing = sessions[session]?.operations[op] else {
             outputs.append(.deliver(attachment, .status(.rejected(raw, .unknownOperation))))
             return
         }
@@ -386,22 +363,6 @@ struct ExchangeReplica: Sendable {
         handle(publication ? .unpublish(session, op) : .unsubscribe(session, op), now: now, into: &outputs)
         // The acknowledgement (STATE_ENDED), after the events the end caused.
         outputs.append(.deliver(attachment, .status(.ended(raw))))
-    }
-
-    private mutating func observe(_ body: Sotto_Exchange_V1_Observe, session: SessionID, attachment: NodeStream, now: Double,
-                                  into outputs: inout [ReplicaOutput]) {
-        guard body.sightings.count <= ExchangeLimits.maxSightingsPerReport else {
-            outputs.append(.deliver(attachment, .error(.protocolViolation(
-                "at most \(ExchangeLimits.maxSightingsPerReport) sightings per report, got \(body.sightings.count)"))))
-            return
-        }
-        for sighting in body.sightings {
-            // A modem token is 1 to 16 bytes; anything else did not come from a Sotto modem.
-            guard (2...16).contains(sighting.frame.count), let payload = Payload(frame: Array(sighting.frame)) else { continue }
-            let snr = sighting.snrDb.isFinite ? min(max(sighting.snrDb, -100), 200) : 0
-            let level = sighting.levelDbfs.isFinite ? min(max(sighting.levelDbfs, -200), 20) : 0
-            handle(.observe(session, payload, snr: snr, level: level), now: now, into: &outputs)
-        }
     }
 
     // MARK: Routing
