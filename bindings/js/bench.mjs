@@ -3,17 +3,25 @@
 // per fixture. Prints the median wall time of `runs` passes and the real-time factor, and the median CPU time
 // of a pass (user + system: on a loaded machine the wall time also counts the waits for a core).
 // Usage: node bench.mjs [runs]   (after scripts/build-wasm)
-import { readdirSync } from 'node:fs';
+//        node bench.mjs --dump PREFIX   writes the same audio as PREFIX.f32 (Float32) and PREFIX.json (lengths), for
+//        bench-ggwave.py, and exits
+import { readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Decoder } from './index.js';
 import { readWav } from './test/wav.js';
 
-const runs = Number(process.argv[2] ?? 5);
+const runs = Number(process.argv[2] === '--dump' ? 0 : process.argv[2] ?? 5);
 const directory = fileURLToPath(new URL('../../Fixtures/', import.meta.url));
 const fixtures = readdirSync(directory, { recursive: true }).filter((f) => f.endsWith('.wav')).sort()
   .map((f) => readWav(path.join(directory, f))).filter((f) => f.rate === 48000);
 const seconds = fixtures.reduce((sum, f) => sum + f.samples.length / 48000, 0);
+if (process.argv[2] === '--dump') {
+  const prefix = process.argv[3];
+  writeFileSync(`${prefix}.f32`, Buffer.concat(fixtures.map((f) => Buffer.from(f.samples.buffer, f.samples.byteOffset, f.samples.byteLength))));
+  writeFileSync(`${prefix}.json`, JSON.stringify(fixtures.map((f) => f.samples.length)));
+  process.exit(0);
+}
 const times = [], cpu = [];
 let frames = 0;
 for (let run = 0; run < runs; run++) {
