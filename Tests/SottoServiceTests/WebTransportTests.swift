@@ -99,6 +99,36 @@ import Testing
         await manager.close(now: 0)
     }
 
+    /// A Hello without a key, or with one the store does not know: one fatal Error, the close (1008), counted as
+    /// an authentication failure; the service still serves a page with a good key.
+    @Test func aMissingOrUnknownKeyIsRefused() async throws {
+        let service = try await WebTestServer()
+        defer { Task { await service.stop() } }
+        for key in ["", "sk_live_not_a_key_of_this_store"] {
+            try await withDeadline(20, "the refusal of \(key.isEmpty ? "no key" : "an unknown key")") {
+                try await WebClient.session(port: service.webPort, origin: Self.page) { web in
+                    try await web.send(.hello(key: key, clientVersion: "web-test"))
+                    var errors: [Sotto_Exchange_V1_Error] = []
+                    var close: WebSocketErrorCode?
+                    while close == nil {
+                        switch try await web.event() {
+                        case .frame(let frame): if case .error(let error) = frame.kind { errors.append(error) }
+                        case .closed(let code, _): close = code
+                        }
+                    }
+                    #expect(errors.count == 1 && errors.first?.fatal == true, "\(errors)")
+                    #expect(errors.first?.message.isEmpty == false)
+                    #expect(close == .policyViolation)
+                }
+            }
+        }
+        #expect(service.server.metric("sotto_authentication_failures_total") == 2)
+        let webKey = try await service.key(origins: [Self.page])
+        try await withDeadline(20, "a later session") {
+            try await WebClient.session(port: service.webPort, origin: Self.page) { web in try await web.hello(key: webKey) }
+        }
+    }
+
     @Test func anOversizedOrMalformedMessageEndsTheSessionWithAClearClose() async throws {
         let service = try await WebTestServer()
         defer { Task { await service.stop() } }
