@@ -651,18 +651,20 @@ public actor MatcherHost {
     private func perform(_ outputs: [ReplicaOutput]) {
         for output in outputs {
             switch output {
-            case .deliver(let attachment, var frame):
+            case .deliver(let attachment, let notice):
                 guard attachment.node == nodeID, let stream = streams[attachment.stream] else { continue }
-                switch frame.kind {
-                case .welcome(var body):
+                switch notice {
+                case .matcher(.found), .foundWithSignal: metrics.found.increment()
+                case .matcher(.lost): metrics.lost.increment()
+                case .matcher(.invalidToken): metrics.invalidTokens.increment()
+                case .matcher(.rejected): metrics.rejected.increment()
+                default: break
+                }
+                // The notice in the client protocol's frame; the Welcome with the secret only this node knows.
+                var frame = ServerFrame(notice, sessionGrace: configuration.sessionGrace, heartbeatInterval: configuration.heartbeatInterval)
+                if case .welcome(var body) = frame.kind {
                     body.resumeSecret = Data(body.resumed ? stream.presentedSecret : stream.newSecret)
                     frame.kind = .welcome(body)
-                case .found: metrics.found.increment()
-                case .lost: metrics.lost.increment()
-                case .tokenStatus: metrics.invalidTokens.increment()
-                case .opStatus(let status) where status.state == .rejected: metrics.rejected.increment()
-                case .error: metrics.rejected.increment()
-                default: break
                 }
                 push(frame, to: attachment.stream)
             case .opened(let attachment, let result):

@@ -38,7 +38,7 @@ import Testing
     }
 
     static func tokens(_ outputs: [ReplicaOutput]) -> [[UInt8]] {
-        outputs.compactMap { if case .deliver(_, let frame) = $0, case .token(let body) = frame.kind { return Array(body.token) } else { return nil } }
+        outputs.compactMap { if case .deliver(_, .matcher(.token(let token))) = $0 { return token } else { return nil } }
     }
 
     /// The log holds the matcher's requests, not a client protocol's frames: every kind of request comes back

@@ -1,6 +1,5 @@
 import Foundation
 import SottoExchange
-import SottoExchangeWire
 
 /// One stream of one node: where a session's frames go. A node numbers its streams; the pair is unique in
 /// a cluster because every node process (and every rejoin) has a fresh random id.
@@ -53,11 +52,25 @@ struct ReplicaEntry: Sendable {
     var commands: [ReplicaCommand]
 }
 
+/// What the matcher tells one session, before any client protocol: the node holding the session's stream
+/// writes it in that transport's frames.
+enum SessionNotice: Sendable, Hashable {
+    /// The session is open (or resumed) in `project`: the Welcome, without the resume secret (which only the
+    /// node that opened the stream knows; it fills it in).
+    case welcome(SessionID, project: String, resumed: Bool)
+    /// A notice of the matcher (a token, an operation's status, found, lost, expired, turns...).
+    case matcher(MatcherNotice)
+    /// A message found, with the in-band SNR (dB) and level (dBFS) it was heard with.
+    case foundWithSignal(OperationID, Message, snr: Double, level: Double)
+    /// An unpublish or unsubscribe is done: the operation is over (after the events its end caused).
+    case ended(OperationID)
+}
+
 /// What applying an entry asks of the node that applied it. Every replica produces the same outputs; each
 /// node acts on those for its own streams and ignores the rest.
 enum ReplicaOutput: Sendable {
-    /// Push a frame to the stream holding the session.
-    case deliver(NodeStream, ServerFrame)
+    /// Tell the session, on the stream holding it.
+    case deliver(NodeStream, SessionNotice)
     /// The Open from this stream is done: the session the stream now holds, or why not.
     case opened(NodeStream, Result<MatcherHost.Opened, ExchangeError>)
     /// The stream no longer holds its session.
@@ -221,8 +234,8 @@ struct ExchangeReplica: Sendable {
             if let previous = existing.attachment, previous != attachment { outputs.append(.cutOff(previous, .replaced)) }
             sessions[id]?.attachment = attachment
             detached[id] = nil
-            outputs.append(.deliver(attachment, welcome(id, project: existing.project, resumed: true)))
-            if let token = core.token(of: id) { outputs.append(.deliver(attachment, ServerFrame(.token(token)))) }
+            outputs.append(.deliver(attachment, .welcome(id, project: existing.project.name, resumed: true)))
+            if let token = core.token(of: id) { outputs.append(.deliver(attachment, .matcher(.token(token)))) }
             outputs.append(.opened(attachment, .success(MatcherHost.Opened(session: id, resumed: true, stream: attachment.stream))))
             return
         }
@@ -238,23 +251,9 @@ struct ExchangeReplica: Sendable {
         }
         sessions[id] = Session(project: open.project, keyID: open.keyID, secretHash: open.secretHash, attachment: attachment)
         sessionsPerProject[open.project.id, default: 0] += 1
-        outputs.append(.deliver(attachment, welcome(id, project: open.project, resumed: false)))
+        outputs.append(.deliver(attachment, .welcome(id, project: open.project.name, resumed: false)))
         handle(.openSession(id, appID: open.project.id, broadcasts: open.broadcasts), now: now, into: &outputs)
         outputs.append(.opened(attachment, .success(MatcherHost.Opened(session: id, resumed: false, stream: attachment.stream))))
-    }
-
-    /// The Welcome of a session, without its resume secret (which only the node that opened the stream
-    /// knows; it fills it in).
-    private func welcome(_ id: SessionID, project: Project, resumed: Bool) -> ServerFrame {
-        var body = Sotto_Exchange_V1_Welcome()
-        body.sessionID = id.value
-        body.resumed = resumed
-        body.project = project.name
-        body.sessionGraceMs = UInt32(timings.sessionGrace * 1000)
-        body.heartbeatIntervalMs = UInt32(timings.heartbeatInterval * 1000)
-        var frame = ServerFrame()
-        frame.kind = .welcome(body)
-        return frame
     }
 
     private mutating func detach(_ id: SessionID, now: Double) {
@@ -288,7 +287,7 @@ struct ExchangeReplica: Sendable {
                     core.handle(.subscribe(session, op, filter, strategy, lostTimeout: lostTimeout), now: now)
                 }
             } catch {
-                outputs.append(.deliver(attachment, .status(.rejected(UInt32(op.value), error))))
+                outputs.append(.deliver(attachment, .matcher(.rejected(op, error))))
             }
         case .unpublish(let op): end(op, publication: true, session: session, attachment: attachment, now: now, into: &outputs)
         case .unsubscribe(let op): end(op, publication: false, session: session, attachment: attachment, now: now, into: &outputs)
@@ -315,7 +314,7 @@ struct ExchangeReplica: Sendable {
                 core.handle(.publish(session, op, message, strategy), now: now)
             }
         } catch {
-            outputs.append(.deliver(attachment, .status(.rejected(UInt32(op.value), error))))
+            outputs.append(.deliver(attachment, .matcher(.rejected(op, error))))
         }
     }
 
@@ -330,7 +329,7 @@ struct ExchangeReplica: Sendable {
             if existing == operation {
                 let visible: [Message]
                 if case .subscription = operation { visible = core.visibleMessages(session: session, operation: op) } else { visible = [] }
-                outputs.append(.deliver(attachment, .status(.accepted(UInt32(op.value), visible: visible))))
+                outputs.append(.deliver(attachment, .matcher(.accepted(op, visible: visible))))
                 return
             }
             switch (existing, operation) {
@@ -341,28 +340,27 @@ struct ExchangeReplica: Sendable {
             throw .quotaExceeded(ExchangeLimits.maxOperationsPerApp)
         }
         sessions[session]?.operations[op] = operation
-        outputs.append(.deliver(attachment, .status(.accepted(UInt32(op.value)))))
+        outputs.append(.deliver(attachment, .matcher(.accepted(op, visible: []))))
         let events = run(&core)
         route(events, into: &outputs)
     }
 
     private mutating func end(_ op: OperationID, publication: Bool, session: SessionID, attachment: NodeStream, now: Double,
                               into outputs: inout [ReplicaOutput]) {
-        let raw = UInt32(op.value)
         guard let existing = sessions[session]?.operations[op] else {
-            outputs.append(.deliver(attachment, .status(.rejected(raw, .unknownOperation))))
+            outputs.append(.deliver(attachment, .matcher(.rejected(op, .unknownOperation))))
             return
         }
         let isPublication: Bool
         if case .publication = existing { isPublication = true } else { isPublication = false }
         guard isPublication == publication else {
-            outputs.append(.deliver(attachment, .status(.rejected(raw, .unknownOperation))))
+            outputs.append(.deliver(attachment, .matcher(.rejected(op, .unknownOperation))))
             return
         }
         sessions[session]?.operations[op] = nil
         handle(publication ? .unpublish(session, op) : .unsubscribe(session, op), now: now, into: &outputs)
         // The acknowledgement (STATE_ENDED), after the events the end caused.
-        outputs.append(.deliver(attachment, .status(.ended(raw))))
+        outputs.append(.deliver(attachment, .ended(op)))
     }
 
     // MARK: Routing
@@ -380,14 +378,11 @@ struct ExchangeReplica: Sendable {
         for event in events {
             let (session, notice) = event.notice
             guard let attachment = sessions[session]?.attachment else { continue }
-            var frame = ServerFrame(notice)
-            if case .found(let session, let op, let message) = event, case .found(var body) = frame.kind,
-               let signal = core.signal(session: session, operation: op, message: message) {
-                body.snrDb = signal.snr
-                body.levelDbfs = signal.level
-                frame.kind = .found(body)
+            if case .found(let session, let op, let message) = event, let signal = core.signal(session: session, operation: op, message: message) {
+                outputs.append(.deliver(attachment, .foundWithSignal(op, message, snr: signal.snr, level: signal.level)))
+            } else {
+                outputs.append(.deliver(attachment, .matcher(notice)))
             }
-            outputs.append(.deliver(attachment, frame))
         }
     }
 }
