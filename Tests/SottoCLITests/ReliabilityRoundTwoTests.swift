@@ -262,11 +262,12 @@ private func fileType(_ path: String) -> mode_t? {
         }.max() ?? 0
     }
 
-    /// `sotto load` against nothing fails fast with exit 2, without numbers.
+    /// `sotto load` against nothing fails fast with exit 2 and the cause (the probe, as publish and subscribe),
+    /// without numbers.
     @Test(.timeLimit(.minutes(1))) func loadAgainstAnUnreachableServerFails() throws {
         let start = Date()
         let result = try Sotto.run(["load", "--server", "127.0.0.1:1", "--api-key", "k", "--sessions", "1", "--duration", "1"], timeout: 50)
-        #expect(result.status == 2 && result.stderr.contains("no session opened"), "\(result.status) \(result.stderr)")
+        #expect(result.status == 2 && result.stderr.contains("127.0.0.1:1 refused the connection"), "\(result.status) \(result.stderr)")
         #expect(!result.stdout.contains("sightings"), "\(result.stdout)")
         #expect(Date().timeIntervalSince(start) < 30)
     }
