@@ -58,10 +58,10 @@ public enum TLSCheck {
     static func describe(_ error: any Error) -> String {
         let text = "\(error)"
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
-            return "its certificate failed verification: it is not for this host name or address (\(text))"
+            return "its certificate failed verification: it is not for this host name or address"
         }
         if text.contains("CERTIFICATE_VERIFY_FAILED") || text.contains("certificate verify failed") {
-            return "its certificate failed verification: not signed by a trusted CA (give the service's CA with --ca) (\(text))"
+            return "its certificate failed verification: not signed by a trusted CA (give the service's CA with --ca)"
         }
         return "the TLS handshake failed: \(text)"
     }
