@@ -33,7 +33,7 @@ import Testing
     @Test(.timeLimit(.minutes(2)), arguments: ["text", "json"]) func anInterruptedSweepPrintsTheRowUnderWay(format: String) async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let sweep = try SpawnedProcess(Sotto.executable.path, ["bench", "sweep", "offset", "--trials", "2", "--profile", "fast",
+        let sweep = try SpawnedProcess(Sotto.executable.path, ["bench", "sweep", "offset", "--trials", "1", "--profile", "fast",
                                                               "--lengths", "1,2,3,4", "--format", format], environment: [:], directory: directory)
         defer { sweep.kill9() }
         func rows() -> [String] {
