@@ -153,8 +153,12 @@ struct DaemonCommand: AsyncParsableCommand {
             _ = try server.link(broadcasts: true)  // checks the address and key now, as a usage error
             let server = self.server
             matcher = .service(description: server.server.joined(separator: ", ")) { lostTimeout, onNotice in
-                // The same first contact as publish and subscribe: a failure's cause at once (the daemon says it and retries).
-                try await RemoteExchange.manager(server: server, broadcasts: true, lostTimeout: lostTimeout, onNotice: onNotice)
+                // The same first contact as publish and subscribe: a failure's cause at once (the daemon says it and retries;
+                // it adds "matcher: " itself).
+                do { return try await RemoteExchange.manager(server: server, broadcasts: true, lostTimeout: lostTimeout, onNotice: onNotice) }
+                catch let error as CommandError where error.description.hasPrefix("matcher: ") {
+                    throw CommandError(String(error.description.dropFirst("matcher: ".count)))
+                }
             }
         } else {
             matcher = .embedded

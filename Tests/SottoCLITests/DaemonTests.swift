@@ -192,6 +192,7 @@ extension BackgroundSotto {
         let reported = subscribe.stderr.contains(said) ? true : await daemon.saidOnStandardError(said, timeout: 20)
         #expect(reported, "client: \(subscribe.status) \(subscribe.stderr); daemon: \(daemon.standardError)")
         #expect(!daemon.standardError.contains("not connected after"), "\(daemon.standardError)")
+        #expect(!subscribe.stderr.contains("matcher: matcher:"), "\(subscribe.stderr)")
     }
 
     @Test func oneDaemonPerUserItsSocketAndItsOperations() async throws {
