@@ -179,6 +179,11 @@ let package = Package(
                 dependencies: ["SottoExchange", "SottoExchangeWire",
                                .product(name: "GRPCCore", package: "grpc-swift-2"),
                                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                               // TLSCheck: a handshake that verifies the certificate as the client does, before it connects.
+                               .product(name: "NIOCore", package: "swift-nio"),
+                               .product(name: "NIOPosix", package: "swift-nio"),
+                               .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                               .product(name: "NIOTLS", package: "swift-nio"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         // The load generator of `sotto load`: simulated devices on raw gRPC streams, measuring a service.
@@ -239,6 +244,7 @@ let package = Package(
         .target(name: "SottoTestSupport", path: "Tests/SottoTestSupport", swiftSettings: strict),
         .testTarget(name: "SottoServiceTests",
                     dependencies: ["SottoExchange", "SottoExchangeWire", "SottoExchangeService", "SottoExchangeClient", "SottoTestSupport",
+                                   "SottoExchangeLoad",  // the DocC catalog's worked example
                                    .product(name: "GRPCCore", package: "grpc-swift-2"),
                                    .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                                    .product(name: "SwiftProtobuf", package: "swift-protobuf"),

@@ -35,28 +35,44 @@ struct FFTPlanner {
         }
     }
 
-    /// Before the first plan: reads the system's wisdom (`FFTWisdom.systemPath`) and the file named by
-    /// `FFTWisdom.environmentVariable`, where there is any.
+    /// Before the first plan: reads the system's wisdom (`FFTWisdom.systemPath`) and the user's
+    /// (`FFTWisdom.userPath`), where there is any.
     mutating func prepare() {
         guard !systemWisdomRead else { return }
         systemWisdomRead = true
         _ = fftwf_import_system_wisdom()
-        if let path = getenv(FFTWisdom.environmentVariable) { _ = fftwf_import_wisdom_from_filename(path) }
+        if let path = FFTWisdom.userPath(), access(path, R_OK) == 0 { _ = fftwf_import_wisdom_from_filename(path) }
     }
 }
 
 /// FFTW's wisdom: measured plans, which FFTW uses in place of its estimates (on this machine: a 4 096-point
 /// real transform 1.17 -> 0.89 ns a point, though the decoder now takes its block spectrum from a complex
 /// one, `PartialRealFFT`; 512-point complex ones 0.69 -> 0.57, 432-point ones 1.48 ->
-/// 0.98). Every plan made in the process uses the system's wisdom (``systemPath``) and that of the file
-/// named by ``environmentVariable`` (both read before the first plan; a file FFTW does not accept is
+/// 0.98). Every plan made in the process uses the system's wisdom (``systemPath``) and the user's
+/// (``userPath(environment:)``; both read before the first plan; a file FFTW does not accept is
 /// ignored), and whatever was measured since. Wisdom changes which algorithm runs, so results move
 /// within float round-off: the same on every run of one machine, as without it.
 public enum FFTWisdom {
     /// Where FFTW reads the system's single-precision wisdom from (`fftwf_import_system_wisdom`).
     public static let systemPath = "/etc/fftw/wisdomf"
-    /// Environment variable naming a further wisdom file to read (for a user who cannot write ``systemPath``).
+    /// Environment variable naming the user's wisdom file, in place of the default one (``userPath(environment:)``).
     public static let environmentVariable = "SOTTO_FFTW_WISDOM"
+
+    /// The user's wisdom file, read after the system's and written by `sotto tune`: the file named by
+    /// ``environmentVariable`` when set, else `$XDG_CACHE_HOME/sotto/fftw-wisdomf` (by default
+    /// `~/.cache/sotto/fftw-wisdomf`); nil without a home directory.
+    /// - Parameter environment: the environment to read; nil for the process's.
+    /// - Returns: the path, or nil.
+    public static func userPath(environment: [String: String]? = nil) -> String? {
+        func variable(_ name: String) -> String? {
+            if let environment { return environment[name] }
+            return getenv(name).map { String(cString: $0) }
+        }
+        if let path = variable(environmentVariable), !path.isEmpty { return path }
+        if let cache = variable("XDG_CACHE_HOME"), cache.hasPrefix("/") { return cache + "/sotto/fftw-wisdomf" }
+        guard let home = variable("HOME"), home.hasPrefix("/") else { return nil }
+        return home + "/.cache/sotto/fftw-wisdomf"
+    }
 
     /// Plans every transform made while `body` runs by timing FFTW's candidates (`FFTW_MEASURE`: tens of
     /// milliseconds a transform, the first time a size is planned), adding them to the process's wisdom.

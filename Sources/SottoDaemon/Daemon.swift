@@ -57,12 +57,12 @@ public struct DaemonConfiguration: Sendable {
     ///   - capture: the capture device.
     ///   - playback: the playback device.
     ///   - interval: repetition of broadcast frames (s).
-    ///   - jitter: random extra delay per frame (s).
+    ///   - jitter: random extra delay per frame (s; `FramePlayer.Schedule.defaultJitter`, as every transmitting command).
     ///   - matcher: embedded or a service.
     ///   - retryInterval: seconds between attempts to recover a device or matcher.
     ///   - environment: the process environment.
     public init(paths: DaemonPaths = DaemonPaths(), consent: Consent = Consent(), capture: PCMConfiguration, playback: PCMConfiguration,
-                interval: Double = 1.5, jitter: Double = 1.0, matcher: Matcher = .embedded, retryInterval: Double = 1,
+                interval: Double = 1.5, jitter: Double = FramePlayer.Schedule.defaultJitter, matcher: Matcher = .embedded, retryInterval: Double = 1,
                 environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.paths = paths
         self.consent = consent

@@ -71,6 +71,18 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
         }
     }
 
+    /// What a frame costs of its key's and project's rate limits, in work units: 1, or n for a report of n
+    /// sightings (as sent, valid or not); nil for ending an operation, which is never refused (it only lightens
+    /// the load, and a refused client would believe it ended while the service kept it).
+    /// - Parameter frame: a frame of a session that said Hello.
+    static func rateCost(of frame: ClientFrame) -> Double? {
+        switch frame.kind {
+        case .unpublish, .unsubscribe, .heartbeat: return nil
+        case .observe(let body): return Double(max(1, body.sightings.count))
+        default: return 1
+        }
+    }
+
     /// The session logic of every transport (gRPC streams, WebSockets): Hello, the key, the session on the host,
     /// the frames both ways, the cut-offs. It ends by returning (the client ended its stream) or by throwing the
     /// `RPCError` that ends the stream; the transport carries the frames and that end, nothing else.
@@ -129,7 +141,15 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                                     let now = ContinuousClock.now
                                     state.lastSighting.withLock { $0 = $0 ?? now }
                                 }
-                                await host.receive(frame, stream: stream)
+                                // The edge: the frame checked into a domain request (what the log holds), or refused.
+                                let inbound: MatcherHost.Inbound
+                                do throws(FrameRefusal) {
+                                    guard let request = try frame.validatedRequest() else { continue }
+                                    inbound = .request(request)
+                                } catch {
+                                    inbound = .refused(error)
+                                }
+                                await host.receive(inbound, cost: Self.rateCost(of: frame), stream: stream)
                                 continue
                             }
                             guard case .hello(let hello) = frame.kind else {

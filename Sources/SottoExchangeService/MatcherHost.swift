@@ -317,33 +317,57 @@ public actor MatcherHost {
         submit(.end(session, stream: number))
     }
 
-    /// One frame from the client of a stream. The rate limits are checked first, on the caller's task: a
-    /// refused frame never waits for this actor (a publish or subscribe is answered RATE_LIMITED, a report
-    /// with an Error at most once a second).
-    public nonisolated func receive(_ frame: ClientFrame, stream number: UInt64) async {
-        if case .heartbeat = frame.kind { return }
-        guard case .refused(let rate, let notify, let outbox) = limiter.admit(frame, stream: number) else {
-            await receiveAdmitted(frame, stream: number)
+    /// What the client of a stream sent, checked at the edge by the transport that received it.
+    public enum Inbound: Sendable {
+        /// A request for the matcher.
+        case request(MatcherRequest)
+        /// A frame that carried none: the answer goes to the client without the matcher (nor the log).
+        case refused(FrameRefusal)
+    }
+
+    /// One request (or refused frame) from the client of a stream. The rate limits are checked first, on the
+    /// caller's task: a refused one never waits for this actor (a publish or subscribe is answered
+    /// RATE_LIMITED, anything else with an Error at most once a second).
+    /// - Parameters:
+    ///   - inbound: what the client sent, checked at the edge.
+    ///   - cost: its work units for the rate limits (a frame 1, a report of n sightings n); nil for what is
+    ///     never refused (ending an operation).
+    ///   - number: the stream.
+    public nonisolated func receive(_ inbound: Inbound, cost: Double?, stream number: UInt64) async {
+        guard case .refused(let rate, let notify, let outbox) = limiter.admit(cost: cost, stream: number) else {
+            switch inbound {
+            case .request(let request): await receiveAdmitted(request, stream: number)
+            case .refused(let refusal): await refuse(refusal, stream: number)
+            }
             return
         }
         metrics.rateLimited.increment()
         let error = ExchangeError.rateLimited(rate)
         let answer: ServerFrame?
-        switch frame.kind {
-        case .publish(let body): answer = .status(.rejected(body.opID, error))
-        case .subscribe(let body): answer = .status(.rejected(body.opID, error))
-        default: answer = notify ? .error(error) : nil
+        switch inbound {
+        case .request(.publish(let op, _, _)), .request(.subscribe(let op, _, _, _)):
+            answer = .status(.rejected(UInt32(clamping: op.value), error))
+        case .refused(.operation(let op, _)):
+            answer = .status(.rejected(op, error))
+        default:
+            answer = notify ? .error(error) : nil
         }
         if let answer, !outbox.push(answer) { await cutOffSlowReader(number) }
     }
 
-    private func receiveAdmitted(_ frame: ClientFrame, stream number: UInt64) {
+    /// Answers a frame the edge refused (counted as rejected, as the matcher's own rejections are).
+    private func refuse(_ refusal: FrameRefusal, stream number: UInt64) {
+        metrics.rejected.increment()
+        push(refusal.answer, to: number)
+    }
+
+    private func receiveAdmitted(_ request: MatcherRequest, stream number: UInt64) {
         guard let stream = streams[number], let session = stream.session else { return }
-        if case .observe(let body) = frame.kind {
+        if case .observe(let sightings) = request {
             metrics.reports.increment()
-            metrics.sightings.increment(by: Int64(body.sightings.count))
+            metrics.sightings.increment(by: Int64(sightings.count))
         }
-        submit(.frame(session, stream: number, frame))
+        submit(.request(session, stream: number, request))
     }
 
     // MARK: Rate limits
@@ -627,18 +651,20 @@ public actor MatcherHost {
     private func perform(_ outputs: [ReplicaOutput]) {
         for output in outputs {
             switch output {
-            case .deliver(let attachment, var frame):
+            case .deliver(let attachment, let notice):
                 guard attachment.node == nodeID, let stream = streams[attachment.stream] else { continue }
-                switch frame.kind {
-                case .welcome(var body):
+                switch notice {
+                case .matcher(.found), .foundWithSignal: metrics.found.increment()
+                case .matcher(.lost): metrics.lost.increment()
+                case .matcher(.invalidToken): metrics.invalidTokens.increment()
+                case .matcher(.rejected): metrics.rejected.increment()
+                default: break
+                }
+                // The notice in the client protocol's frame; the Welcome with the secret only this node knows.
+                var frame = ServerFrame(notice, sessionGrace: configuration.sessionGrace, heartbeatInterval: configuration.heartbeatInterval)
+                if case .welcome(var body) = frame.kind {
                     body.resumeSecret = Data(body.resumed ? stream.presentedSecret : stream.newSecret)
                     frame.kind = .welcome(body)
-                case .found: metrics.found.increment()
-                case .lost: metrics.lost.increment()
-                case .tokenStatus: metrics.invalidTokens.increment()
-                case .opStatus(let status) where status.state == .rejected: metrics.rejected.increment()
-                case .error: metrics.rejected.increment()
-                default: break
                 }
                 push(frame, to: attachment.stream)
             case .opened(let attachment, let result):

@@ -89,17 +89,12 @@ struct RateLimits: Sendable {
 
     mutating func forgetAllStreams() { streams = [:] }
 
-    /// Takes the frame's cost from its key's bucket and its project's (both or neither) at `now` (s). Ending
-    /// an operation is never refused (it only lightens the load, and a refused client would believe it ended
-    /// while the service kept it); neither is a frame of a stream these limits do not know.
-    mutating func admit(_ frame: ClientFrame, stream number: UInt64, now: Double) -> Verdict {
-        var cost = 1.0
-        switch frame.kind {
-        case .unpublish, .unsubscribe, .heartbeat: return .admitted
-        case .observe(let body): cost = Double(max(1, body.sightings.count))
-        default: break
-        }
-        guard var entry = streams[number] else { return .admitted }
+    /// Takes `cost` (work units: a frame 1, a report of n sightings n; nil for what is never refused, such as
+    /// ending an operation, which only lightens the load: a refused client would believe it ended while the
+    /// service kept it) from the stream's key's bucket and its project's (both or neither) at `now` (s). A
+    /// stream these limits do not know is never refused.
+    mutating func admit(cost: Double?, stream number: UInt64, now: Double) -> Verdict {
+        guard let cost, var entry = streams[number] else { return .admitted }
         let (rate, burst) = rates[entry.keyID] ?? (.infinity, .infinity)
         var key = keys[entry.keyID] ?? Bucket(tokens: burst, last: now)
         var project = projects[entry.projectID] ?? Bucket(tokens: projectBurst, last: now)
@@ -218,10 +213,10 @@ final class RateLimiter: Sendable {
 
     func forgetAllStreams() { limits.withLock { $0.forgetAllStreams() } }
 
-    /// See ``RateLimits/admit(_:stream:now:)``.
-    func admit(_ frame: ClientFrame, stream number: UInt64) -> Verdict {
+    /// See ``RateLimits/admit(cost:stream:now:)``.
+    func admit(cost: Double?, stream number: UInt64) -> Verdict {
         let now = self.now
-        return limits.withLock { $0.admit(frame, stream: number, now: now) }
+        return limits.withLock { $0.admit(cost: cost, stream: number, now: now) }
     }
 
     /// See ``RateLimits/admitOpen(key:now:)``.

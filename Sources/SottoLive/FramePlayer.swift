@@ -27,6 +27,14 @@ public final class FramePlayer: Sendable {
         /// Seconds to send for; nil for no limit.
         public var duration: Double?
 
+        /// The jitter every transmitting command uses unless told otherwise (s): `send`, `publish`, `beacon` and
+        /// `daemon`, capped at their interval when that is shorter (``defaultJitter(interval:)``).
+        public static let defaultJitter = 0.25
+
+        /// The default jitter for frames `interval` seconds apart (s): ``defaultJitter``, or `interval` when shorter.
+        /// - Parameter interval: from the start of one frame to the start of the next (s).
+        public static func defaultJitter(interval: Double) -> Double { min(defaultJitter, max(0, interval)) }
+
         public init(interval: Double, jitter: Double = 0, count: Int? = nil, duration: Double? = nil) {
             self.interval = interval; self.jitter = jitter; self.count = count; self.duration = duration
         }

@@ -9,7 +9,7 @@ import SottoSupport
 /// `JSONEncoder` with sorted keys. Documented, with an example per record type, in the JSONLines article.
 public enum JSONLines {
     /// Version of the schema; raised when a field changes meaning or disappears (new fields keep it).
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
 
     /// Every record type, by its `record` name.
     public static var recordTypes: [String: any JSONRecord.Type] {
@@ -56,7 +56,10 @@ public protocol JSONRecord: Codable, Sendable {
 /// Lowercase hex without prefix.
 func hexString(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 
-/// A decoded frame (`decode`, `listen`).
+/// A decoded frame (`decode`, `listen`). Its measurement fields have the names of the C library's
+/// `sotto_frame` and Python's `sotto.Frame` (`start_time_s`, `snr_db`, ...), units last; the names of schema 1
+/// (`start`, `end`, `snr`, `level`, `clockOffsetPPM`, `correctedBits`) are still written, with the same
+/// values, for this release only.
 public struct FrameRecord: JSONRecord {
     public static let recordType = "frame"
     public var schema = JSONLines.schemaVersion
@@ -68,29 +71,53 @@ public struct FrameRecord: JSONRecord {
     /// The token as text, when it is printable UTF-8.
     public var text: String?
     public var profile: String
-    /// First and last sample of the frame (s from the start of the input, 6 decimals).
-    public var start: Double
-    public var end: Double
-    /// Signal-to-noise ratio (dB, over 0...fs/2).
-    public var snr: Double
-    /// Received peak level (dBFS).
-    public var level: Double
-    /// Time-scale offset (ppm; positive: arrived stretched).
+    /// First sample of the preamble (s from the start of the input, 6 decimals): `start_time_s`.
+    public var startTimeS: Double
+    /// End of the frame (s from the start of the input, 6 decimals): `end_time_s`.
+    public var endTimeS: Double
+    /// Estimated in-band SNR (dB): `snr_db`.
+    public var snrDB: Double
+    /// Received peak level (dBFS): `level_dbfs`.
+    public var levelDBFS: Double
+    /// Time-scale offset (ppm; positive: arrived stretched): `clock_offset_ppm`.
     public var clockOffsetPPM: Double
-    /// Coded bits the error-correcting code corrected.
+    /// Coded bits the error-correcting code corrected: `corrected_bits`.
     public var correctedBits: Int
+    /// Schema 1's names of the same values (`start`, `end`, `snr`, `level`; `clockOffsetPPM` and
+    /// `correctedBits` under `clockOffsetPPMOld`, `correctedBitsOld`), written for one release.
+    public var start: Double?
+    public var end: Double?
+    public var snr: Double?
+    public var level: Double?
+    public var clockOffsetPPMOld: Double?
+    public var correctedBitsOld: Int?
 
+    /// The JSON names: the C and Python names, then schema 1's.
+    public enum CodingKeys: String, CodingKey {
+        case schema, record, file, token, text, profile
+        case startTimeS = "start_time_s", endTimeS = "end_time_s", snrDB = "snr_db", levelDBFS = "level_dbfs"
+        case clockOffsetPPM = "clock_offset_ppm", correctedBits = "corrected_bits"
+        case start, end, snr, level
+        case clockOffsetPPMOld = "clockOffsetPPM", correctedBitsOld = "correctedBits"
+    }
+
+    /// The record of `frame`.
+    /// - Parameters:
+    ///   - frame: the decoded frame.
+    ///   - file: the input it was found in, when there are several.
     public init(_ frame: DecodedFrame, file: String? = nil) {
         self.file = file
         token = hexString(frame.token)
         text = JSONLines.printable(frame.token)
         profile = frame.profile
-        start = JSONLines.rounded(frame.startTime, 6)
-        end = JSONLines.rounded(frame.endTime, 6)
-        snr = frame.snr
-        level = frame.level
+        startTimeS = JSONLines.rounded(frame.startTime, 6)
+        endTimeS = JSONLines.rounded(frame.endTime, 6)
+        snrDB = frame.snr
+        levelDBFS = frame.level
         clockOffsetPPM = frame.clockOffsetPPM
         correctedBits = frame.correctedBits
+        (start, end, snr, level) = (startTimeS, endTimeS, snrDB, levelDBFS)
+        (clockOffsetPPMOld, correctedBitsOld) = (clockOffsetPPM, correctedBits)
     }
 }
 
@@ -293,6 +320,9 @@ public struct SweepRowRecord: JSONRecord {
     /// `"-300 ppm": "99.5%"` is `"minus_300_ppm_percent": 99.5`. Cells that are not numbers ("-", names,
     /// "3 of 10") are in `cells` only.
     public var values: [String: Double]
+    /// true for the row under way when the sweep was interrupted (Ctrl-C): the cells not measured are "-";
+    /// absent for a whole row.
+    public var partial: Bool?
 
     /// A row of `cells` under `columns` (titles in order); `values` are read from the cells.
     /// - Parameters:

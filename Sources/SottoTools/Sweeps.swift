@@ -17,6 +17,10 @@ public struct SweepOutput {
     public var row: ([String]) -> Void
     /// What is being measured now (for a progress line).
     public var status: (String) -> Void
+    /// The row under way, its cells measured so far in column order (fewer than the columns), after each
+    /// point of a sweep whose rows take several points (offset, reverb, rooms): what an interrupted sweep
+    /// can still print. The next ``row`` replaces it.
+    public var partial: ([String]) -> Void = { _ in }
 
     public init(table: @escaping (String, [String]) -> Void, row: @escaping ([String]) -> Void, status: @escaping (String) -> Void) {
         self.table = table
@@ -160,6 +164,7 @@ public struct SweepRunner {
                         Channel.addWhiteNoise(&x, snrDB: snr, signalPower: power, rng: &rng)
                     }
                     cells.append("\(fixed(100 * r.rate, 1))%")
+                    output.partial(["\(profile.name)", "\(bytes)"] + cells)
                 }
                 output.row(["\(profile.name)", "\(bytes)"] + cells)
             }
@@ -183,6 +188,7 @@ public struct SweepRunner {
                         Channel.addWhiteNoise(&x, snrDB: 20, signalPower: power, rng: &rng)
                     }
                     cells.append("\(fixed(100 * r.rate, 1))%")
+                    output.partial(["\(profile.name)", "\(bytes)"] + cells)
                 }
                 output.row(["\(profile.name)", "\(bytes)"] + cells)
             }
@@ -220,6 +226,7 @@ public struct SweepRunner {
                         for i in x.indices { x[i] += gain * noise[(start + i) % noise.count] }
                     }
                     cells.append("\(fixed(100 * r.rate, 1))%")
+                    output.partial(["\(profile.name)", "\(bytes)"] + cells)
                 }
                 output.status("\(profile.name), \(bytes) bytes, long synthetic room")
                 var ok = 0

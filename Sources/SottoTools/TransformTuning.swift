@@ -35,9 +35,9 @@ public enum TransformTuning {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             try output.write(Array(wisdom.utf8))
         } catch let error as OutputPathError {
-            throw ToolError("cannot write the wisdom to \(path): \(error.reason) (as root, or give --output)")
+            throw ToolError("cannot write the wisdom to \(path): \(error.reason) (the system's file needs root; or give -o FILE)")
         } catch {
-            throw ToolError("cannot write the wisdom to \(path): \(error.localizedDescription) (as root, or give --output)")
+            throw ToolError("cannot write the wisdom to \(path): \(error.localizedDescription) (the system's file needs root; or give -o FILE)")
         }
         return Summary(path: path, wisdom: wisdom, seconds: seconds)
     }

@@ -4,6 +4,7 @@ import SottoAudio
 import SottoDaemon
 import SottoDaemonNotify
 import SottoExchange
+import SottoLive
 import SottoNotify
 import SottoSupport
 import SottoTools
@@ -109,7 +110,9 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(help: "ALSA PCM to listen and play on.") var device: String = "default"
     @OptionGroup var devices: RadioDevices
     @Option(parsing: .unconditional, help: "Seconds from one broadcast frame to the next.") var interval: Double = 1.5
-    @Option(parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter).") var jitter: Double = 1.0
+    @Option(name: .customLong("jitter"), parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter; default: \(fixed(FramePlayer.Schedule.defaultJitter, 2)) s, or --interval when shorter, as in send, publish and beacon).") var jitterOption: Double?
+    /// --jitter as given, or the default every transmitting command shares.
+    var jitter: Double { jitterOption ?? FramePlayer.Schedule.defaultJitter(interval: interval) }
     @Option(parsing: .unconditional, help: "Seconds between attempts to reopen a failed device or reach the matcher.") var retryInterval: Double = 1
     @Option(parsing: .unconditional, help: "Duty-cycled scanning: listen this many seconds of every --scan-every (default: listen all the time).") var scanListen: Double?
     @Option(parsing: .unconditional, help: "Duty-cycled scanning: the period (s) of --scan-listen.") var scanEvery: Double?
@@ -140,7 +143,7 @@ struct DaemonCommand: AsyncParsableCommand {
         try NumericOption("--scan-every", 2...3600, unit: "s").check(scanEvery)
         if (scanListen == nil) != (scanEvery == nil) { throw ValidationError("--scan-listen and --scan-every go together") }
         if let scanListen, let scanEvery, scanListen >= scanEvery { throw ValidationError("--scan-listen must be shorter than --scan-every") }
-        try NumericOption("--jitter", 0...interval, unit: "s (at most --interval)").check(jitter)
+        try NumericOption("--jitter", 0...interval, unit: "s (at most --interval)").check(jitterOption)
         try NumericOption("--retry-interval", 0.05...60, unit: "s").check(retryInterval)
     }
 
@@ -150,7 +153,12 @@ struct DaemonCommand: AsyncParsableCommand {
             _ = try server.link(broadcasts: true)  // checks the address and key now, as a usage error
             let server = self.server
             matcher = .service(description: server.server.joined(separator: ", ")) { lostTimeout, onNotice in
-                try await RemoteExchange.manager(link: server.link(broadcasts: true), lostTimeout: lostTimeout, onNotice: onNotice)
+                // The same first contact as publish and subscribe: a failure's cause at once (the daemon says it and retries;
+                // it adds "matcher: " itself).
+                do { return try await RemoteExchange.manager(server: server, broadcasts: true, lostTimeout: lostTimeout, onNotice: onNotice) }
+                catch let error as CommandError where error.description.hasPrefix("matcher: ") {
+                    throw CommandError(String(error.description.dropFirst("matcher: ".count)))
+                }
             }
         } else {
             matcher = .embedded

@@ -20,19 +20,54 @@ struct BenchFixtures: ParsableCommand {
         discussion: """
             Prints success, false tokens and decode speed (seconds of audio per CPU second) per group; exits with \
             \(ExitStatus.checkFailed.rawValue) when an expected token is missed or an unexpected one decoded.
+
+            Your own recordings need no manifest.json: --expect HEX[,HEX...] expects those tokens in every audio \
+            file under the directory (subdirectories too, each its own group), or --expect-csv FILE gives each \
+            file its tokens (rows file,token; a file on several rows holds several tokens). Either way a token \
+            matches in any profile, and a token heard several times in a file (sent with --repeat) counts once.
             """)
 
-    @Argument(help: "Fixture directory with a manifest.json.") var directory: String = "Fixtures"
+    @Argument(help: "Fixture directory with a manifest.json, or of your own recordings with --expect or --expect-csv.") var directory: String = "Fixtures"
+    @Option(help: "Tokens (hex, comma-separated) that every audio file under the directory holds, instead of a manifest.json.")
+    var expect: String?
+    @Option(help: "A CSV of file,token rows (paths relative to the directory) instead of a manifest.json.")
+    var expectCsv: String?
     @OptionGroup var format: FormatOption
     @OptionGroup var progress: ProgressOptions
 
-    func validate() throws { try format.refuseHex("bench") }
+    func validate() throws {
+        try format.refuseHex("bench")
+        if expect != nil && expectCsv != nil { throw ValidationError("give either --expect or --expect-csv") }
+        _ = try expectedTokens()
+    }
+
+    /// The tokens of --expect, normalized; nil without it.
+    func expectedTokens() throws -> [String]? {
+        guard let expect else { return nil }
+        let tokens = try expect.split(separator: ",", omittingEmptySubsequences: false).map { item -> String in
+            guard let token = FixtureManifest.normalizedToken(item.trimmingCharacters(in: .whitespaces)) else {
+                throw ValidationError("--expect: tokens are 1-16 bytes of hex (optional 0x), comma-separated; got '\(item)'")
+            }
+            return token
+        }
+        return tokens
+    }
+
+    /// The manifest of --expect or --expect-csv; nil for the directory's manifest.json.
+    func givenManifest() throws -> FixtureManifest? {
+        do {
+            if let tokens = try expectedTokens() { return try FixtureManifest.recordings(in: directory, expecting: tokens) }
+            guard let expectCsv else { return nil }
+            guard let data = FileManager.default.contents(atPath: expectCsv) else { throw ToolError("cannot read \(expectCsv)") }
+            return try FixtureManifest.recordings(csv: String(decoding: data, as: UTF8.self), directory: directory, name: expectCsv)
+        } catch let error as ToolError { throw CommandError(error.description) }
+    }
 
     func run() throws {
         progress.apply()
         let result: FixtureBench.Result
         do {
-            result = try FixtureBench.run(directory: directory) { index, count, file in
+            result = try FixtureBench.run(directory: directory, manifest: givenManifest()) { index, count, file in
                 ProgressLine.shared.update("fixture \(index + 1) of \(count): \(file)")
             }
         } catch let error as ToolError { throw CommandError(error.description) }
@@ -45,7 +80,7 @@ struct BenchFixtures: ParsableCommand {
             Output.line("|---|---|---|---|---|---|---|---|")
             for group in result.groups + [result.total] { Output.line(Self.row(group)) }
             for problem in result.problems {
-                printError("\(problem.file): \(problem.problem) \(problem.token.map { "\($0) (\(problem.profile ?? ""))" } ?? problem.reason ?? "")")
+                printError("\(problem.file): \(problem.problem) \(problem.token.map { "\($0)\(problem.profile.map { " (\($0))" } ?? "")" } ?? problem.reason ?? "")")
             }
         }
         if !result.passed { throw ExitCode(ExitStatus.checkFailed.rawValue) }
@@ -158,27 +193,33 @@ struct BenchSweep: ParsableCommand {
     func run() throws {
         progress.apply()
         let sweepName = kind.rawValue
-        let printer = Box(TablePrinter(json: format.format == .json) { caption, columns, cells in
+        let printing = SweepPrinting(TablePrinter(json: format.format == .json) { caption, columns, cells in
             SweepRowRecord(sweep: sweepName, caption: caption, columns: columns, cells: cells)
         })
         // Progress on a terminal: the point under way, the row of how many, and from the rows done an estimate
         // of the time left (rows of one sweep take about as long as each other).
         let progress = Box(SweepProgress(totalRows: try expectedRows(), started: Date()))
-        let output = SweepOutput(table: { printer.value.table($0, $1) },
-                                 row: { progress.value.rowsDone += 1; printer.value.row($0) },
+        var output = SweepOutput(table: { printing.table($0, $1) },
+                                 row: { progress.value.rowsDone += 1; printing.row($0) },
                                  status: { ProgressLine.shared.update("\(sweepName): \($0)\(progress.value.suffix(now: Date()))") })
+        output.partial = { printing.partial($0) }
         var runner = SweepRunner(trials: trials, seed: seed, dataDirectory: data, speechPath: speech, directivity: directivity, output: output)
         runner.crowdDevices = try deviceCounts()
         runner.crowdRules = rules.split(separator: ",").map(String.init)
         runner.crowdSlotGuard = slotGuard
         runner.crowdAliasRoomSize = aliasRoomSize
         runner.crowdTrace = trace
-        // Ctrl-C (or SIGTERM): the rows printed are what was measured; stopped as the exit-status table says
-        // (0), with the progress line erased and a word on what was left, instead of dying with 130 mid-line.
+        // Ctrl-C (or SIGTERM): the rows printed are what was measured, and the row under way is printed with the
+        // cells measured so far ("-" for the rest); stopped as the exit-status table says (0), with the progress
+        // line erased, instead of dying with 130 mid-line. The sweep's thread prints nothing more meanwhile.
         let started = Date()
         let interrupt = Interruption.onStop {
-            ProgressLine.shared.clear()
-            printError("interrupted after \(fixed(Date().timeIntervalSince(started), 0)) s: the rows printed are what was measured; the row under way was not finished")
+            printing.interrupt { partial in
+                ProgressLine.shared.clear()
+                let elapsed = fixed(Date().timeIntervalSince(started), 0)
+                printError("interrupted after \(elapsed) s: the rows printed are what was measured; "
+                           + (partial ? "the last one, partial, has \"-\" for the points not measured" : "the row under way was not finished"))
+            }
             Foundation.exit(ExitStatus.success.rawValue)
         }
         defer { interrupt.cancel() }
@@ -212,6 +253,50 @@ struct SweepProgress {
         if whole < 60 { return "\(whole) s" }
         if whole < 3_600 { return "\(whole / 60) min \(whole % 60) s" }
         return "\(whole / 3_600) h \(whole % 3_600 / 60) min"
+    }
+}
+
+/// The sweep's table and its row under way, printed by the sweep's thread and, on Ctrl-C, by the signal
+/// thread: one lock, so that an interrupted sweep's last lines are whole and nothing follows them.
+final class SweepPrinting: @unchecked Sendable {
+    private let lock = NSLock()
+    private var printer: TablePrinter
+    private var columns: [String] = []
+    private var underWay: [String]?
+    private var stopped = false
+
+    init(_ printer: TablePrinter) { self.printer = printer }
+
+    func table(_ caption: String, _ columns: [String]) {
+        lock.withLock {
+            guard !stopped else { return }
+            self.columns = columns
+            underWay = nil
+            printer.table(caption, columns)
+        }
+    }
+
+    func row(_ cells: [String]) {
+        lock.withLock {
+            guard !stopped else { return }
+            underWay = nil
+            printer.row(cells)
+        }
+    }
+
+    /// The row under way so far (fewer cells than columns).
+    func partial(_ cells: [String]) {
+        lock.withLock { if !stopped { underWay = cells } }
+    }
+
+    /// Prints the row under way, its missing cells as "-", and stops all printing; `report(partial)` runs under
+    /// the lock after it (whether there was a partial row to print).
+    func interrupt(_ report: (Bool) -> Void) {
+        lock.lock()  // never unlocked: the process exits next, and the sweep's thread must print nothing more
+        stopped = true
+        let cells = underWay.map { $0 + Array(repeating: "-", count: max(0, columns.count - $0.count)) }
+        if let cells { printer.row(cells, partial: true) }
+        report(cells != nil)
     }
 }
 

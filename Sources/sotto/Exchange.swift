@@ -14,13 +14,15 @@ struct TransmitTarget: ParsableArguments {
     @Option(help: "ALSA playback PCM to play on.") var device: String = "default"
     @Option(name: [.customShort("o"), .long], help: "Write exactly what would be played over the TTL to this file instead (at most 86400 s, a day, in any format and to a pipe; 16-bit WAV and AIFF about 12 h).") var out: String?
     @Option(parsing: .unconditional, help: "Seconds from one frame to the next.") var interval: Double = 1
-    @Option(parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter), so that devices do not collide every time.") var jitter: Double = 0.25
+    @Option(name: .customLong("jitter"), parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter), so that devices do not collide every time (default: \(fixed(FramePlayer.Schedule.defaultJitter, 2)) s, or --interval when shorter, as in send and daemon).") var jitterOption: Double?
+    /// --jitter as given, or the default every transmitting command shares.
+    var jitter: Double { jitterOption ?? FramePlayer.Schedule.defaultJitter(interval: interval) }
     @Option(parsing: .unconditional, help: "Seed of the jitter in --out files (default: drawn anew for every file, so that devices writing files do not send at the same instants; give one to reproduce a file).") var seed: UInt64?
     @Option(help: "Profile.") var profile: Profile = .standard
 
     func validate() throws {
         try NumericOption("--interval", 0.1...3600, unit: "s").check(interval)
-        try NumericOption("--jitter", 0...interval, unit: "s (at most --interval)").check(jitter)
+        try NumericOption("--jitter", 0...interval, unit: "s (at most --interval)").check(jitterOption)
         if let out { do { _ = try AudioFileFormat(path: out) } catch { throw ValidationError(error.description) } }
     }
 

@@ -15,7 +15,7 @@ struct Load: AsyncParsableCommand {
         seconds. Latency is from the first report of a pair of neighbours to each one's found.
         """)
 
-    @Option(help: "The service: HOST:PORT or unix:PATH; repeat for the nodes of one service (devices take them in turn).")
+    @Option(help: "The service: HOST:PORT, unix:PATH, sotto://HOST:PORT or sottos://HOST:PORT (TLS); repeat for the nodes of one service (devices take them in turn).")
     var server: [String]
     @Option(help: "API key of a project whose key allows the rate (sotto admin key create --requests-per-second).") var apiKey: String
     @Option(help: "CA certificate (PEM) for TLS.") var ca: String?
@@ -52,8 +52,11 @@ struct Load: AsyncParsableCommand {
             do { addresses.append(try MatcherAddress(parsing: text)) } catch { throw ValidationError("--server \(text): \(error)") }
         }
         guard !addresses.isEmpty else { throw ValidationError("--server: give at least one address") }
+        let tls = ca != nil || server.contains { $0.hasPrefix("sottos://") }
+        try await MatcherProbe.run(addresses, tls: tls, trustRoots: ca)
         var configuration = ServiceLoad.Configuration(addresses: addresses, apiKey: apiKey)
         configuration.trustRoots = ca
+        configuration.tls = tls
         configuration.sessions = sessions
         configuration.clusterSize = cluster
         configuration.sightingsPerSecond = rate

@@ -55,8 +55,12 @@ struct TablePrinter {
         Output.line("|" + String(repeating: "---|", count: columns.count))
     }
 
-    func row(_ cells: [String]) {
-        if json { Output.line(JSONLines.line(record(caption, columns, cells))) }
-        else { Output.line("| " + cells.joined(separator: " | ") + " |") }
+    /// Prints a row; `partial` marks the row under way of an interrupted sweep (JSON: `"partial":true`).
+    func row(_ cells: [String], partial: Bool = false) {
+        if json {
+            var line = record(caption, columns, cells)
+            if partial, var row = line as? SweepRowRecord { row.partial = true; line = row }
+            Output.line(JSONLines.line(line))
+        } else { Output.line("| " + cells.joined(separator: " | ") + " |") }
     }
 }

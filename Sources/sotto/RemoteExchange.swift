@@ -34,26 +34,9 @@ struct ServerOptions: ParsableArguments {
         do { try options.checkKeyTransport() } catch { throw ValidationError("--server: \(error)") }
     }
 
-    /// Says on stderr what is tried, then probes every node (``EndpointProbe``) so that a failure is reported
-    /// at once with its cause: a usage-free run-time failure when no node answers as a sotto service, a
-    /// warning for each node that does not when another does.
+    /// Says on stderr what is tried, then probes every node (``MatcherProbe``).
     func probe() async throws {
-        let addresses = server.compactMap { try? MatcherAddress(parsing: $0) }
-        let tls = secure
-        printError("matcher: connecting to \(addresses.map(\.description).joined(separator: ", ")) (\(tls ? "TLS" : "plaintext"))")
-        let outcomes = await withTaskGroup(of: (Int, EndpointProbe.Outcome).self) { group in
-            for (index, address) in addresses.enumerated() {
-                group.addTask { (index, await EndpointProbe.probe(address, greeting: .grpc(tls: tls))) }
-            }
-            var outcomes = [EndpointProbe.Outcome](repeating: .reachable, count: addresses.count)
-            for await (index, outcome) in group { outcomes[index] = outcome }
-            return outcomes
-        }
-        let failures = outcomes.filter { !$0.isReachable }
-        if failures.count == outcomes.count, !failures.isEmpty {
-            throw CommandError("matcher: " + failures.map { $0.description }.joined(separator: "; "))
-        }
-        for failure in failures { printError("warning: matcher: \(failure); trying the other nodes") }
+        try await MatcherProbe.run(server.compactMap { try? MatcherAddress(parsing: $0) }, tls: secure, trustRoots: ca)
     }
 
     /// A link to the service, for a session that broadcasts or not.
@@ -73,6 +56,34 @@ struct ServerOptions: ParsableArguments {
         options.insecure = insecure
         do { try options.checkKeyTransport() } catch { throw ValidationError("--server: \(error)") }
         do { return try RemoteMatcher(options: options) } catch { throw CommandError("--server: \(error)") }
+    }
+}
+
+/// The first contact with a matcher service's nodes, for every command that uses one (publish, subscribe,
+/// beacon, load, daemon): says on stderr what is tried, then probes every node (``EndpointProbe``; with TLS, a
+/// handshake that verifies the certificate, ``TLSCheck``) so that a failure is reported at once with its cause:
+/// a run-time failure when no node answers as a sotto service, a warning for each node that does not when
+/// another does.
+enum MatcherProbe {
+    static func run(_ addresses: [MatcherAddress], tls: Bool, trustRoots: String?) async throws {
+        printError("matcher: connecting to \(addresses.map(\.description).joined(separator: ", ")) (\(tls ? "TLS" : "plaintext"))")
+        let failures = await withTaskGroup(of: (Int, String?).self) { group in
+            for (index, address) in addresses.enumerated() {
+                group.addTask {
+                    let outcome = await EndpointProbe.probe(address, greeting: .grpc(tls: tls))
+                    guard outcome.isReachable else { return (index, outcome.description) }
+                    guard tls, let failure = await TLSCheck.failure(address, trustRoots: trustRoots) else { return (index, nil) }
+                    return (index, "\(address): \(failure)")
+                }
+            }
+            var failures = [String?](repeating: nil, count: addresses.count)
+            for await (index, failure) in group { failures[index] = failure }
+            return failures.compactMap { $0 }
+        }
+        if failures.count == addresses.count, !failures.isEmpty {
+            throw CommandError("matcher: " + failures.joined(separator: "; "))
+        }
+        for failure in failures { printError("warning: matcher: \(failure); trying the other nodes") }
     }
 }
 

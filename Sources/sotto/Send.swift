@@ -42,8 +42,10 @@ struct Send: ParsableCommand {
     var loop = false
     @Option(parsing: .unconditional, help: "Seconds from the start of one frame to the start of the next.")
     var interval: Double = 1
-    @Option(parsing: .unconditional, help: "Random extra delay (s, uniform 0...jitter) before each repetition, so that two senders do not collide every time.")
-    var jitter: Double = 0
+    @Option(name: .customLong("jitter"), parsing: .unconditional, help: "Random extra delay (s, uniform 0...jitter) before each repetition, so that two senders do not collide every time (default: \(fixed(FramePlayer.Schedule.defaultJitter, 2)) s, or --interval when shorter, as in publish, beacon and daemon).")
+    var jitterOption: Double?
+    /// --jitter as given, or the default every transmitting command shares.
+    var jitter: Double { jitterOption ?? FramePlayer.Schedule.defaultJitter(interval: interval) }
     @Option(parsing: .unconditional, help: "Seed of the jitter in --out files (reproducible).")
     var seed: UInt64 = 1
     @Option(help: "While playing, listen on this capture PCM (full duplex) and warn when the own token is not heard; not with --out.")
@@ -53,7 +55,7 @@ struct Send: ParsableCommand {
         try NumericOption("--padding", 0...60, unit: "s").check(padding)
         try NumericOption("--repeat", 1...1_000_000).check(`repeat`)
         try NumericOption("--interval", above: 0, upTo: 3600, unit: "s").check(interval)
-        try NumericOption("--jitter", 0...3600, unit: "s").check(jitter)
+        try NumericOption("--jitter", 0...3600, unit: "s").check(jitterOption)
         try NumericOption("--rate", AudioFileReader.supportedSampleRates, unit: "Hz").check(rate)
         try NumericOption("--volume", -120...0, unit: "dBFS").check(volume)
         if let out {
@@ -101,7 +103,7 @@ struct Send: ParsableCommand {
         let duration = times.last! + airtime + padding
         let format = try AudioFileFormat(path: out)
         if let problem = FrameScheduleWriter.lengthProblem(duration: duration, path: out, format: format, sampleRate: rate) {
-            throw ValidationError(problem + " (--repeat x --interval)")
+            throw ValidationError(problem + " (--repeat x --interval, plus up to --jitter each)")
         }
         let frames: Int
         do {

@@ -107,6 +107,34 @@ import Testing
         for (k, start) in starts.enumerated() { #expect(start >= 0.1 + Double(k) - 0.01 && start <= 0.1 + Double(k) + 0.21, "\(starts)") }
     }
 
+    /// One --jitter default for every transmitting command (issue 33: send had 0, publish and beacon 0.25, the
+    /// daemon 1): 0.25 s, capped at --interval when that is shorter.
+    @Test func oneJitterDefaultForEveryTransmitter() throws {
+        for command in ["send", "publish", "beacon", "daemon"] {
+            let help = try Sotto.run([command, "--help"])
+            let words = help.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
+            #expect(words.contains("default: 0.25 s, or --interval when shorter"), "\(command): \(help.stdout)")
+        }
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func send(_ extra: [String]) throws -> Data {
+            let wav = dir.appendingPathComponent("t.wav").path
+            let result = try Sotto.run(["send", "0x0102", "--repeat", "3", "--interval", "1", "--out", wav] + extra)
+            #expect(result.status == 0, "\(extra): \(result.stderr)")
+            return try Data(contentsOf: URL(fileURLWithPath: wav))
+        }
+        let byDefault = try send([])
+        #expect(byDefault == (try send(["--jitter", "0.25"])))
+        #expect(byDefault != (try send(["--jitter", "0"])))
+        // Frames 0.2 s apart: the default jitter is the interval, not a usage error (--jitter 0.25 is one).
+        let publish = dir.appendingPathComponent("p.wav").path
+        let shortInterval = ["publish", "--hex", "01", "--ttl", "1", "--interval", "0.2", "--profile", "fast", "--out", publish]
+        let capped = try Sotto.run(shortInterval)
+        #expect(capped.status == 0, "\(capped.stderr)")
+        let explicit = try Sotto.run(shortInterval + ["--jitter", "0.25"])
+        #expect(explicit.status == Self.usageError && explicit.stderr.contains("--jitter"), "\(explicit.stderr)")
+    }
+
     /// The format follows the extension, for every format written.
     @Test func formatFollowsTheExtension() throws {
         let dir = try temporaryDirectory()

@@ -177,6 +177,24 @@ extension BackgroundSotto {
                           + [Float](repeating: 0, count: 24_000))
     }
 
+    /// The daemon's connection to a matcher service takes the same first contact as publish and subscribe: a port
+    /// nobody listens on is said as such (refused), not after a time-out without a cause.
+    @Test func aRefusedMatcherIsReportedWithItsCause() async throws {
+        var rig = try DaemonRig()
+        defer { rig.remove() }
+        rig.extraEnvironment["SOTTO_API_KEY"] = "sotto_test_key"
+        let port = try FailureCauseTests.freePort()
+        let daemon = try await rig.startDaemon(["--server", "127.0.0.1:\(port)"])
+        defer { daemon.process.terminate() }
+        // A subscription needs the matcher: the daemon tries it, and the cause reaches the client or the daemon's log.
+        let subscribe = try rig.run(["subscribe", "--daemon", "--namespace", "a", "--type", "b"])
+        let said = "127.0.0.1:\(port) refused the connection"
+        let reported = subscribe.stderr.contains(said) ? true : await daemon.saidOnStandardError(said, timeout: 20)
+        #expect(reported, "client: \(subscribe.status) \(subscribe.stderr); daemon: \(daemon.standardError)")
+        #expect(!daemon.standardError.contains("not connected after"), "\(daemon.standardError)")
+        #expect(!subscribe.stderr.contains("matcher: matcher:"), "\(subscribe.stderr)")
+    }
+
     @Test func oneDaemonPerUserItsSocketAndItsOperations() async throws {
         let rig = try DaemonRig()
         defer { rig.remove() }

@@ -34,7 +34,7 @@ import Testing
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let whole = dir.appendingPathComponent("whole.mp3").path, cut = dir.appendingPathComponent("cut.mp3").path
-        #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--out", whole], timeout: 50).status == 0)
+        #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--jitter", "0", "--out", whole], timeout: 50).status == 0)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
         try bytes.prefix(bytes.count * 2 / 3).write(to: URL(fileURLWithPath: cut))
         let intact = try Sotto.run(["decode", whole], timeout: 50)
@@ -56,7 +56,7 @@ import Testing
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let whole = dir.appendingPathComponent("whole.\(format)").path
-        #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--out", whole], timeout: 50).status == 0)
+        #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--jitter", "0", "--out", whole], timeout: 50).status == 0)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
         let intact = try Sotto.run(["decode", "-"], timeout: 50, input: bytes)
         #expect(intact.status == 0 && decodedFrameTimes(intact.stdout).count == 3, "\(intact.stderr)")
@@ -72,7 +72,7 @@ import Testing
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let whole = dir.appendingPathComponent("whole.ogg").path, damaged = dir.appendingPathComponent("damaged.ogg").path
-        #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--seed", "1", "--out", whole], timeout: 50).status == 0)
+        #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--jitter", "0", "--seed", "1", "--out", whole], timeout: 50).status == 0)
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: whole)))
         let pages = (0..<(bytes.count - 4)).filter { bytes[$0..<($0 + 4)].elementsEqual("OggS".utf8) }
         try #require(pages.count >= 4)

@@ -11,7 +11,7 @@ struct DamagedOggFixture {
     init(in dir: URL) throws {
         reference = dir.appendingPathComponent("ref.ogg").path
         damaged = dir.appendingPathComponent("damaged.ogg").path
-        let sent = try Sotto.run(["send", "0x0123456789abcdef", "--repeat", "6", "--interval", "1.7", "--seed", "2", "--out", reference], timeout: 50)
+        let sent = try Sotto.run(["send", "0x0123456789abcdef", "--repeat", "6", "--interval", "1.7", "--jitter", "0", "--seed", "2", "--out", reference], timeout: 50)
         try #require(sent.status == 0, "\(sent.stderr)")
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: reference)))
         let capture = Array("OggS".utf8)

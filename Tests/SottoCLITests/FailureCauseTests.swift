@@ -110,10 +110,35 @@ import Testing
         #expect(tlsToPlaintext.stderr.contains("answered in plaintext, not TLS") || tlsToPlaintext.stderr.contains("closed the connection on the TLS handshake"),
                 "\(tlsToPlaintext.stderr)")
 
+        // A certificate the client does not trust (self-signed, no --ca: the system's roots) is reported as such at
+        // once (the client's retries took 15 s and said "not connected"), by publish/subscribe and by load alike.
+        for command in [["subscribe"], ["load"]] {
+            let started = Date()
+            let untrusted = try await offThePool {
+                command == ["load"]
+                    ? try Sotto.run(["load", "--server", "sottos://127.0.0.1:\(securePort)", "--api-key", "sotto_test_key", "--sessions", "1", "--duration", "1"], timeout: 30)
+                    : try Self.subscribe(["--server", "sottos://127.0.0.1:\(securePort)"])
+            }
+            #expect(untrusted.status == 2, "\(command): \(untrusted.status) \(untrusted.stderr)")
+            #expect(untrusted.stderr.contains("matcher: connecting to 127.0.0.1:\(securePort) (TLS)"), "\(command): \(untrusted.stderr)")
+            #expect(untrusted.stderr.contains("error: matcher: 127.0.0.1:\(securePort): its certificate failed verification: not signed by a trusted CA"),
+                    "\(command): \(untrusted.stderr)")
+            #expect(Date().timeIntervalSince(started) < 14, "\(command): it waited as the old client did: \(untrusted.stderr)")
+        }
+
         // The matching modes get past the probe: the service answers (the key is unknown there).
         let matching = try await offThePool { try Self.subscribe(["--server", "sottos://127.0.0.1:\(securePort)", "--ca", certificate]) }
         #expect(!matching.stderr.contains("speaks TLS") && !matching.stderr.contains("plaintext, not TLS"), "\(matching.stderr)")
         #expect(matching.status != 0, "an unknown key: \(matching.stderr)")
+    }
+
+    /// sotto load takes the same first contact: a refused port is said as such, at once.
+    @Test func loadReportsARefusedPortAsSuch() throws {
+        let port = try Self.freePort()
+        let result = try Sotto.run(["load", "--server", "127.0.0.1:\(port)", "--api-key", "sotto_test_key", "--sessions", "1", "--duration", "1"], timeout: 30)
+        #expect(result.status == 2, "\(result.status) \(result.stderr)")
+        #expect(result.stderr.contains("matcher: connecting to 127.0.0.1:\(port) (plaintext)"), "\(result.stderr)")
+        #expect(result.stderr.contains("error: matcher: 127.0.0.1:\(port) refused the connection"), "\(result.stderr)")
     }
 
     @Test func aRefusedPostgreSQLIsReportedQuicklyWithItsCause() throws {

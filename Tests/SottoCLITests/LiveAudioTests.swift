@@ -98,7 +98,7 @@ struct FilePluginRig {
     @Test func sendWritesExactlyTheEncodersSamples() throws {
         let rig = try FilePluginRig()
         defer { try? FileManager.default.removeItem(at: rig.directory) }
-        let send = try Sotto.run(["send", "0xa1b2c3d4", "--device", "sotto_playback", "--repeat", "2", "--interval", "0.75"],
+        let send = try Sotto.run(["send", "0xa1b2c3d4", "--device", "sotto_playback", "--repeat", "2", "--interval", "0.75", "--jitter", "0"],
                                  environment: rig.environment)
         #expect(send.status == 0, "\(send.stderr)")
         #expect(send.stderr.contains("sent 2 frames"))

@@ -27,6 +27,50 @@ import Testing
         let kept = (try? String(contentsOf: sweep.standardOutputFile, encoding: .utf8)) ?? ""
         #expect(kept.hasPrefix(output) && kept.hasSuffix("\n"), "\(kept)")
     }
+
+    /// Interrupted in the middle of a row (a row of the offset sweep is 11 points), the rows done and the row under
+    /// way are printed, the latter with "-" for the points not measured: in the table and in JSON Lines.
+    @Test(.timeLimit(.minutes(2)), arguments: ["text", "json"]) func anInterruptedSweepPrintsTheRowUnderWay(format: String) async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sweep = try SpawnedProcess(Sotto.executable.path, ["bench", "sweep", "offset", "--trials", "1", "--profile", "fast",
+                                                              "--lengths", "1,2,3,4", "--format", format], environment: [:], directory: directory)
+        defer { sweep.kill9() }
+        func rows() -> [String] {
+            let text = (try? String(contentsOf: sweep.standardOutputFile, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").map(String.init).filter { $0.hasPrefix("| fast") || $0.hasPrefix("{") }
+        }
+        func waitForRows(_ count: Int) async throws -> Date {
+            let deadline = Date(timeIntervalSinceNow: 60)
+            while Date() < deadline, sweep.isRunning, rows().count < count { try await Task.sleep(for: .milliseconds(10)) }
+            try #require(sweep.isRunning && rows().count == count, "not \(count) rows: \(rows()) \(sweep.standardError)")
+            return Date()
+        }
+        // About half of the third row: rows take about as long as each other (the second one is the measure), so
+        // the third has some points done and some not, whatever the machine's speed.
+        let first = try await waitForRows(1)
+        let second = try await waitForRows(2)
+        try await Task.sleep(for: .seconds(second.timeIntervalSince(first) * 0.45))
+        let status = await sweep.stop(SIGINT, timeout: 20)
+        #expect(status == 0, "\(String(describing: status)) \(sweep.standardError)")
+        let printed = rows()
+        try #require(printed.count >= 3 && printed.count <= 4, "\(printed)")
+        let last = try #require(printed.last)
+        #expect(sweep.standardError.contains("the last one, partial, has \"-\" for the points not measured"), "\(sweep.standardError)")
+        if format == "text" {
+            let cells = last.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            #expect(cells.count == 13 && cells.last == "-" && cells[2].hasSuffix("%"), "\(last)")
+            #expect(!printed[0].split(separator: "|").contains { $0.trimmingCharacters(in: .whitespaces) == "-" }, "\(printed[0])")
+        } else {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any])
+            #expect(object["partial"] as? Bool == true, "\(last)")
+            let cells = try #require(object["cells"] as? [String: String])
+            #expect(cells["5000 ppm"] == "-" && cells["-5000 ppm"]?.hasSuffix("%") == true, "\(last)")
+            let values = try #require(object["values"] as? [String: Double])
+            #expect(values["minus_5000_ppm_percent"] != nil && values["5000_ppm_percent"] == nil, "\(last)")
+            #expect(!printed[0].contains("partial"), "\(printed[0])")
+        }
+    }
 }
 
 /// A sweep's progress: on a terminal (a pseudo-terminal made by script(1)) the row of how many and the time

@@ -19,7 +19,7 @@ import Testing
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let ogg = dir.appendingPathComponent("three.ogg").path, fifo = dir.appendingPathComponent("live").path
-        #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--out", ogg], timeout: 50).status == 0)
+        #expect(try Sotto.run(["send", "0xc0ffee42", "--repeat", "3", "--interval", "1.2", "--jitter", "0", "--out", ogg], timeout: 50).status == 0)
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: ogg)))
         // The pages (offset, end, granule position): the writer stops after the first page past 1 s of audio (the
         // first frame ends at 0.46 s), which is not the last page.

@@ -239,7 +239,7 @@ private func fileType(_ path: String) -> mode_t? {
         #expect(help.stdout.contains("86400 s"))
         let out = dir.appendingPathComponent("long.au").path
         let send = try BackgroundSotto(["-c", "ulimit -f 2048000; exec \"$0\" \"$@\"", Sotto.executable.path,
-                                        "send", "0x01", "--repeat", "80000", "--interval", "1", "--out", out], launcher: "/bin/sh")
+                                        "send", "0x01", "--repeat", "80000", "--interval", "1", "--jitter", "0", "--out", out], launcher: "/bin/sh")
         // Interrupted once the hidden output has grown past 1 MiB (not after a fixed sleep: a fast disk reached the
         // 1 GB limit within 2 s on CI, and the run ended with "File too large" before Ctrl-C).
         let deadline = Date().addingTimeInterval(20)
@@ -262,11 +262,12 @@ private func fileType(_ path: String) -> mode_t? {
         }.max() ?? 0
     }
 
-    /// `sotto load` against nothing fails fast with exit 2, without numbers.
+    /// `sotto load` against nothing fails fast with exit 2 and the cause (the probe, as publish and subscribe),
+    /// without numbers.
     @Test(.timeLimit(.minutes(1))) func loadAgainstAnUnreachableServerFails() throws {
         let start = Date()
         let result = try Sotto.run(["load", "--server", "127.0.0.1:1", "--api-key", "k", "--sessions", "1", "--duration", "1"], timeout: 50)
-        #expect(result.status == 2 && result.stderr.contains("no session opened"), "\(result.status) \(result.stderr)")
+        #expect(result.status == 2 && result.stderr.contains("127.0.0.1:1 refused the connection"), "\(result.status) \(result.stderr)")
         #expect(!result.stdout.contains("sightings"), "\(result.stdout)")
         #expect(Date().timeIntervalSince(start) < 30)
     }
@@ -352,7 +353,7 @@ extension ReliabilityRoundTwoTests {
         }
         // A FLAC cut on a pipe is an error after what was decoded, as from a file.
         let long = dir.appendingPathComponent("long.flac").path
-        #expect(try Sotto.run(["send", "0x0102", "--repeat", "6", "--interval", "1.75", "--out", long]).status == 0)
+        #expect(try Sotto.run(["send", "0x0102", "--repeat", "6", "--interval", "1.75", "--jitter", "0", "--out", long]).status == 0)
         let flac = try Data(contentsOf: URL(fileURLWithPath: long))
         let cut = try Sotto.run(["decode", "--format", "hex", "-"], timeout: 30, input: flac.prefix(flac.count / 2))
         #expect(cut.status == 2 && cut.stderr.contains("frames its header announces") && cut.stdout.hasPrefix("0102\n"), "\(cut.status) \(cut.stdout) \(cut.stderr)")
@@ -364,7 +365,7 @@ extension ReliabilityRoundTwoTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         for ext in ["wav", "aif", "au"] {
             let file = dir.appendingPathComponent("t.\(ext)").path
-            #expect(try Sotto.run(["send", "0x0102", "--repeat", "6", "--interval", "1.75", "--out", file]).status == 0)
+            #expect(try Sotto.run(["send", "0x0102", "--repeat", "6", "--interval", "1.75", "--jitter", "0", "--out", file]).status == 0)
             let whole = try Data(contentsOf: URL(fileURLWithPath: file))
             let cut = dir.appendingPathComponent("cut.\(ext)").path
             try whole.prefix(whole.count / 4).write(to: URL(fileURLWithPath: cut))
@@ -381,7 +382,7 @@ extension ReliabilityRoundTwoTests {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let flac = dir.appendingPathComponent("t.flac").path
-        #expect(try Sotto.run(["send", "0x0102", "--repeat", "6", "--interval", "1.75", "--out", flac]).status == 0)
+        #expect(try Sotto.run(["send", "0x0102", "--repeat", "6", "--interval", "1.75", "--jitter", "0", "--out", flac]).status == 0)
         let intact = try Sotto.run(["decode", "--format", "hex", flac], timeout: 60)
         #expect(intact.stderr.isEmpty && intact.stdout.split(separator: "\n").count == 6, "\(intact.stderr)")
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: flac)))
@@ -422,7 +423,7 @@ extension ReliabilityRoundTwoTests {
     /// Runs `send` of about `seconds` of audio to a pipe drained here: exit status, bytes, the first 44 of
     /// them, and the peak resident memory (bytes).
     private func sendToPipe(seconds: Int) throws -> (status: Int32, bytes: Int, head: [UInt8], peak: Int) {
-        let words: [String] = [Sotto.executable.path, "send", "0x01", "--repeat", "\(seconds)", "--interval", "1", "--out", "-"]
+        let words: [String] = [Sotto.executable.path, "send", "0x01", "--repeat", "\(seconds)", "--interval", "1", "--jitter", "0", "--out", "-"]
         let argv = words.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var output: [Int32] = [0, 0]

@@ -1,14 +1,18 @@
 import Foundation
 import SottoAudio
+import SottoModem
 import Testing
 
 /// Chromium, where Debian installs it (scripts/install-deps), if anywhere.
 let webChromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
 /// The page of `sotto serve --web` in a real browser: headless Chromium, started here, hears through its fake
-/// microphone (a WAV file) the token that `sotto publish --server ... --out` wrote, reports it over the web
-/// transport, and shows the message `sotto serve` found for it; a page whose key is bound to another origin
-/// is refused. The page mirrors every line it shows on the console, which Chromium logs on its stderr.
+/// microphone (a WAV file) the token that `sotto publish --server ... --out` wrote and `sotto simulate` passed
+/// through a room, reports it over the web transport, and shows the message `sotto serve` found for it (for
+/// its subscription of that type, not for its subscription of another type); the token the page plays,
+/// rendered by its OfflineAudioContext, is found by the native decoder; a page whose key is bound to another
+/// origin is refused, and says that its microphone delivers silence, then clipping. The page mirrors every
+/// line it shows on the console, which Chromium logs on its stderr. Three Chromium runs in all.
 @Suite(.serialized, .enabled(if: webChromium != nil, "no Chromium (Debian: chromium)"))
 struct WebPageEndToEndTests {
     static let chromium = webChromium
@@ -75,21 +79,49 @@ struct WebPageEndToEndTests {
         let deadline = Date(timeIntervalSinceNow: 30)
         while !publisher.standardError.contains("wrote ") && Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
         try #require(FileManager.default.fileExists(atPath: speaker), "\(publisher.standardError)")
-        // The microphone: the first 4 s of what the publisher plays (Chromium loops the file).
-        let microphone = directory.appendingPathComponent("microphone.wav").path
-        try AudioFile.write(Array(try AudioFileReader(path: speaker).readAll().prefix(4 * 48_000)), sampleRate: 48_000, to: microphone, format: .wav16)
+        // The microphone: the first 4 s of what the publisher plays (Chromium loops the file), through a room
+        // (reverberation, 1.5 m, noise).
+        let excerpt = directory.appendingPathComponent("excerpt.wav").path, microphone = directory.appendingPathComponent("microphone.wav").path
+        try AudioFile.write(Array(try AudioFileReader(path: speaker).readAll().prefix(4 * 48_000)), sampleRate: 48_000, to: excerpt, format: .wav16)
+        let room = try Sotto.run(["simulate", excerpt, microphone, "--rt60", "0.4", "--distance", "1.5", "--snr", "15", "--seed", "7"], timeout: 60)
+        #expect(room.status == 0, "\(room.stderr)")
 
-        let found = "found museum/exhibit: \(message)"
-        let page = "\(origin)/#key=\(pageKey)&subscribe=museum/exhibit&listen=1"
-        let lines = try await browse(page, microphone: microphone, in: directory, timeout: 60) { $0.contains(found) }
-        #expect(lines.contains { $0.hasPrefix("heard token 10") }, "the page's decoder heard the publisher's token: \(lines)")
-        #expect(lines.contains(found), "the page shows the message found: \(lines)\n\(serve.standardError)")
+        // Subscribed to the publication's type and to another: the one is found, the other finds nothing. The page
+        // renders its own token as it would play it.
+        let found = "found museum/exhibit: \(message) [subscription museum/exhibit]"
+        let page = "\(origin)/#key=\(pageKey)&subscribe=museum/exhibit,museum/poster&listen=1&render=1"
+        let lines = try await browse(page, microphone: microphone, in: directory, timeout: 60) { lines in
+            lines.contains(found) && lines.contains("active subscription museum/poster active") && Self.rendering(in: lines) != nil
+        }
+        let shown = lines.filter { !$0.hasPrefix("rendered ") }  // (for the messages)
+        #expect(lines.contains { $0.hasPrefix("heard token 10") }, "the page's decoder heard the publisher's token through the room: \(shown)")
+        #expect(lines.contains(found), "the page shows the message found: \(shown)\n\(serve.standardError)")
+        #expect(lines.contains("active subscription museum/poster active"), "\(shown)")
+        #expect(!lines.contains { $0.hasPrefix("found") && $0.hasSuffix("[subscription museum/poster]") }, "another type finds nothing: \(shown)")
+        // The playback path: what the page's OfflineAudioContext rendered, decoded by the native decoder.
+        let rendering = try #require(Self.rendering(in: lines), "the page rendered its token: \(shown)")
+        let sessionTokens = Set(lines.filter { $0.hasPrefix("token ") }.map { "10" + $0.dropFirst(6) })
+        #expect(sessionTokens.contains(rendering.token), "the token rendered is the session's (\(rendering.token), \(sessionTokens))")
+        let decoder = try StreamingDecoder(sampleRate: Double(rendering.rate), profiles: [.standard])
+        let decoded = decoder.process(rendering.samples) + decoder.finish()
+        #expect(decoded.map { $0.token.map { String(format: "%02x", $0) }.joined() } == [rendering.token],
+                "the native decoder finds the page's token in its rendering (\(rendering.samples.count) samples)")
 
-        // A key bound to another origin: the session is refused, nothing is found.
-        let refused = try await browse("\(origin)/#key=\(elsewhereKey)&subscribe=museum/exhibit&listen=1", microphone: microphone,
-                                       in: directory, timeout: 30) { lines in lines.contains { $0.contains("may not be used from the origin") } }
+        // A key bound to another origin: the session is refused, nothing is found. Its microphone delivers 2 s of
+        // silence, then 2 s of a loud tone clipped at full scale: the page says so, each in turn.
+        let silentThenClipped = directory.appendingPathComponent("silent-then-clipped.wav").path
+        let tone = (0..<(2 * 48_000)).map { i in max(-1, min(1, 4 * Float(sin(2 * Double.pi * 1_000 * Double(i) / 48_000)))) }
+        try AudioFile.write([Float](repeating: 0, count: 2 * 48_000) + tone, sampleRate: 48_000, to: silentThenClipped, format: .wav16)
+        let refused = try await browse("\(origin)/#key=\(elsewhereKey)&subscribe=museum/exhibit&listen=1", microphone: silentThenClipped,
+                                       in: directory, timeout: 30) { lines in
+            lines.contains { $0.contains("may not be used from the origin") }
+                && lines.contains { $0.contains("delivers silence") } && lines.contains { $0.contains("is clipping") }
+        }
         #expect(refused.contains { $0.hasPrefix("error") && $0.contains("may not be used from the origin \(origin)") }, "\(refused)")
         #expect(!refused.contains { $0.hasPrefix("found") }, "\(refused)")
+        #expect(refused.contains { $0.hasPrefix("warning The microphone delivers silence") }, "\(refused)")
+        #expect(refused.contains { $0.hasPrefix("warning The microphone is clipping") }, "\(refused)")
+        #expect(!refused.contains { $0.hasPrefix("heard") }, "\(refused)")
         // The microphone refused: the page says so, and its session goes on (the subscription is active).
         let deaf = try await browse(page, microphone: microphone, in: directory, timeout: 30, allowMicrophone: false) { lines in
             lines.contains { $0.contains("microphone was refused") } && lines.contains { $0.hasPrefix("active") }
@@ -100,5 +132,22 @@ struct WebPageEndToEndTests {
         await publisher.interrupt()
         await serve.interrupt()
         #expect(serve.process.terminationStatus == 0, "\(serve.standardError)")
+    }
+
+    /// The page's rendering of its token (the render hook's lines `rendered TOKEN RATE I/N BASE64`, all N of the
+    /// first token rendered): the modem token in hex, the rate (Hz) and the samples; nil until all have come.
+    static func rendering(in lines: [String]) -> (token: String, rate: Int, samples: [Float])? {
+        let parts = lines.filter { $0.hasPrefix("rendered ") }.map { $0.split(separator: " ").map(String.init) }.filter { $0.count == 5 }
+        guard let firstPart = parts.first else { return nil }
+        let token = firstPart[1]
+        guard let rate = Int(firstPart[2]), let count = firstPart[3].split(separator: "/").last.flatMap({ Int($0) }) else { return nil }
+        var chunks = [String?](repeating: nil, count: count)
+        for part in parts where part[1] == token {
+            let index = part[3].split(separator: "/")
+            if let i = index.first.flatMap({ Int($0) }), (1...count).contains(i) { chunks[i - 1] = part[4] }
+        }
+        guard !chunks.contains(where: { $0 == nil }), let bytes = Data(base64Encoded: chunks.compactMap { $0 }.joined()) else { return nil }
+        let samples = bytes.withUnsafeBytes { raw in (0..<(bytes.count / 4)).map { Float(bitPattern: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 4 * $0, as: UInt32.self))) } }
+        return (token, rate, samples)
     }
 }

@@ -82,7 +82,7 @@ final class TestServer: Sendable {
     init(endpoint: MatcherAddress = .tcp(host: "127.0.0.1", port: 0), tls: MatcherServer.TLS? = nil,
          metricsEndpoint: MatcherAddress? = nil, configuration: ServiceConfiguration = TestServer.fastConfiguration,
          rate: Double = 10_000, burst: Double = 10_000, reuse: TestServer? = nil,
-         clock: any Clock<Duration> = ContinuousClock(), web: WebOptions? = nil) async throws {
+         clock: any Clock<Duration> = ContinuousClock(), web: WebOptions? = nil, limits: TransportLimits = TransportLimits()) async throws {
         if let reuse {
             directory = reuse.directory
             store = reuse.store
@@ -97,7 +97,7 @@ final class TestServer: Sendable {
         onStop = nil
         (server, task, address, httpAddress) = try await Self.launch(endpoint: endpoint, tls: tls, store: store,
                                                                      metricsEndpoint: metricsEndpoint, configuration: configuration,
-                                                                     clock: clock, web: web)
+                                                                     clock: clock, web: web, limits: limits)
     }
 
     /// Starts a server on `store`, which holds `project` and `apiKey` already (a node of a ``TestCluster``, or
@@ -132,11 +132,12 @@ final class TestServer: Sendable {
     /// Runs a server and waits (at most 10 s) until it listens.
     private static func launch(endpoint: MatcherAddress, tls: MatcherServer.TLS?, store: any ExchangeStore,
                                replication: Replication = .standalone, metricsEndpoint: MatcherAddress?, configuration: ServiceConfiguration,
-                               clock: any Clock<Duration> = ContinuousClock(), web: WebOptions? = nil) async throws
+                               clock: any Clock<Duration> = ContinuousClock(), web: WebOptions? = nil,
+                               limits: TransportLimits = TransportLimits()) async throws
         -> (MatcherServer, Task<Void, any Error>, MatcherAddress, String?) {
         let (listening, continuation) = AsyncStream.makeStream(of: (String, String?).self)
         let server = try MatcherServer(endpoint: endpoint, tls: tls, store: store, replication: replication, metricsEndpoint: metricsEndpoint,
-                                       configuration: configuration, web: web, clock: clock) { service, http in
+                                       configuration: configuration, limits: limits, web: web, clock: clock) { service, http in
             continuation.yield((service, http))
             continuation.finish()
         }

@@ -3,6 +3,7 @@ import Foundation
 @testable import SottoExchangeService
 import SottoExchange
 import SottoExchangeWire
+import SwiftProtobuf
 import Testing
 
 /// The replicated state of the service, driven entry by entry as nodes sharing a log would drive it: node
@@ -19,6 +20,11 @@ import Testing
                     project: project, keyID: "k1", broadcasts: true))
     }
 
+    /// The request a client frame carries, as the edge checks it.
+    static func request(_ session: String, stream: UInt64, _ frame: ClientFrame) throws -> ReplicaCommand {
+        .request(SessionID(session), stream: stream, try #require(try frame.validatedRequest()))
+    }
+
     static func entry(_ node: String, seed: UInt8 = 0, _ commands: [ReplicaCommand] = []) -> ReplicaEntry {
         ReplicaEntry(node: node, seed: [UInt8](repeating: seed, count: 32), commands: commands)
     }
@@ -32,7 +38,46 @@ import Testing
     }
 
     static func tokens(_ outputs: [ReplicaOutput]) -> [[UInt8]] {
-        outputs.compactMap { if case .deliver(_, let frame) = $0, case .token(let body) = frame.kind { return Array(body.token) } else { return nil } }
+        outputs.compactMap { if case .deliver(_, .matcher(.token(let token))) = $0 { return token } else { return nil } }
+    }
+
+    /// The log holds the matcher's requests, not a client protocol's frames: every kind of request comes back
+    /// from its log encoding as it went in, and an entry of an older build (a client frame as sent) is read as
+    /// the edge would check it, what it would refuse dropped.
+    @Test func requestsSurviveTheLogAndOlderFrameEntriesAreCheckedAsAtTheEdge() throws {
+        let message = try Message(namespace: "museum", type: "exhibit", content: [1, 2, 3])
+        let requests: [MatcherRequest] = [
+            .publish(OperationID(1), message, try Strategy(discoveryMode: .broadcast, distanceType: .earshot, ttl: .seconds(90), lowPower: true)),
+            .unpublish(OperationID(1)),
+            .subscribe(OperationID(2), try MessageFilter([.namespacedType(namespace: "museum", type: "exhibit"), .audioBytes(4), .beaconIDs]),
+                       try Strategy(ttl: .infinite), lostTimeout: 3.5),
+            .subscribe(OperationID(3), try MessageFilter([.allMyTypes]), try Strategy(), lostTimeout: 0),
+            .unsubscribe(OperationID(2)),
+            .observe([Sighting(payload: .token([1, 2, 3, 4, 5, 6, 7, 8]), snr: 12.5, level: -31),
+                      Sighting(payload: .roomAlias(0x5A5), snr: 3, level: -60)]),
+            .takeTurns(frameAirtime: 0.54, aliasAirtime: 0.29),
+            .takeTurns(frameAirtime: 0, aliasAirtime: nil),
+        ]
+        for request in requests {
+            let wire = try ReplicaCommand.request(SessionID("s_a"), stream: 7, request).wire()
+            let decoded = try #require(ReplicaCommand(wire: try Sotto_Exchange_Replication_V1_Command(serializedBytes: try wire.serializedBytes() as [UInt8])))
+            guard case .request(let session, let stream, let back) = decoded else { Issue.record("not a request: \(decoded)"); continue }
+            #expect(session == SessionID("s_a") && stream == 7)
+            #expect(back == request)
+        }
+        func older(_ frame: ClientFrame) throws -> ReplicaCommand? {
+            var body = Sotto_Exchange_Replication_V1_Frame()
+            body.session = "s_a"
+            body.attachment = 7
+            body.clientFrame = try frame.serializedBytes()
+            var command = Sotto_Exchange_Replication_V1_Command()
+            command.kind = .frame(body)
+            return ReplicaCommand(wire: command)
+        }
+        guard case .request(_, _, let published)? = try older(Frames.publish(4, content: [9])) else { Issue.record("an older entry was dropped"); return }
+        if case .publish(let op, let message, _) = published { #expect(op == OperationID(4) && message.content == [9]) }
+        else { Issue.record("an older publish entry read as \(published)") }
+        #expect(try older(Frames.publish(0, content: [9])) == nil, "what the edge refuses is dropped")
     }
 
     @Test func aDeadNodesSessionsWaitAndResumeOnAnotherNode() throws {
@@ -104,15 +149,15 @@ import Testing
     @Test func aReplicaRestoredFromASnapshotGoesOnAsTheOriginal() throws {
         var original = Self.replica()
         _ = original.apply(Self.entry("n1", seed: 1, [Self.open("s_a", stream: 1, secret: [1]), Self.open("s_b", stream: 2, secret: [2])]), at: 0)
-        _ = original.apply(Self.entry("n1", [.frame(SessionID("s_a"), stream: 1, Frames.publish(1, content: [1, 2, 3])),
-                                             .frame(SessionID("s_b"), stream: 2, Frames.subscribe(1, lostTimeoutMs: 3_000))]), at: 0.5)
+        _ = original.apply(Self.entry("n1", [try Self.request("s_a", stream: 1, Frames.publish(1, content: [1, 2, 3])),
+                                             try Self.request("s_b", stream: 2, Frames.subscribe(1, lostTimeoutMs: 3_000))]), at: 0.5)
         guard let token = original.core.token(of: SessionID("s_a")) else { Issue.record("no token"); return }
         _ = original.apply(Self.entry("n1", [.detach(SessionID("s_a"), stream: 1)]), at: 1)
         var restored = try ExchangeReplica(snapshot: original.snapshot(), timings: Self.timings)
         #expect(restored.sessions.count == 2 && restored.time == 1 && restored.nodes == original.nodes)
         // The same entries from here on: the same found, the same lost (by the lost timeout), the same grace end.
         let steps: [(Double, ReplicaEntry)] = [
-            (1.5, Self.entry("n1", seed: 3, [.frame(SessionID("s_b"), stream: 2, Frames.observe(token: token))])),
+            (1.5, Self.entry("n1", seed: 3, [try Self.request("s_b", stream: 2, Frames.observe(token: token))])),
             (2, Self.entry("n1", seed: 4, [Self.open("s_c", stream: 3, secret: [3])])),
             (5, Self.entry("n1")),
             (17, Self.entry("n1")),

@@ -99,6 +99,36 @@ import Testing
         await manager.close(now: 0)
     }
 
+    /// A Hello without a key, or with one the store does not know: one fatal Error, the close (1008), counted as
+    /// an authentication failure; the service still serves a page with a good key.
+    @Test func aMissingOrUnknownKeyIsRefused() async throws {
+        let service = try await WebTestServer()
+        defer { Task { await service.stop() } }
+        for key in ["", "sk_live_not_a_key_of_this_store"] {
+            try await withDeadline(20, "the refusal of \(key.isEmpty ? "no key" : "an unknown key")") {
+                try await WebClient.session(port: service.webPort, origin: Self.page) { web in
+                    try await web.send(.hello(key: key, clientVersion: "web-test"))
+                    var errors: [Sotto_Exchange_V1_Error] = []
+                    var close: WebSocketErrorCode?
+                    while close == nil {
+                        switch try await web.event() {
+                        case .frame(let frame): if case .error(let error) = frame.kind { errors.append(error) }
+                        case .closed(let code, _): close = code
+                        }
+                    }
+                    #expect(errors.count == 1 && errors.first?.fatal == true, "\(errors)")
+                    #expect(errors.first?.message.isEmpty == false)
+                    #expect(close == .policyViolation)
+                }
+            }
+        }
+        #expect(service.server.metric("sotto_authentication_failures_total") == 2)
+        let webKey = try await service.key(origins: [Self.page])
+        try await withDeadline(20, "a later session") {
+            try await WebClient.session(port: service.webPort, origin: Self.page) { web in try await web.hello(key: webKey) }
+        }
+    }
+
     @Test func anOversizedOrMalformedMessageEndsTheSessionWithAClearClose() async throws {
         let service = try await WebTestServer()
         defer { Task { await service.stop() } }
@@ -291,6 +321,75 @@ import Testing
         }
     }
 
+    /// `--max-connections-per-address` holds on the web listener as on the gRPC one: a third connection from
+    /// 127.0.0.1 under a cap of two is closed at once (and counted), and gets in once one has gone; a connection
+    /// that never sends its request is closed after the request time-out (it no longer holds its place).
+    @Test func theConnectionCapPerAddressAppliesOnTheWeb() async throws {
+        var limits = TransportLimits()
+        limits.maxConnectionsPerAddress = 2
+        limits.httpRequestTimeout = 1
+        let service = try await WebTestServer(limits: limits)
+        defer { Task { await service.stop() } }
+        let webKey = try await service.key(origins: [Self.page])
+        try await withDeadline(20, "the capped sessions") {
+            try await WebClient.session(port: service.webPort, origin: Self.page) { first in
+                try await first.hello(key: webKey)
+                try await WebClient.session(port: service.webPort, origin: Self.page) { second in
+                    try await second.hello(key: webKey)
+                    await #expect(throws: (any Error).self, "a third connection from the address is refused") {
+                        try await WebClient.session(port: service.webPort, origin: Self.page) { third in try await third.hello(key: webKey) }
+                    }
+                }
+                // The second has gone: there is room again (the listener sees the close soon after).
+                var admitted = false
+                for _ in 0..<50 where !admitted {
+                    admitted = (try? await WebClient.session(port: service.webPort, origin: Self.page) { again in try await again.hello(key: webKey) }) != nil
+                    if !admitted { try await Task.sleep(for: .milliseconds(100)) }
+                }
+                #expect(admitted)
+            }
+        }
+        #expect((service.server.metric("sotto_connections_refused_total") ?? 0) >= 1)
+        // A connection that says nothing is closed after httpRequestTimeout (1 s here).
+        try await withDeadline(20, "the silent connection's end") {
+            let silent = try await ClientBootstrap(group: .singletonMultiThreadedEventLoopGroup).connect(host: "127.0.0.1", port: service.webPort) { channel in
+                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            }
+            try await silent.executeThenClose { inbound, _ in
+                for try await _ in inbound {}
+            }
+        }
+        #expect(service.server.metric("sotto_http_timeouts_total") == 1)
+    }
+
+    /// A session refused for its project's session quota gets one fatal Error frame (quota exceeded), then the
+    /// close: not a second Error for the same end.
+    @Test func aRefusedSessionQuotaEndsWithOneFatalError() async throws {
+        let service = try await WebTestServer()
+        defer { Task { await service.stop() } }
+        let kiosk = try await service.server.store.createProject(name: "kiosk", maxSessions: 1)
+        let key = try await service.server.store.createKey(project: kiosk.id, label: "page", ratePerSecond: 100, burst: 100, origins: [Self.page]).key
+        try await withDeadline(20, "the refused session") {
+            try await WebClient.session(port: service.webPort, origin: Self.page) { first in
+                try await first.hello(key: key)
+                try await WebClient.session(port: service.webPort, origin: Self.page) { second in
+                    try await second.send(.hello(key: key, clientVersion: "web-test"))
+                    var errors: [Sotto_Exchange_V1_Error] = []
+                    var close: WebSocketErrorCode?
+                    while close == nil {
+                        switch try await second.event() {
+                        case .frame(let frame): if case .error(let error) = frame.kind { errors.append(error) }
+                        case .closed(let code, _): close = code
+                        }
+                    }
+                    #expect(errors.count == 1, "\(errors)")
+                    #expect(errors.first?.fatal == true && errors.first?.code == .quotaExceeded, "\(errors)")
+                    #expect(close == .policyViolation)
+                }
+            }
+        }
+    }
+
     @Test func thePageAndTheModemAreServedAndNothingElse() async throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let page = try WebPage(directory: root.appendingPathComponent("bindings/web").path, modem: root.appendingPathComponent("bindings/js").path)
@@ -337,12 +436,13 @@ final class WebTestServer: Sendable {
     let server: TestServer
     let webPort: Int
 
-    init(page: WebPage? = nil, configuration: ServiceConfiguration = TestServer.fastConfiguration, tls: MatcherServer.TLS? = nil) async throws {
+    init(page: WebPage? = nil, configuration: ServiceConfiguration = TestServer.fastConfiguration, tls: MatcherServer.TLS? = nil,
+         limits: TransportLimits = TransportLimits()) async throws {
         let (bound, continuation) = AsyncStream.makeStream(of: String.self)
         server = try await TestServer(tls: tls, configuration: configuration, web: WebOptions(endpoint: .tcp(host: "127.0.0.1", port: 0), page: page) { address in
             continuation.yield(address)
             continuation.finish()
-        })
+        }, limits: limits)
         let address = try await withDeadline(10, "the web listener") { () -> String? in
             for await address in bound { return address }
             return nil

@@ -2,8 +2,9 @@
 // exchange.proto per binary message), publish and subscribe, found/lost/expired as they come, the session's
 // token played through the speaker and others' heard through the microphone (the wasm modem of bindings/js,
 // served under /sotto/). Everything received is shown with textContent, never as HTML.
-// Test hooks in the fragment (never sent to the server): #key=...&subscribe=NS/TYPE&listen=1.
-import { play, listen } from './sotto/index.js';
+// Test hooks in the fragment (never sent to the server): #key=...&subscribe=NS/TYPE[,NS/TYPE...]&listen=1&render=1
+// (render: the session's token rendered as it would play, its samples on the console as base64 Float32).
+import { play, listen, airtime } from './sotto/index.js';
 
 // ---- protobuf (proto3) for the few messages the page uses ----
 class Writer {
@@ -71,7 +72,8 @@ const message = (bytes) => { const m = read(bytes ?? new Uint8Array()); return {
 const TOKEN_KIND = 0x10;
 const $ = (id) => document.getElementById(id);
 const events = $('events');
-const state = { socket: null, token: null, nextOp: 1, heartbeat: null, ops: new Map(), audio: null };
+const state = { socket: null, token: null, nextOp: 1, heartbeat: null, ops: new Map(), audio: null, rendered: false };
+const RENDER_RATE = 48000;  // Hz, of the rendered token (the download and the render hook)
 
 function show(kind, line) {
   const item = document.createElement('li');
@@ -106,7 +108,7 @@ function connect(key) {
   };
   socket.onclose = ({ code, reason }) => {
     clearInterval(state.heartbeat);
-    for (const id of ['publish', 'subscribe', 'play']) $(id).disabled = true;
+    for (const id of ['publish', 'subscribe', 'play', 'save']) $(id).disabled = true;
     status(`disconnected (${code}${reason ? `: ${reason}` : ''})`);
   };
   socket.onerror = () => status('the connection failed');
@@ -125,7 +127,9 @@ function receive(frame) {
   } else if (frame[2]) {
     state.token = first(read(first(frame, 2)), 1, new Uint8Array());
     $('token').textContent = state.token.length ? hex(state.token) : 'none';
-    $('play').disabled = !state.token.length;
+    $('play').disabled = $('save').disabled = !state.token.length;
+    console.log(`sotto-event token ${hex(state.token)}`);
+    if (hooks.get('render') === '1' && state.token.length && !state.rendered) { state.rendered = true; logRendering(); }
   } else if (frame[3]) {
     const op = read(first(frame, 3));
     const id = first(op, 1, 0), what = state.ops.get(id) ?? `operation ${id}`;
@@ -137,7 +141,8 @@ function receive(frame) {
     const kind = frame[4] ? 'found' : 'lost';
     const body = read(first(frame, frame[4] ? 4 : 5));
     const m = message(first(body, 2));
-    show(kind, `${m.namespace}/${m.type}: ${m.content}`);
+    const id = first(body, 1, 0);
+    show(kind, `${m.namespace}/${m.type}: ${m.content} [${state.ops.get(id) ?? `operation ${id}`}]`);
   } else if (frame[7]) {
     const id = first(read(first(frame, 7)), 1, 0);
     show('expired', state.ops.get(id) ?? `operation ${id}`);
@@ -184,9 +189,11 @@ async function hear() {
   }
   state.audio ??= new AudioContext();
   await state.audio.resume();
+  watchLevel(state.audio, stream, line);
   await listen(state.audio, stream, {
     onFrame: (frame) => {
       show('heard', `token ${hex(frame.token)} (SNR ${frame.snr.toFixed(1)} dB)`);
+      if (state.socket?.readyState !== WebSocket.OPEN) return;  // heard before (or after) the session: not reported
       send((w) => w.message(6, (o) => o.message(1, (s) => { s.bytes_(1, frame.token); s.double(2, frame.snr); s.double(3, frame.level); })));
     },
     onError: (message) => { line.textContent = `The decoder stopped: ${message}`; },
@@ -195,19 +202,92 @@ async function hear() {
   document.body.dataset.microphone = 'on';
 }
 
+// A microphone that delivers silence (muted, a dead input) or clips (too loud, too near the speaker) hears no
+// token: the page says so. Every 250 ms it looks at the last 2048 samples: silent below -80 dBFS for a second
+// on end; clipping when 1 % of them are at full scale (0.99 and above).
+function watchLevel(context, stream, line) {
+  const analyser = context.createAnalyser();
+  analyser.fftSize = 2048;
+  context.createMediaStreamSource(stream).connect(analyser);
+  const samples = new Float32Array(analyser.fftSize);
+  let quiet = 0, shown = 'ok';
+  const say = (kind, text) => {
+    if (kind === shown) return;
+    shown = kind;
+    document.body.dataset.level = kind;
+    if (kind === 'ok') { show('microphone', 'the level is good again'); return; }
+    line.textContent = text;
+    show('warning', text);
+  };
+  setInterval(() => {
+    analyser.getFloatTimeDomainData(samples);
+    let peak = 0, clipped = 0;
+    for (const x of samples) { const a = Math.abs(x); if (a > peak) peak = a; if (a >= 0.99) clipped++; }
+    quiet = peak < 1e-4 ? quiet + 1 : 0;
+    if (quiet >= 4) say('silent', 'The microphone delivers silence: check that it is not muted and that the right input is chosen.');
+    else if (clipped >= samples.length / 100) say('clipping', 'The microphone is clipping (too loud): turn its input level down or move it away from the speaker.');
+    else if (quiet === 0) say('ok');
+  }, 250);
+}
+
+// The modem token of a session's token: the kind byte (Payload.tokenKind), then the token.
+const modemToken = () => [TOKEN_KIND, ...state.token];
+
 async function playToken() {
   if (!state.token?.length) return;
   state.audio ??= new AudioContext();
   await state.audio.resume();
-  // The modem token of a session's token: the kind byte (Payload.tokenKind), then the token.
-  play(state.audio, [TOKEN_KIND, ...state.token], { profile: 'default' });
+  play(state.audio, modemToken(), { profile: 'default' });
+}
+
+// The session's token as it plays, rendered offline (the same `play` into an OfflineAudioContext): mono Float32
+// at RENDER_RATE, a quarter second of silence before and after.
+async function renderToken() {
+  const seconds = airtime('default', modemToken().length) + 0.5;
+  const context = new OfflineAudioContext(1, Math.ceil(seconds * RENDER_RATE), RENDER_RATE);
+  play(context, modemToken(), { profile: 'default', when: 0.25 });
+  return (await context.startRendering()).getChannelData(0);
+}
+
+// The rendered token as a 16-bit WAV file the browser downloads (to play it from another device).
+async function saveToken() {
+  if (!state.token?.length) return;
+  const samples = await renderToken();
+  const wav = new DataView(new ArrayBuffer(44 + 2 * samples.length));
+  const ascii = (at, text) => { for (let i = 0; i < text.length; i++) wav.setUint8(at + i, text.charCodeAt(i)); };
+  ascii(0, 'RIFF'); wav.setUint32(4, 36 + 2 * samples.length, true); ascii(8, 'WAVEfmt ');
+  wav.setUint32(16, 16, true); wav.setUint16(20, 1, true); wav.setUint16(22, 1, true);
+  wav.setUint32(24, RENDER_RATE, true); wav.setUint32(28, 2 * RENDER_RATE, true); wav.setUint16(32, 2, true); wav.setUint16(34, 16, true);
+  ascii(36, 'data'); wav.setUint32(40, 2 * samples.length, true);
+  samples.forEach((x, i) => wav.setInt16(44 + 2 * i, Math.round(Math.max(-1, Math.min(1, x)) * 32767), true));
+  const link = document.createElement('a');
+  link.href = URL.createObjectURL(new Blob([wav], { type: 'audio/wav' }));
+  link.download = `sotto-token-${hex(state.token)}.wav`;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+}
+
+// The render hook: the rendered samples on the console, base64 of little-endian Float32, in lines of 16 KiB.
+async function logRendering() {
+  try {
+    const samples = await renderToken();
+    const bytes = new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength);
+    let binary = '';
+    for (let i = 0; i < bytes.length; i += 8192) binary += String.fromCharCode(...bytes.subarray(i, i + 8192));
+    const base64 = btoa(binary), size = 16384, parts = Math.ceil(base64.length / size);
+    for (let i = 0; i < parts; i++) console.log(`sotto-event rendered ${hex(modemToken())} ${RENDER_RATE} ${i + 1}/${parts} ${base64.slice(i * size, (i + 1) * size)}`);
+  } catch (error) {
+    show('error', `rendering the token failed: ${error.message}`);
+  }
 }
 
 const hooks = new URLSearchParams(location.hash.slice(1));
 function autoStart() {
-  const wanted = hooks.get('subscribe');
-  if (wanted) { const [namespace, type] = wanted.includes('/') ? wanted.split('/', 2) : ['', wanted]; subscribe(namespace, type); }
-  if (hooks.get('listen') === '1') hear();
+  for (const wanted of (hooks.get('subscribe') ?? '').split(',').filter(Boolean)) {
+    const [namespace, type] = wanted.includes('/') ? wanted.split('/', 2) : ['', wanted];
+    [$('sub-ns').value, $('sub-type').value] = [namespace, type];
+    subscribe(namespace, type);
+  }
 }
 
 $('connect').onclick = () => connect($('key').value.trim());
@@ -215,4 +295,6 @@ $('publish').onclick = () => publish($('pub-ns').value.trim(), $('pub-type').val
 $('subscribe').onclick = () => subscribe($('sub-ns').value.trim(), $('sub-type').value.trim());
 $('listen').onclick = () => hear();
 $('play').onclick = () => playToken();
+$('save').onclick = () => saveToken();
 if (hooks.get('key')) { $('key').value = hooks.get('key'); connect(hooks.get('key')); }
+if (hooks.get('listen') === '1') hear();  // at once, session or not (as the button)

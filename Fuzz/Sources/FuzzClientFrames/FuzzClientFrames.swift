@@ -3,15 +3,36 @@ import Foundation
 import SottoExchange
 import SottoExchangeWire
 
-/// One input: the bytes as a client frame of the exchange protocol, decoded and checked with the same
-/// validating conversions the matcher service applies to every frame (messages, strategies, filters,
-/// sightings); and the same bytes as a server frame, decoded into the notice a client would act on.
+/// One input: the bytes as a client frame of the exchange protocol, decoded and checked at the service's edge
+/// (`validatedRequest()`, into the request the matcher and its log get) and with the validating conversions it
+/// is made of (messages, strategies, filters, sightings); and the same bytes as a server frame, decoded into the notice a client would act on.
 /// Nothing may crash, and whatever validates must be within the exchange's limits.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzClientFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data else { return 0 }
     let bytes = Data(bytes: data, count: size)
     if let frame = try? ClientFrame(serializedBytes: bytes) {
+        // The service's edge: what it passes on to the matcher (and its log) is within every limit.
+        if case .some(.some(let request)) = try? frame.validatedRequest() {
+            switch request {
+            case .publish(let op, let message, let strategy):
+                precondition(op.value > 0, "operation id 0 passed")
+                precondition(message.content.count <= ExchangeLimits.maxContentBytes, "oversized content passed")
+                if case .infinite = strategy.ttl { preconditionFailure("an infinite publication passed") }
+            case .subscribe(let op, let filter, _, let lostTimeout):
+                precondition(op.value > 0, "operation id 0 passed")
+                precondition(!filter.includes.isEmpty, "empty filter passed")
+                precondition(lostTimeout == 0 || ExchangeLimits.lostTimeoutRange.contains(lostTimeout), "lost timeout \(lostTimeout) passed")
+            case .observe(let sightings):
+                precondition(sightings.count <= ExchangeLimits.maxSightingsPerReport, "too many sightings passed")
+                precondition(sightings.allSatisfy { $0.snr.isFinite && $0.level.isFinite }, "a non-finite sighting passed")
+            case .takeTurns(let frameAirtime, let aliasAirtime):
+                precondition(frameAirtime <= Double(ExchangeLimits.maxFrameAirtimeMs) / 1000 && (aliasAirtime ?? 0) <= frameAirtime,
+                             "airtimes beyond the limits passed")
+            case .unpublish(let op), .unsubscribe(let op):
+                precondition(op.value > 0, "operation id 0 passed")
+            }
+        }
         switch frame.kind {
         case .publish(let body):
             if let message = try? body.message.validated() {

@@ -100,7 +100,7 @@ let intact: [String: (bytes: [UInt8], frames: Int)] = {
     var result: [String: (bytes: [UInt8], frames: Int)] = [:]
     for format in formats {
         let path = "\(work)/intact.\(format)"
-        let arguments = ["send", "0x\(token)", "--repeat", "\(sentFrames)", "--interval", "1.2", "--seed", "1", "--out", path]
+        let arguments = ["send", "0x\(token)", "--repeat", "\(sentFrames)", "--interval", "1.2", "--jitter", "0", "--seed", "1", "--out", path]
         let sent = sotto(arguments, timeout: 120)
         guard sent.status == 0, let bytes = FileManager.default.contents(atPath: path) else { fatalError("cannot make \(path): \(sent.stderr)") }
         let decoded = sotto(["decode", "--format", "hex", path], timeout: 120)
@@ -192,7 +192,7 @@ public func fuzzCommandLine(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
         let targets = ["\(work)/out.\(format)", "-", "/dev/full", "\(work)/missing/out.\(format)"]
         let target = targets[recipe.byte() % targets.count]
         let repeats = 1 + recipe.byte() % 3
-        let arguments = ["send", "0x\(token)", "--repeat", "\(repeats)", "--interval", "1.2", "--out", target]
+        let arguments = ["send", "0x\(token)", "--repeat", "\(repeats)", "--interval", "1.2", "--jitter", "0", "--out", target]
         let run = sotto(arguments)
         checkEnding(run, arguments)
         if target == "/dev/full" && run.status != 2 { finding("a write to /dev/full ended \(run.status)", run, arguments) }

@@ -1,6 +1,5 @@
 import Foundation
 import SottoExchange
-import SottoExchangeWire
 
 /// One stream of one node: where a session's frames go. A node numbers its streams; the pair is unique in
 /// a cluster because every node process (and every rejoin) has a fresh random id.
@@ -30,8 +29,9 @@ enum ReplicaCommand: Sendable {
     case detach(SessionID, stream: UInt64)
     /// The client ended its session.
     case end(SessionID, stream: UInt64)
-    /// A client frame as received (validated when applied).
-    case frame(SessionID, stream: UInt64, ClientFrame)
+    /// A session's request, checked at the edge by the transport that received it (what depends on the
+    /// matcher's state is checked when it is applied).
+    case request(SessionID, stream: UInt64, MatcherRequest)
     /// The store's beacon registry.
     case beacons([BeaconRecord])
     /// Keys revoked in the store (ids, sorted): every session they opened ends, attached to any node's stream
@@ -52,11 +52,25 @@ struct ReplicaEntry: Sendable {
     var commands: [ReplicaCommand]
 }
 
+/// What the matcher tells one session, before any client protocol: the node holding the session's stream
+/// writes it in that transport's frames.
+enum SessionNotice: Sendable, Hashable {
+    /// The session is open (or resumed) in `project`: the Welcome, without the resume secret (which only the
+    /// node that opened the stream knows; it fills it in).
+    case welcome(SessionID, project: String, resumed: Bool)
+    /// A notice of the matcher (a token, an operation's status, found, lost, expired, turns...).
+    case matcher(MatcherNotice)
+    /// A message found, with the in-band SNR (dB) and level (dBFS) it was heard with.
+    case foundWithSignal(OperationID, Message, snr: Double, level: Double)
+    /// An unpublish or unsubscribe is done: the operation is over (after the events its end caused).
+    case ended(OperationID)
+}
+
 /// What applying an entry asks of the node that applied it. Every replica produces the same outputs; each
 /// node acts on those for its own streams and ignores the rest.
 enum ReplicaOutput: Sendable {
-    /// Push a frame to the stream holding the session.
-    case deliver(NodeStream, ServerFrame)
+    /// Tell the session, on the stream holding it.
+    case deliver(NodeStream, SessionNotice)
     /// The Open from this stream is done: the session the stream now holds, or why not.
     case opened(NodeStream, Result<MatcherHost.Opened, ExchangeError>)
     /// The stream no longer holds its session.
@@ -186,10 +200,10 @@ struct ExchangeReplica: Sendable {
             if sessions[id]?.attachment == NodeStream(node: node, stream: stream) { detach(id, now: now) }
         case .end(let id, let stream):
             if sessions[id]?.attachment == NodeStream(node: node, stream: stream) { close(id, now: now, into: &outputs) }
-        case .frame(let id, let stream, let frame):
-            // Frames of a stream that no longer holds its session (resumed elsewhere) are dropped.
+        case .request(let id, let stream, let request):
+            // Requests of a stream that no longer holds its session (resumed elsewhere) are dropped.
             guard let attachment = sessions[id]?.attachment, attachment == NodeStream(node: node, stream: stream) else { return }
-            receive(frame, session: id, attachment: attachment, now: now, into: &outputs)
+            receive(request, session: id, attachment: attachment, now: now, into: &outputs)
         case .beacons(let beacons):
             for beacon in beacons {
                 handle(.registerBeacon(id: beacon.id, appID: beacon.projectID, attachments: beacon.attachments,
@@ -220,8 +234,8 @@ struct ExchangeReplica: Sendable {
             if let previous = existing.attachment, previous != attachment { outputs.append(.cutOff(previous, .replaced)) }
             sessions[id]?.attachment = attachment
             detached[id] = nil
-            outputs.append(.deliver(attachment, welcome(id, project: existing.project, resumed: true)))
-            if let token = core.token(of: id) { outputs.append(.deliver(attachment, ServerFrame(.token(token)))) }
+            outputs.append(.deliver(attachment, .welcome(id, project: existing.project.name, resumed: true)))
+            if let token = core.token(of: id) { outputs.append(.deliver(attachment, .matcher(.token(token)))) }
             outputs.append(.opened(attachment, .success(MatcherHost.Opened(session: id, resumed: true, stream: attachment.stream))))
             return
         }
@@ -237,23 +251,9 @@ struct ExchangeReplica: Sendable {
         }
         sessions[id] = Session(project: open.project, keyID: open.keyID, secretHash: open.secretHash, attachment: attachment)
         sessionsPerProject[open.project.id, default: 0] += 1
-        outputs.append(.deliver(attachment, welcome(id, project: open.project, resumed: false)))
+        outputs.append(.deliver(attachment, .welcome(id, project: open.project.name, resumed: false)))
         handle(.openSession(id, appID: open.project.id, broadcasts: open.broadcasts), now: now, into: &outputs)
         outputs.append(.opened(attachment, .success(MatcherHost.Opened(session: id, resumed: false, stream: attachment.stream))))
-    }
-
-    /// The Welcome of a session, without its resume secret (which only the node that opened the stream
-    /// knows; it fills it in).
-    private func welcome(_ id: SessionID, project: Project, resumed: Bool) -> ServerFrame {
-        var body = Sotto_Exchange_V1_Welcome()
-        body.sessionID = id.value
-        body.resumed = resumed
-        body.project = project.name
-        body.sessionGraceMs = UInt32(timings.sessionGrace * 1000)
-        body.heartbeatIntervalMs = UInt32(timings.heartbeatInterval * 1000)
-        var frame = ServerFrame()
-        frame.kind = .welcome(body)
-        return frame
     }
 
     private mutating func detach(_ id: SessionID, now: Double) {
@@ -271,46 +271,38 @@ struct ExchangeReplica: Sendable {
         outputs.append(.sessionClosed(id))
     }
 
-    // MARK: Client frames
+    // MARK: Requests
 
-    private mutating func receive(_ frame: ClientFrame, session: SessionID, attachment: NodeStream, now: Double,
+    private mutating func receive(_ request: MatcherRequest, session: SessionID, attachment: NodeStream, now: Double,
                                   into outputs: inout [ReplicaOutput]) {
-        switch frame.kind {
-        case .publish(let body): publish(body, session: session, attachment: attachment, now: now, into: &outputs)
-        case .subscribe(let body): subscribe(body, session: session, attachment: attachment, now: now, into: &outputs)
-        case .unpublish(let body): end(body.opID, publication: true, session: session, attachment: attachment, now: now, into: &outputs)
-        case .unsubscribe(let body): end(body.opID, publication: false, session: session, attachment: attachment, now: now, into: &outputs)
-        case .observe(let body): observe(body, session: session, attachment: attachment, now: now, into: &outputs)
-        case .hello:
-            outputs.append(.deliver(attachment, .error(.protocolViolation("a session says Hello once, first"))))
-        case .takeTurns(let body):
-            guard body.frameAirtimeMs <= ExchangeLimits.maxFrameAirtimeMs else {
-                outputs.append(.deliver(attachment, .error(.protocolViolation(
-                    "frame_airtime_ms \(body.frameAirtimeMs) is beyond \(ExchangeLimits.maxFrameAirtimeMs) ms: no Sotto frame lasts that long"))))
-                return
+        switch request {
+        case .publish(let op, let message, let strategy):
+            publish(op, message, strategy, session: session, attachment: attachment, now: now, into: &outputs)
+        case .subscribe(let op, let filter, let strategy, let requested):
+            // 0: the service's default.
+            let lostTimeout = requested == 0 ? timings.defaultLostTimeout : requested
+            do throws(ExchangeError) {
+                try record(.subscription(filter, strategy, lostTimeout: lostTimeout), op: op, session: session, attachment: attachment,
+                           into: &outputs) { core in
+                    core.handle(.subscribe(session, op, filter, strategy, lostTimeout: lostTimeout), now: now)
+                }
+            } catch {
+                outputs.append(.deliver(attachment, .matcher(.rejected(op, error))))
             }
-            guard body.aliasFrameAirtimeMs <= body.frameAirtimeMs else {
-                outputs.append(.deliver(attachment, .error(.protocolViolation(
-                    "alias_frame_airtime_ms \(body.aliasFrameAirtimeMs) is beyond frame_airtime_ms \(body.frameAirtimeMs): a room alias is shorter than a token"))))
-                return
+        case .unpublish(let op): end(op, publication: true, session: session, attachment: attachment, now: now, into: &outputs)
+        case .unsubscribe(let op): end(op, publication: false, session: session, attachment: attachment, now: now, into: &outputs)
+        case .observe(let sightings):
+            for sighting in sightings.prefix(ExchangeLimits.maxSightingsPerReport) {
+                handle(.observe(session, sighting.payload, snr: sighting.snr, level: sighting.level), now: now, into: &outputs)
             }
-            handle(.takeTurns(session, frameAirtime: Double(body.frameAirtimeMs) / 1000,
-                              aliasAirtime: body.aliasFrameAirtimeMs > 0 ? Double(body.aliasFrameAirtimeMs) / 1000 : nil), now: now, into: &outputs)
-        case .heartbeat: break
-        case .none:
-            outputs.append(.deliver(attachment, .error(.protocolViolation("an empty or unknown frame"))))
+        case .takeTurns(let frameAirtime, let aliasAirtime):
+            handle(.takeTurns(session, frameAirtime: frameAirtime, aliasAirtime: aliasAirtime), now: now, into: &outputs)
         }
     }
 
-    private func operationID(_ raw: UInt32) -> OperationID? { raw == 0 ? nil : OperationID(Int(raw)) }
-
-    private mutating func publish(_ body: Sotto_Exchange_V1_Publish, session: SessionID, attachment: NodeStream, now: Double,
-                                  into outputs: inout [ReplicaOutput]) {
+    private mutating func publish(_ op: OperationID, _ message: Message, _ strategy: Strategy, session: SessionID, attachment: NodeStream,
+                                  now: Double, into outputs: inout [ReplicaOutput]) {
         do throws(ExchangeError) {
-            guard let op = operationID(body.opID) else { throw .protocolViolation("operation ids start at 1") }
-            guard body.hasMessage else { throw .protocolViolation("a publication needs a message") }
-            let message = try body.message.validated()
-            let strategy = try (body.hasStrategy ? body.strategy : Sotto_Exchange_V1_Strategy()).validated(subscription: false)
             if let project = sessions[session]?.project.id {
                 let replaced = core.publishedMessage(session: session, operation: op).map(MatcherCore.heldBytes) ?? 0
                 let added = MatcherCore.heldBytes(of: message) - replaced
@@ -322,24 +314,7 @@ struct ExchangeReplica: Sendable {
                 core.handle(.publish(session, op, message, strategy), now: now)
             }
         } catch {
-            outputs.append(.deliver(attachment, .status(.rejected(body.opID, error))))
-        }
-    }
-
-    private mutating func subscribe(_ body: Sotto_Exchange_V1_Subscribe, session: SessionID, attachment: NodeStream, now: Double,
-                                    into outputs: inout [ReplicaOutput]) {
-        do throws(ExchangeError) {
-            guard let op = operationID(body.opID) else { throw .protocolViolation("operation ids start at 1") }
-            let filter = try MessageFilter.validated(body.includes)
-            let strategy = try (body.hasStrategy ? body.strategy : Sotto_Exchange_V1_Strategy()).validated(subscription: true)
-            let lostTimeout = body.lostTimeoutMs == 0 ? timings.defaultLostTimeout : Double(body.lostTimeoutMs) / 1000
-            guard ExchangeLimits.lostTimeoutRange.contains(lostTimeout) else { throw .invalidLostTimeout(lostTimeout) }
-            try record(.subscription(filter, strategy, lostTimeout: lostTimeout), op: op, session: session, attachment: attachment,
-                       into: &outputs) { core in
-                core.handle(.subscribe(session, op, filter, strategy, lostTimeout: lostTimeout), now: now)
-            }
-        } catch {
-            outputs.append(.deliver(attachment, .status(.rejected(body.opID, error))))
+            outputs.append(.deliver(attachment, .matcher(.rejected(op, error))))
         }
     }
 
@@ -354,7 +329,7 @@ struct ExchangeReplica: Sendable {
             if existing == operation {
                 let visible: [Message]
                 if case .subscription = operation { visible = core.visibleMessages(session: session, operation: op) } else { visible = [] }
-                outputs.append(.deliver(attachment, .status(.accepted(UInt32(op.value), visible: visible))))
+                outputs.append(.deliver(attachment, .matcher(.accepted(op, visible: visible))))
                 return
             }
             switch (existing, operation) {
@@ -365,43 +340,27 @@ struct ExchangeReplica: Sendable {
             throw .quotaExceeded(ExchangeLimits.maxOperationsPerApp)
         }
         sessions[session]?.operations[op] = operation
-        outputs.append(.deliver(attachment, .status(.accepted(UInt32(op.value)))))
+        outputs.append(.deliver(attachment, .matcher(.accepted(op, visible: []))))
         let events = run(&core)
         route(events, into: &outputs)
     }
 
-    private mutating func end(_ raw: UInt32, publication: Bool, session: SessionID, attachment: NodeStream, now: Double,
+    private mutating func end(_ op: OperationID, publication: Bool, session: SessionID, attachment: NodeStream, now: Double,
                               into outputs: inout [ReplicaOutput]) {
-        guard let op = operationID(raw), let existing = sessions[session]?.operations[op] else {
-            outputs.append(.deliver(attachment, .status(.rejected(raw, .unknownOperation))))
+        guard let existing = sessions[session]?.operations[op] else {
+            outputs.append(.deliver(attachment, .matcher(.rejected(op, .unknownOperation))))
             return
         }
         let isPublication: Bool
         if case .publication = existing { isPublication = true } else { isPublication = false }
         guard isPublication == publication else {
-            outputs.append(.deliver(attachment, .status(.rejected(raw, .unknownOperation))))
+            outputs.append(.deliver(attachment, .matcher(.rejected(op, .unknownOperation))))
             return
         }
         sessions[session]?.operations[op] = nil
         handle(publication ? .unpublish(session, op) : .unsubscribe(session, op), now: now, into: &outputs)
         // The acknowledgement (STATE_ENDED), after the events the end caused.
-        outputs.append(.deliver(attachment, .status(.ended(raw))))
-    }
-
-    private mutating func observe(_ body: Sotto_Exchange_V1_Observe, session: SessionID, attachment: NodeStream, now: Double,
-                                  into outputs: inout [ReplicaOutput]) {
-        guard body.sightings.count <= ExchangeLimits.maxSightingsPerReport else {
-            outputs.append(.deliver(attachment, .error(.protocolViolation(
-                "at most \(ExchangeLimits.maxSightingsPerReport) sightings per report, got \(body.sightings.count)"))))
-            return
-        }
-        for sighting in body.sightings {
-            // A modem token is 1 to 16 bytes; anything else did not come from a Sotto modem.
-            guard (2...16).contains(sighting.frame.count), let payload = Payload(frame: Array(sighting.frame)) else { continue }
-            let snr = sighting.snrDb.isFinite ? min(max(sighting.snrDb, -100), 200) : 0
-            let level = sighting.levelDbfs.isFinite ? min(max(sighting.levelDbfs, -200), 20) : 0
-            handle(.observe(session, payload, snr: snr, level: level), now: now, into: &outputs)
-        }
+        outputs.append(.deliver(attachment, .ended(op)))
     }
 
     // MARK: Routing
@@ -419,14 +378,11 @@ struct ExchangeReplica: Sendable {
         for event in events {
             let (session, notice) = event.notice
             guard let attachment = sessions[session]?.attachment else { continue }
-            var frame = ServerFrame(notice)
-            if case .found(let session, let op, let message) = event, case .found(var body) = frame.kind,
-               let signal = core.signal(session: session, operation: op, message: message) {
-                body.snrDb = signal.snr
-                body.levelDbfs = signal.level
-                frame.kind = .found(body)
+            if case .found(let session, let op, let message) = event, let signal = core.signal(session: session, operation: op, message: message) {
+                outputs.append(.deliver(attachment, .foundWithSignal(op, message, snr: signal.snr, level: signal.level)))
+            } else {
+                outputs.append(.deliver(attachment, .matcher(notice)))
             }
-            outputs.append(.deliver(attachment, frame))
         }
     }
 }

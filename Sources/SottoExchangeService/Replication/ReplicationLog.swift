@@ -89,12 +89,8 @@ extension ReplicaCommand {
             body.session = session.value
             body.attachment = stream
             command.kind = .end(body)
-        case .frame(let session, let stream, let frame):
-            var body = Sotto_Exchange_Replication_V1_Frame()
-            body.session = session.value
-            body.attachment = stream
-            body.clientFrame = try frame.serializedBytes()
-            command.kind = .frame(body)
+        case .request(let session, let stream, let request):
+            command.kind = .request(Sotto_Exchange_Replication_V1_Request(request, session: session, stream: stream))
         case .beacons(let beacons):
             var body = Sotto_Exchange_Replication_V1_Beacons()
             body.beacons = beacons.map { beacon in
@@ -149,9 +145,14 @@ extension ReplicaCommand {
                               keyID: body.keyID, broadcasts: body.broadcasts))
         case .detach(let body): self = .detach(SessionID(body.session), stream: body.attachment)
         case .end(let body): self = .end(SessionID(body.session), stream: body.attachment)
+        case .request(let body):
+            guard let request = body.request else { return nil }
+            self = .request(SessionID(body.session), stream: body.attachment, request)
         case .frame(let body):
-            guard let frame = try? ClientFrame(serializedBytes: body.clientFrame) else { return nil }
-            self = .frame(SessionID(body.session), stream: body.attachment, frame)
+            // An entry of an older build: checked as the edge checks a frame now; what it would refuse is dropped
+            // (its client was answered, if at all, by the replica of that build).
+            guard let frame = try? ClientFrame(serializedBytes: body.clientFrame), let request = try? frame.validatedRequest() else { return nil }
+            self = .request(SessionID(body.session), stream: body.attachment, request)
         case .beacons(let body):
             var beacons: [BeaconRecord] = []
             for wire in body.beacons {
@@ -177,6 +178,140 @@ extension ReplicaCommand {
             }
             self = .usage(RateUsage(keys: units(body.keys), projects: units(body.projects), opens: units(body.opens)))
         case .none: return nil
+        }
+    }
+}
+
+// MARK: Requests in the log
+
+extension Sotto_Exchange_Replication_V1_Request {
+    init(_ request: MatcherRequest, session: SessionID, stream: UInt64) {
+        self.init()
+        self.session = session.value
+        attachment = stream
+        switch request {
+        case .publish(let op, let message, let strategy):
+            var body = Sotto_Exchange_Replication_V1_Publish()
+            body.op = UInt32(clamping: op.value)
+            body.message = Sotto_Exchange_Replication_V1_Attachment(message)
+            body.strategy = Sotto_Exchange_Replication_V1_Strategy(strategy)
+            kind = .publish(body)
+        case .unpublish(let op): kind = .unpublish(UInt32(clamping: op.value))
+        case .subscribe(let op, let filter, let strategy, let lostTimeout):
+            var body = Sotto_Exchange_Replication_V1_Subscribe()
+            body.op = UInt32(clamping: op.value)
+            body.includes = filter.orderedIncludes.map(Sotto_Exchange_Replication_V1_Include.init)
+            body.strategy = Sotto_Exchange_Replication_V1_Strategy(strategy)
+            body.lostTimeout = lostTimeout
+            kind = .subscribe(body)
+        case .unsubscribe(let op): kind = .unsubscribe(UInt32(clamping: op.value))
+        case .observe(let sightings):
+            var body = Sotto_Exchange_Replication_V1_Observe()
+            body.sightings = sightings.map { sighting in
+                var wire = Sotto_Exchange_Replication_V1_Sighting()
+                wire.frame = Data(sighting.payload.frameBytes)
+                wire.snrDb = sighting.snr
+                wire.levelDbfs = sighting.level
+                return wire
+            }
+            kind = .observe(body)
+        case .takeTurns(let frameAirtime, let aliasAirtime):
+            var body = Sotto_Exchange_Replication_V1_TakeTurns()
+            body.frameAirtime = frameAirtime
+            body.aliasAirtime = aliasAirtime ?? 0
+            kind = .takeTurns(body)
+        }
+    }
+
+    /// The request as the edge checked it; nil for an entry that does not hold one (a damaged or newer entry:
+    /// every replica drops it alike).
+    var request: MatcherRequest? {
+        func operation(_ raw: UInt32) -> OperationID? { raw == 0 ? nil : OperationID(Int(raw)) }
+        switch kind {
+        case .publish(let body):
+            guard let op = operation(body.op), let strategy = body.strategy.strategy else { return nil }
+            return .publish(op, Message(delivered: body.message.namespace, type: body.message.type, content: Array(body.message.content)),
+                            strategy)
+        case .unpublish(let raw): return operation(raw).map { .unpublish($0) }
+        case .subscribe(let body):
+            guard let op = operation(body.op), let strategy = body.strategy.strategy, body.lostTimeout.isFinite, body.lostTimeout >= 0,
+                  let filter = try? MessageFilter(body.includes.compactMap(\.include)) else { return nil }
+            return .subscribe(op, filter, strategy, lostTimeout: body.lostTimeout)
+        case .unsubscribe(let raw): return operation(raw).map { .unsubscribe($0) }
+        case .observe(let body):
+            return .observe(body.sightings.compactMap { wire in
+                Payload(frame: Array(wire.frame)).map { Sighting(payload: $0, snr: wire.snrDb, level: wire.levelDbfs) }
+            })
+        case .takeTurns(let body):
+            guard body.frameAirtime.isFinite, body.aliasAirtime.isFinite else { return nil }
+            return .takeTurns(frameAirtime: body.frameAirtime, aliasAirtime: body.aliasAirtime > 0 ? body.aliasAirtime : nil)
+        case .none: return nil
+        }
+    }
+}
+
+extension Sotto_Exchange_Replication_V1_Attachment {
+    init(_ message: SottoExchange.Message) {
+        self.init()
+        namespace = message.namespace
+        type = message.type
+        content = Data(message.content)
+    }
+}
+
+extension Sotto_Exchange_Replication_V1_Strategy {
+    init(_ strategy: Strategy) {
+        self.init()
+        switch strategy.discoveryMode {
+        case .both: mode = .both
+        case .broadcast: mode = .broadcast
+        case .scan: mode = .scan
+        }
+        earshot = strategy.distanceType == .earshot
+        switch strategy.ttl {
+        case .seconds(let seconds): ttlSeconds = UInt32(clamping: max(1, seconds))
+        case .infinite: ttlSeconds = 0
+        }
+        lowPower = strategy.lowPower
+    }
+
+    /// The strategy, checked as any (nil if it breaks a limit).
+    var strategy: Strategy? {
+        let discovery: Strategy.DiscoveryMode
+        switch mode {
+        case .both: discovery = .both
+        case .broadcast: discovery = .broadcast
+        case .scan: discovery = .scan
+        case .UNRECOGNIZED: return nil
+        }
+        return try? Strategy(discoveryMode: discovery, distanceType: earshot ? .earshot : .default,
+                             ttl: ttlSeconds == 0 ? .infinite : .seconds(Int(ttlSeconds)), lowPower: lowPower)
+    }
+}
+
+extension Sotto_Exchange_Replication_V1_Include {
+    init(_ include: MessageFilter.Include) {
+        self.init()
+        switch include {
+        case .allMyTypes: kind = .allMyTypes
+        case .namespacedType(let namespace, let type):
+            kind = .namespacedType
+            self.namespace = namespace
+            self.type = type
+        case .audioBytes(let length):
+            kind = .audioBytes
+            audioBytes = UInt32(clamping: length)
+        case .beaconIDs: kind = .beaconIds
+        }
+    }
+
+    var include: MessageFilter.Include? {
+        switch kind {
+        case .allMyTypes: return .allMyTypes
+        case .namespacedType: return .namespacedType(namespace: namespace, type: type)
+        case .audioBytes: return .audioBytes(Int(audioBytes))
+        case .beaconIds: return .beaconIDs
+        case .UNRECOGNIZED: return nil
         }
     }
 }

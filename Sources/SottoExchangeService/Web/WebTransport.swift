@@ -42,9 +42,16 @@ enum WebConnection: Sendable {
     case http(NIOAsyncChannel<HTTPServerRequestPart, HTTPPart<HTTPResponseHead, ByteBuffer>>)
 }
 
+/// An accepted connection of the web listener: its channel (for its address, and to close it when it is refused)
+/// and what its first request makes of it.
+struct AcceptedWebConnection: Sendable {
+    let channel: any Channel
+    let upgrade: EventLoopFuture<WebConnection>
+}
+
 /// The web listener: binds, accepts, upgrades `/session` to a WebSocket and runs each as a session.
 struct WebListener {
-    let channel: NIOAsyncChannel<EventLoopFuture<WebConnection>, Never>
+    let channel: NIOAsyncChannel<AcceptedWebConnection, Never>
     /// The bound address, as `HOST:PORT` or `unix:PATH`.
     let address: String
 
@@ -68,7 +75,7 @@ struct WebListener {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)
-        let initializer: @Sendable (any Channel) -> EventLoopFuture<EventLoopFuture<WebConnection>> = { channel in
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<AcceptedWebConnection> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 if let sslContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) }
                 let peer = channel.remoteAddress.map { "\($0)" } ?? "unix"
@@ -93,11 +100,11 @@ struct WebListener {
                         return WebConnection.http(try NIOAsyncChannel(wrappingChannelSynchronously: channel))
                     }
                 })
-                return try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
-                    configuration: .init(upgradeConfiguration: configuration))
+                return AcceptedWebConnection(channel: channel, upgrade: try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
+                    configuration: .init(upgradeConfiguration: configuration)))
             }
         }
-        let channel: NIOAsyncChannel<EventLoopFuture<WebConnection>, Never>
+        let channel: NIOAsyncChannel<AcceptedWebConnection, Never>
         switch endpoint {
         case .tcp(let host, let port):
             channel = try await bootstrap.bind(host: host == "localhost" ? "127.0.0.1" : host, port: port, childChannelInitializer: initializer)
@@ -115,29 +122,51 @@ struct WebListener {
     }
 
     /// Accepts connections until cancelled (or the listener fails); each runs in its own child task and is
-    /// closed when this ends.
+    /// closed when this ends. A connection over the cap, in all or from its IP address (the gRPC listener's
+    /// `maxConnections` and `maxConnectionsPerAddress`), is closed at once; a web connection is never shed
+    /// for a newer one (each holds a page's session or a request under way).
     /// - Parameters:
     ///   - service: the session logic.
     ///   - page: the page's files, if served.
-    ///   - limits: the connection cap and the time a connection has to send its request.
+    ///   - limits: the connection caps and the time a connection has to send its request.
     ///   - metrics: the transport's counters.
     func serve(service: ExchangeService, page: WebPage?, limits: TransportLimits, metrics: ServiceMetrics) async throws {
-        let held = HeldConnections()
-        let cap = limits.effectiveMaxConnections()
+        let held = HeldConnections(table: ConnectionTable(maxConnections: limits.effectiveMaxConnections(),
+                                                          maxPerAddress: limits.maxConnectionsPerAddress))
+        let refusals = LogThrottle(interval: 60)
         try await withThrowingDiscardingTaskGroup { group in
             try await channel.executeThenClose { inbound in
                 for try await connection in inbound {
-                    let (count, _) = held.count.add(1, ordering: .relaxed)
+                    let address = connection.channel.remoteAddress?.ipAddress
+                    let (admitted, refusal, count) = held.table.withLock { table -> (UInt64?, ConnectionTable.Refusal, Int) in
+                        switch table.arrive(address: address) {
+                        case .admit(let id):
+                            // Counted busy from the start, so that the table never evicts a web connection.
+                            table.streamOpened(id)
+                            return (id, .full(table.maxConnections), table.count)
+                        case .admitEvicting(let id, _):  // (not reached: no entry is ever idle)
+                            table.close(id)
+                            return (nil, .full(table.maxConnections), table.count)
+                        case .refuse(let refusal):
+                            return (nil, refusal, table.count)
+                        }
+                    }
                     metrics.transport.webConnections.record(count)
+                    guard let id = admitted else {
+                        metrics.transport.connectionsRefused.increment()
+                        connection.channel.close(promise: nil)
+                        refusals.log { suppressed in
+                            service.logger.warning("web: refused a connection from \(address ?? "a Unix socket"): \(refusal)\(suppressed > 0 ? " (\(suppressed) more refused since the last line)" : "")")
+                        }
+                        continue
+                    }
                     group.addTask {
                         defer {
-                            let (left, _) = held.count.subtract(1, ordering: .relaxed)
+                            let left = held.table.withLock { table in
+                                table.close(id)
+                                return table.count
+                            }
                             metrics.transport.webConnections.record(left)
-                        }
-                        guard count <= cap else {
-                            metrics.transport.connectionsRefused.increment()
-                            try? await connection.get().close()
-                            return
                         }
                         await Self.handle(connection, service: service, page: page, limits: limits, metrics: metrics)
                     }
@@ -147,12 +176,13 @@ struct WebListener {
     }
 
     /// One connection: its request within the time-out, then the page's file or a WebSocket session.
-    private static func handle(_ connection: EventLoopFuture<WebConnection>, service: ExchangeService, page: WebPage?,
+    private static func handle(_ accepted: AcceptedWebConnection, service: ExchangeService, page: WebPage?,
                                limits: TransportLimits, metrics: ServiceMetrics) async {
-        // A connection that sends no (complete) request in time is closed: the upgrade never resolves then.
+        // A connection that sends no (complete) request in time is closed (the upgrade fails then).
+        let connection = accepted.upgrade, channel = accepted.channel
         let timeout = connection.eventLoop.scheduleTask(in: .nanoseconds(Int64(limits.httpRequestTimeout * 1e9))) {
             metrics.transport.httpTimeouts.increment()
-            connection.whenSuccess { $0.close() }
+            channel.close(promise: nil)
         }
         let upgraded: WebConnection
         do { upgraded = try await connection.get() } catch { timeout.cancel(); return }
@@ -170,9 +200,10 @@ struct WebListener {
     }
 }
 
-/// The web listener's connections held now.
+/// The web listener's connections held now, and who gets in (``ConnectionTable``, as for the gRPC listener).
 final class HeldConnections: Sendable {
-    let count = Atomic<Int>(0)
+    let table: Mutex<ConnectionTable>
+    init(table: ConnectionTable) { self.table = Mutex(table) }
 }
 
 extension WebConnection {
@@ -225,10 +256,14 @@ enum WebSession {
             }
             defer { reader.cancel() }
             var end: (WebSocketErrorCode, String, WireErrorCode, String)?
+            // Whether the session logic sent a fatal Error frame itself (a refused session quota): then the end
+            // below adds none, so that the page gets one.
+            let sentFatal = Mutex(false)
             do {
                 let pass = try service.enterHelloGate(peer: peer)
                 try await service.run(frames: frames, peer: peer, pass: pass, transport: .web(origin: origin)) { frame in
                     try await outbound.write(WebFrames.message(frame, allocator: allocator))
+                    if case .error(let error) = frame.kind, error.fatal { sentFatal.withLock { $0 = true } }
                 }
             } catch let error as RPCError {
                 let detail = error.metadata[stringValues: "sotto-error"].first(where: { _ in true }) ?? "\(error.code)"
@@ -245,7 +280,7 @@ enum WebSession {
             if let (code, reason) = ending.withLock({ $0 }) { end = (code, reason, .protocol, "frame") }
             // A page that stopped reading gets no last frames (they would wait for it): the socket is closed.
             guard socket.channel.isWritable else { return }
-            if let end {
+            if let end, !sentFatal.withLock({ $0 }) {
                 var body = Sotto_Exchange_V1_Error()
                 (body.code, body.message, body.detail, body.fatal) = (end.2, end.1, end.3, true)
                 var frame = ServerFrame()

@@ -117,6 +117,14 @@ nonisolated struct Sotto_Exchange_Replication_V1_Command: Sendable {
     set {kind = .usage(newValue)}
   }
 
+  var request: Sotto_Exchange_Replication_V1_Request {
+    get {
+      if case .request(let v)? = kind {return v}
+      return Sotto_Exchange_Replication_V1_Request()
+    }
+    set {kind = .request(newValue)}
+  }
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -127,6 +135,7 @@ nonisolated struct Sotto_Exchange_Replication_V1_Command: Sendable {
     case beacons(Sotto_Exchange_Replication_V1_Beacons)
     case revoke(Sotto_Exchange_Replication_V1_Revoke)
     case usage(Sotto_Exchange_Replication_V1_Usage)
+    case request(Sotto_Exchange_Replication_V1_Request)
 
   }
 
@@ -196,8 +205,313 @@ nonisolated struct Sotto_Exchange_Replication_V1_End: Sendable {
   init() {}
 }
 
-/// A client frame (publish, subscribe, unpublish, unsubscribe, observe), as the client sent it: the
-/// replicas validate it when they apply it.
+/// A session's request, checked at the edge by the transport that received it (gRPC or WebSocket): the log
+/// holds the matcher's requests, never a client protocol's frames. What depends on the matcher's state (a
+/// duplicate operation, a project's publication bytes) the replicas check when they apply it.
+nonisolated struct Sotto_Exchange_Replication_V1_Request: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var session: String = String()
+
+  /// The stream on the appending node.
+  var attachment: UInt64 = 0
+
+  var kind: Sotto_Exchange_Replication_V1_Request.OneOf_Kind? = nil
+
+  var publish: Sotto_Exchange_Replication_V1_Publish {
+    get {
+      if case .publish(let v)? = kind {return v}
+      return Sotto_Exchange_Replication_V1_Publish()
+    }
+    set {kind = .publish(newValue)}
+  }
+
+  /// The operation id.
+  var unpublish: UInt32 {
+    get {
+      if case .unpublish(let v)? = kind {return v}
+      return 0
+    }
+    set {kind = .unpublish(newValue)}
+  }
+
+  var subscribe: Sotto_Exchange_Replication_V1_Subscribe {
+    get {
+      if case .subscribe(let v)? = kind {return v}
+      return Sotto_Exchange_Replication_V1_Subscribe()
+    }
+    set {kind = .subscribe(newValue)}
+  }
+
+  /// The operation id.
+  var unsubscribe: UInt32 {
+    get {
+      if case .unsubscribe(let v)? = kind {return v}
+      return 0
+    }
+    set {kind = .unsubscribe(newValue)}
+  }
+
+  var observe: Sotto_Exchange_Replication_V1_Observe {
+    get {
+      if case .observe(let v)? = kind {return v}
+      return Sotto_Exchange_Replication_V1_Observe()
+    }
+    set {kind = .observe(newValue)}
+  }
+
+  var takeTurns: Sotto_Exchange_Replication_V1_TakeTurns {
+    get {
+      if case .takeTurns(let v)? = kind {return v}
+      return Sotto_Exchange_Replication_V1_TakeTurns()
+    }
+    set {kind = .takeTurns(newValue)}
+  }
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  nonisolated enum OneOf_Kind: Equatable, Sendable {
+    case publish(Sotto_Exchange_Replication_V1_Publish)
+    /// The operation id.
+    case unpublish(UInt32)
+    case subscribe(Sotto_Exchange_Replication_V1_Subscribe)
+    /// The operation id.
+    case unsubscribe(UInt32)
+    case observe(Sotto_Exchange_Replication_V1_Observe)
+    case takeTurns(Sotto_Exchange_Replication_V1_TakeTurns)
+
+  }
+
+  init() {}
+}
+
+nonisolated struct Sotto_Exchange_Replication_V1_Publish: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var op: UInt32 = 0
+
+  var message: Sotto_Exchange_Replication_V1_Attachment {
+    get {_message ?? Sotto_Exchange_Replication_V1_Attachment()}
+    set {_message = newValue}
+  }
+  /// Returns true if `message` has been explicitly set.
+  var hasMessage: Bool {self._message != nil}
+  /// Clears the value of `message`. Subsequent reads from it will return its default value.
+  mutating func clearMessage() {self._message = nil}
+
+  var strategy: Sotto_Exchange_Replication_V1_Strategy {
+    get {_strategy ?? Sotto_Exchange_Replication_V1_Strategy()}
+    set {_strategy = newValue}
+  }
+  /// Returns true if `strategy` has been explicitly set.
+  var hasStrategy: Bool {self._strategy != nil}
+  /// Clears the value of `strategy`. Subsequent reads from it will return its default value.
+  mutating func clearStrategy() {self._strategy = nil}
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+
+  fileprivate var _message: Sotto_Exchange_Replication_V1_Attachment? = nil
+  fileprivate var _strategy: Sotto_Exchange_Replication_V1_Strategy? = nil
+}
+
+nonisolated struct Sotto_Exchange_Replication_V1_Strategy: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var mode: Sotto_Exchange_Replication_V1_Strategy.Mode = .both
+
+  var earshot: Bool = false
+
+  /// 0: infinite (subscriptions only).
+  var ttlSeconds: UInt32 = 0
+
+  var lowPower: Bool = false
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  nonisolated enum Mode: SwiftProtobuf.Enum, Swift.CaseIterable {
+    typealias RawValue = Int
+    case both // = 0
+    case broadcast // = 1
+    case scan // = 2
+    case UNRECOGNIZED(Int)
+
+    init() {
+      self = .both
+    }
+
+    init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .both
+      case 1: self = .broadcast
+      case 2: self = .scan
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    var rawValue: Int {
+      switch self {
+      case .both: return 0
+      case .broadcast: return 1
+      case .scan: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    static let allCases: [Sotto_Exchange_Replication_V1_Strategy.Mode] = [
+      .both,
+      .broadcast,
+      .scan,
+    ]
+
+  }
+
+  init() {}
+}
+
+nonisolated struct Sotto_Exchange_Replication_V1_Include: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var kind: Sotto_Exchange_Replication_V1_Include.Kind = .allMyTypes
+
+  var namespace: String = String()
+
+  var type: String = String()
+
+  /// The length of the audio-bytes tokens (KIND_AUDIO_BYTES).
+  var audioBytes: UInt32 = 0
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  nonisolated enum Kind: SwiftProtobuf.Enum, Swift.CaseIterable {
+    typealias RawValue = Int
+    case allMyTypes // = 0
+    case namespacedType // = 1
+    case audioBytes // = 2
+    case beaconIds // = 3
+    case UNRECOGNIZED(Int)
+
+    init() {
+      self = .allMyTypes
+    }
+
+    init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .allMyTypes
+      case 1: self = .namespacedType
+      case 2: self = .audioBytes
+      case 3: self = .beaconIds
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    var rawValue: Int {
+      switch self {
+      case .allMyTypes: return 0
+      case .namespacedType: return 1
+      case .audioBytes: return 2
+      case .beaconIds: return 3
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    static let allCases: [Sotto_Exchange_Replication_V1_Include.Kind] = [
+      .allMyTypes,
+      .namespacedType,
+      .audioBytes,
+      .beaconIds,
+    ]
+
+  }
+
+  init() {}
+}
+
+nonisolated struct Sotto_Exchange_Replication_V1_Subscribe: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var op: UInt32 = 0
+
+  var includes: [Sotto_Exchange_Replication_V1_Include] = []
+
+  var strategy: Sotto_Exchange_Replication_V1_Strategy {
+    get {_strategy ?? Sotto_Exchange_Replication_V1_Strategy()}
+    set {_strategy = newValue}
+  }
+  /// Returns true if `strategy` has been explicitly set.
+  var hasStrategy: Bool {self._strategy != nil}
+  /// Clears the value of `strategy`. Subsequent reads from it will return its default value.
+  mutating func clearStrategy() {self._strategy = nil}
+
+  /// Seconds; 0: the service's default.
+  var lostTimeout: Double = 0
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+
+  fileprivate var _strategy: Sotto_Exchange_Replication_V1_Strategy? = nil
+}
+
+nonisolated struct Sotto_Exchange_Replication_V1_Observe: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var sightings: [Sotto_Exchange_Replication_V1_Sighting] = []
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+/// One decoded frame: its bytes (payload kind and payload), in-band SNR (dB) and level (dBFS).
+nonisolated struct Sotto_Exchange_Replication_V1_Sighting: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var frame: Data = Data()
+
+  var snrDb: Double = 0
+
+  var levelDbfs: Double = 0
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+nonisolated struct Sotto_Exchange_Replication_V1_TakeTurns: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Seconds of the session's token frame, and of its room-alias frame (0: it plays none).
+  var frameAirtime: Double = 0
+
+  var aliasAirtime: Double = 0
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+/// Written by builds before requests were checked at the edge: a client frame as the client sent it. Read
+/// only (a node applying an older node's entries checks it as the edge would, and drops what it would refuse).
 nonisolated struct Sotto_Exchange_Replication_V1_Frame: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -367,7 +681,7 @@ nonisolated extension Sotto_Exchange_Replication_V1_Entry: SwiftProtobuf.Message
 
 nonisolated extension Sotto_Exchange_Replication_V1_Command: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Command"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}open\0\u{1}detach\0\u{1}end\0\u{1}frame\0\u{1}beacons\0\u{1}revoke\0\u{1}usage\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}open\0\u{1}detach\0\u{1}end\0\u{1}frame\0\u{1}beacons\0\u{1}revoke\0\u{1}usage\0\u{1}request\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -466,6 +780,19 @@ nonisolated extension Sotto_Exchange_Replication_V1_Command: SwiftProtobuf.Messa
           self.kind = .usage(v)
         }
       }()
+      case 8: try {
+        var v: Sotto_Exchange_Replication_V1_Request?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .request(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .request(v)
+        }
+      }()
       default: break
       }
     }
@@ -504,6 +831,10 @@ nonisolated extension Sotto_Exchange_Replication_V1_Command: SwiftProtobuf.Messa
     case .usage?: try {
       guard case .usage(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    }()
+    case .request?: try {
+      guard case .request(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
     }()
     case nil: break
     }
@@ -657,6 +988,437 @@ nonisolated extension Sotto_Exchange_Replication_V1_End: SwiftProtobuf.Message, 
   static func ==(lhs: Sotto_Exchange_Replication_V1_End, rhs: Sotto_Exchange_Replication_V1_End) -> Bool {
     if lhs.session != rhs.session {return false}
     if lhs.attachment != rhs.attachment {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Request: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Request"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}session\0\u{1}attachment\0\u{1}publish\0\u{1}unpublish\0\u{1}subscribe\0\u{1}unsubscribe\0\u{1}observe\0\u{3}take_turns\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.session) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.attachment) }()
+      case 3: try {
+        var v: Sotto_Exchange_Replication_V1_Publish?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .publish(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .publish(v)
+        }
+      }()
+      case 4: try {
+        var v: UInt32?
+        try decoder.decodeSingularUInt32Field(value: &v)
+        if let v = v {
+          if self.kind != nil {try decoder.handleConflictingOneOf()}
+          self.kind = .unpublish(v)
+        }
+      }()
+      case 5: try {
+        var v: Sotto_Exchange_Replication_V1_Subscribe?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .subscribe(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .subscribe(v)
+        }
+      }()
+      case 6: try {
+        var v: UInt32?
+        try decoder.decodeSingularUInt32Field(value: &v)
+        if let v = v {
+          if self.kind != nil {try decoder.handleConflictingOneOf()}
+          self.kind = .unsubscribe(v)
+        }
+      }()
+      case 7: try {
+        var v: Sotto_Exchange_Replication_V1_Observe?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .observe(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .observe(v)
+        }
+      }()
+      case 8: try {
+        var v: Sotto_Exchange_Replication_V1_TakeTurns?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .takeTurns(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .takeTurns(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.session.isEmpty {
+      try visitor.visitSingularStringField(value: self.session, fieldNumber: 1)
+    }
+    if self.attachment != 0 {
+      try visitor.visitSingularUInt64Field(value: self.attachment, fieldNumber: 2)
+    }
+    switch self.kind {
+    case .publish?: try {
+      guard case .publish(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
+    case .unpublish?: try {
+      guard case .unpublish(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 4)
+    }()
+    case .subscribe?: try {
+      guard case .subscribe(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    }()
+    case .unsubscribe?: try {
+      guard case .unsubscribe(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 6)
+    }()
+    case .observe?: try {
+      guard case .observe(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    }()
+    case .takeTurns?: try {
+      guard case .takeTurns(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_Request, rhs: Sotto_Exchange_Replication_V1_Request) -> Bool {
+    if lhs.session != rhs.session {return false}
+    if lhs.attachment != rhs.attachment {return false}
+    if lhs.kind != rhs.kind {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Publish: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Publish"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}op\0\u{1}message\0\u{1}strategy\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.op) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._message) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._strategy) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.op != 0 {
+      try visitor.visitSingularUInt32Field(value: self.op, fieldNumber: 1)
+    }
+    try { if let v = self._message {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._strategy {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_Publish, rhs: Sotto_Exchange_Replication_V1_Publish) -> Bool {
+    if lhs.op != rhs.op {return false}
+    if lhs._message != rhs._message {return false}
+    if lhs._strategy != rhs._strategy {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Strategy: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Strategy"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}mode\0\u{1}earshot\0\u{3}ttl_seconds\0\u{3}low_power\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.mode) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.earshot) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.ttlSeconds) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.lowPower) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.mode != .both {
+      try visitor.visitSingularEnumField(value: self.mode, fieldNumber: 1)
+    }
+    if self.earshot != false {
+      try visitor.visitSingularBoolField(value: self.earshot, fieldNumber: 2)
+    }
+    if self.ttlSeconds != 0 {
+      try visitor.visitSingularUInt32Field(value: self.ttlSeconds, fieldNumber: 3)
+    }
+    if self.lowPower != false {
+      try visitor.visitSingularBoolField(value: self.lowPower, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_Strategy, rhs: Sotto_Exchange_Replication_V1_Strategy) -> Bool {
+    if lhs.mode != rhs.mode {return false}
+    if lhs.earshot != rhs.earshot {return false}
+    if lhs.ttlSeconds != rhs.ttlSeconds {return false}
+    if lhs.lowPower != rhs.lowPower {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Strategy.Mode: SwiftProtobuf._ProtoNameProviding {
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0MODE_BOTH\0\u{1}MODE_BROADCAST\0\u{1}MODE_SCAN\0")
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Include: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Include"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kind\0\u{1}namespace\0\u{1}type\0\u{3}audio_bytes\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.namespace) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.audioBytes) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.kind != .allMyTypes {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 1)
+    }
+    if !self.namespace.isEmpty {
+      try visitor.visitSingularStringField(value: self.namespace, fieldNumber: 2)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 3)
+    }
+    if self.audioBytes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.audioBytes, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_Include, rhs: Sotto_Exchange_Replication_V1_Include) -> Bool {
+    if lhs.kind != rhs.kind {return false}
+    if lhs.namespace != rhs.namespace {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.audioBytes != rhs.audioBytes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Include.Kind: SwiftProtobuf._ProtoNameProviding {
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0KIND_ALL_MY_TYPES\0\u{1}KIND_NAMESPACED_TYPE\0\u{1}KIND_AUDIO_BYTES\0\u{1}KIND_BEACON_IDS\0")
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Subscribe: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Subscribe"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}op\0\u{1}includes\0\u{1}strategy\0\u{3}lost_timeout\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.op) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.includes) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._strategy) }()
+      case 4: try { try decoder.decodeSingularDoubleField(value: &self.lostTimeout) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.op != 0 {
+      try visitor.visitSingularUInt32Field(value: self.op, fieldNumber: 1)
+    }
+    if !self.includes.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.includes, fieldNumber: 2)
+    }
+    try { if let v = self._strategy {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    if self.lostTimeout.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.lostTimeout, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_Subscribe, rhs: Sotto_Exchange_Replication_V1_Subscribe) -> Bool {
+    if lhs.op != rhs.op {return false}
+    if lhs.includes != rhs.includes {return false}
+    if lhs._strategy != rhs._strategy {return false}
+    if lhs.lostTimeout != rhs.lostTimeout {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Observe: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Observe"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sightings\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.sightings) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.sightings.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.sightings, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_Observe, rhs: Sotto_Exchange_Replication_V1_Observe) -> Bool {
+    if lhs.sightings != rhs.sightings {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_Sighting: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Sighting"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}frame\0\u{3}snr_db\0\u{3}level_dbfs\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.frame) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.snrDb) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.levelDbfs) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.frame.isEmpty {
+      try visitor.visitSingularBytesField(value: self.frame, fieldNumber: 1)
+    }
+    if self.snrDb.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.snrDb, fieldNumber: 2)
+    }
+    if self.levelDbfs.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.levelDbfs, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_Sighting, rhs: Sotto_Exchange_Replication_V1_Sighting) -> Bool {
+    if lhs.frame != rhs.frame {return false}
+    if lhs.snrDb != rhs.snrDb {return false}
+    if lhs.levelDbfs != rhs.levelDbfs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_TakeTurns: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".TakeTurns"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}frame_airtime\0\u{3}alias_airtime\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularDoubleField(value: &self.frameAirtime) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.aliasAirtime) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.frameAirtime.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.frameAirtime, fieldNumber: 1)
+    }
+    if self.aliasAirtime.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.aliasAirtime, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_TakeTurns, rhs: Sotto_Exchange_Replication_V1_TakeTurns) -> Bool {
+    if lhs.frameAirtime != rhs.frameAirtime {return false}
+    if lhs.aliasAirtime != rhs.aliasAirtime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
