@@ -26,7 +26,7 @@ public final class ChannelStream {
     private let rollOffCoefficients: (b0: Double, b1: Double, b2: Double, a1: Double, a2: Double)?
     /// The interference at the output rate, read from its random offset on; the samples of it still to mix in,
     /// and its gain.
-    private let interference: InterferenceSource?
+    private let interference: (any InterferenceSource)?
     private var interferenceRemaining = 0
     private let interferenceGain: Float
     private let noiseSigma: Float?
@@ -54,7 +54,7 @@ public final class ChannelStream {
     /// - Throws: ``Failure`` when what the model needs was not given; `FFTError` (SottoDSP) when the
     ///   reverberation's transforms cannot be made; the source's errors.
     public init(model: ChannelModel, sampleRate: Double, inputFrames: Int? = nil, signalPower: Double? = nil,
-                interference: [Float]? = nil, interferenceSource: InterferenceSource? = nil,
+                interference: [Float]? = nil, interferenceSource: (any InterferenceSource)? = nil,
                 measuredImpulseResponse: [Float]? = nil) throws {
         self.model = model
         self.sampleRate = sampleRate
