@@ -51,6 +51,14 @@ struct CandidateStateMachine: Sendable, Hashable {
     private(set) var state: State = .toneMetric(payloadBytes: FrameFormat.payloadBytes.lowerBound)
     /// Second room fits taken so far.
     private(set) var refinements = 0
+    /// An alias frame's candidate: one decode with the tone metric (its one length), then finished.
+    private(set) var isAlias = false
+
+    /// A token frame's candidate: every length from the shortest.
+    init() {}
+
+    /// An alias frame's candidate when `alias` (its one attempt), else a token frame's.
+    init(alias: Bool) { isAlias = alias }
 
     /// The action the current state waits to take.
     var action: Action {
@@ -82,7 +90,7 @@ struct CandidateStateMachine: Sendable, Hashable {
     mutating func step(_ outcome: Outcome) -> Action {
         switch state {
         case .toneMetric(let bytes):
-            if outcome.decoded {
+            if outcome.decoded || isAlias {
                 state = .finished
             } else if outcome.reverberant {
                 state = .roomModel(payloadBytes: bytes)

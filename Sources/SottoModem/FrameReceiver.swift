@@ -24,9 +24,24 @@ public struct DecodedFrame: Sendable, Hashable {
     public var clockOffsetPPM: Double
     /// Coded bits the error-correcting code had to correct.
     public var correctedBits: Int
+    /// The alias (0...4095) of an alias frame (`FrameFormat`'s short frame, heard by a decoder that listens for
+    /// them), whose `token` is then the alias in two bytes, most significant first; nil for a token frame.
+    public var alias: UInt16?
 
+    /// A frame as the decoder reports it (each parameter is the property of the same name).
+    /// - Parameters:
+    ///   - token: the token (for an alias frame, its alias in two bytes).
+    ///   - profile: the profile's name.
+    ///   - startTime: start (s from the start of the stream).
+    ///   - endTime: end (s from the start of the stream).
+    ///   - snr: in-band SNR (dB).
+    ///   - level: received level (dBFS, peak).
+    ///   - clockOffsetPPM: time-scale offset (ppm).
+    ///   - correctedBits: coded bits the code corrected.
+    ///   - alias: the alias of an alias frame; nil for a token frame.
     public init(token: [UInt8], profile: String, startTime: Double, endTime: Double, snr: Double, level: Double,
-                clockOffsetPPM: Double, correctedBits: Int) {
+                clockOffsetPPM: Double, correctedBits: Int, alias: UInt16? = nil) {
+        self.alias = alias
         self.level = level
         self.token = token
         self.profile = profile
@@ -100,8 +115,10 @@ final class FrameReceiver {
         var nominalStart: Double?
         /// Another profile's receiver owns this preamble: no room model for it.
         var outranked = false
-        /// True once the room model refused this detection (or will not try it).
-        var roomModelRefused: Bool { outranked || (coherent?.failed ?? false) }
+        /// An alias frame's candidate (one chirp, `FrameFormat.aliasSymbolCount` symbols, the tone metric only).
+        var isAlias = false
+        /// True once the room model refused this detection (or will not try it: an alias frame never does).
+        var roomModelRefused: Bool { outranked || isAlias || (coherent?.failed ?? false) }
     }
     private var pending: [FrameCandidate] = []
     /// The arrays of candidates no longer pending, for the next ones (a detection allocates nothing once
@@ -263,7 +280,9 @@ final class FrameReceiver {
             guard bestTime <= (bestFrame < 0 ? pairingHorizon : stepHorizon) else { return }
             clock = bestTime
             if bestFrame < 0 {
-                if let detection = preamble.pairNext() { add(detection) }
+                let (token, alias) = preamble.pairNextWithAlias()
+                if let alias { add(alias) }
+                if let token { add(token) }
             } else {
                 step(bestFrame, into: &frames)
             }
@@ -277,6 +296,12 @@ final class FrameReceiver {
         if pending.count >= Self.maxPending { recycle(pending.removeFirst()) }
         var candidate = makeCandidate(start: detection.start, scale: detection.scale, strength: detection.strength)
         candidate.nominalStart = detection.nominalStart
+        if detection.isAlias {
+            candidate.isAlias = true
+            candidate.machine = CandidateStateMachine(alias: true)
+            pending.append(candidate)
+            return
+        }
         pending.append(candidate)
         frontEnd.record(.init(receiver: ObjectIdentifier(self), start: detection.start, strength: detection.strength))
     }
@@ -304,9 +329,14 @@ final class FrameReceiver {
         spareEnergies.append(candidate.energies)
     }
 
-    /// Baseband position of the start of data symbol `k` of a frame.
+    /// Baseband position of the start of data symbol `k` of a frame (an alias frame has one chirp).
     private func symbolStart(_ frame: FrameCandidate, _ k: Int) -> Double {
-        frame.start + (2 * profile.chirpDuration + Double(k) * profile.symbolTime) * basebandRate * frame.scale
+        frame.start + (Double(frame.isAlias ? 1 : 2) * profile.chirpDuration + Double(k) * profile.symbolTime) * basebandRate * frame.scale
+    }
+
+    /// Symbols of `frame` at the length `bytes` (an alias frame's own count).
+    private func symbolCount(_ frame: FrameCandidate, payloadBytes bytes: Int) -> Int {
+        frame.isAlias ? FrameFormat.aliasSymbolCount : FrameFormat.symbolCount(payloadBytes: bytes)
     }
 
     /// Baseband samples needed before the next action of candidate `index`, or nil while it must wait for
@@ -317,7 +347,7 @@ final class FrameReceiver {
     private func readyTime(_ index: Int) -> Int? {
         let frame = pending[index]
         guard let bytes = frame.machine.payloadBytes else { return clock }
-        let symbols = FrameFormat.symbolCount(payloadBytes: bytes)
+        let symbols = symbolCount(frame, payloadBytes: bytes)
         let toneTime = Int((symbolStart(frame, symbols) + 2).rounded(.down)) + 1
         guard frame.machine.usesRoomModel else { return toneTime }
         guard !pending[0..<index].contains(where: { !$0.roomModelRefused }) else { return nil }
@@ -351,7 +381,7 @@ final class FrameReceiver {
         var headerDistance = 8
         switch frame.machine.action {
         case .decodeWithToneMetric(let bytes):
-            computeEnergies(&frame, upTo: FrameFormat.symbolCount(payloadBytes: bytes))
+            computeEnergies(&frame, upTo: symbolCount(frame, payloadBytes: bytes))
             decoded = decode(&frame, payloadBytes: bytes).result
         case .decodeWithRoomModel(let bytes):
             (decoded, headerDistance) = decodeWithRoomModel(&frame, payloadBytes: bytes)
@@ -484,7 +514,7 @@ final class FrameReceiver {
     /// True when `frame` is a late echo of a frame reported before it (see `echoWindow`).
     private func isEcho(_ frame: DecodedFrame) -> Bool {
         recentFrames.contains {
-            $0.token == frame.token && frame.startTime > $0.startTime && frame.startTime - $0.startTime <= Self.echoWindow
+            $0.token == frame.token && $0.alias == frame.alias && frame.startTime > $0.startTime && frame.startTime - $0.startTime <= Self.echoWindow
                 && $0.level - frame.level >= Self.echoLevelDrop
         }
     }
@@ -558,7 +588,7 @@ final class FrameReceiver {
     /// noncoherent statistics give the reported SNR and level either way.
     private func decode(_ frame: inout FrameCandidate, payloadBytes: Int, coherentLikelihoods: [Float]? = nil)
         -> (result: (frame: DecodedFrame, end: Double)?, headerDistance: Int) {
-        let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
+        let symbols = symbolCount(frame, payloadBytes: payloadBytes)
         let (signal, noise, tail) = SymbolMetric.likelihoods(
             energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile, workspace: &workspace)
         if coherentLikelihoods == nil {
@@ -568,13 +598,21 @@ final class FrameReceiver {
         }
         frame.noiseVariance = noise / metricWindow(frame)
         let attempt = (coherentLikelihoods ?? workspace.likelihoods).withUnsafeBufferPointer { likelihoods in
-            FrameFormat.decodeReportingHeader(symbolLogLikelihoods: likelihoods, payloadBytes: payloadBytes, profile: profile,
-                                              workspace: &workspace)
+            if frame.isAlias {
+                let decoded = FrameFormat.decodeAlias(symbolLogLikelihoods: likelihoods, profile: profile, workspace: &workspace)
+                return (decoded: decoded, headerDistance: decoded == nil ? 8 : 0)
+            }
+            return FrameFormat.decodeReportingHeader(symbolLogLikelihoods: likelihoods, payloadBytes: payloadBytes, profile: profile,
+                                                     workspace: &workspace)
         }
         guard let decoded = attempt.decoded else { return (nil, attempt.headerDistance) }
         let window = metricWindow(frame) / basebandRate
         // The in-band SNR, against the symbols actually sent (re-encoded from the payload).
-        FrameFormat.recodedSymbols(payloadBytes: payloadBytes, profile: profile, workspace: &workspace)
+        if frame.isAlias {
+            FrameFormat.recodedAliasSymbols(profile: profile, workspace: &workspace)
+        } else {
+            FrameFormat.recodedSymbols(payloadBytes: payloadBytes, profile: profile, workspace: &workspace)
+        }
         measureNoiseProbe(frame)
         let snr = SignalReport.inBandSNR(
             energies: frame.energies[0..<(profile.toneCount * symbols)], values: workspace.symbolValues[0..<symbols],
@@ -593,7 +631,8 @@ final class FrameReceiver {
             snr: (snr * 10).rounded() / 10,
             level: (level * 10).rounded() / 10,
             clockOffsetPPM: ((frame.scale - 1) * 1e6).rounded(),
-            correctedBits: decoded.correctedBits)
+            correctedBits: decoded.correctedBits,
+            alias: frame.isAlias ? UInt16(decoded.payload[0]) << 8 | UInt16(decoded.payload[1]) : nil)
         return ((result, end), attempt.headerDistance)
     }
 }

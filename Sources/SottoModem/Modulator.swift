@@ -36,10 +36,11 @@ public struct Modulator: Sendable {
         Self.trajectory(symbols: try FrameFormat.symbols(payload: token, profile: profile), profile: profile)
     }
 
-    /// The trajectory of a frame with the given symbol values: preamble, one tone per symbol, and the
-    /// last tone held through the fade-out so the data symbols keep their full length.
-    static func trajectory(symbols: [Int], profile: Profile) -> FrequencyTrajectory {
-        var segments = preambleSegments(profile)
+    /// The trajectory of a frame with the given symbol values: preamble (both chirps unless `preamble` says
+    /// otherwise), one tone per symbol, and the last tone held through the fade-out so the data symbols keep their
+    /// full length.
+    static func trajectory(symbols: [Int], profile: Profile, preamble: [FrequencyTrajectory.Segment]? = nil) -> FrequencyTrajectory {
+        var segments = preamble ?? preambleSegments(profile)
         for (k, value) in symbols.enumerated() {
             segments.append(.tone(profile.toneFrequency(symbolIndex: k, value: value), duration: profile.symbolTime))
         }

@@ -17,6 +17,10 @@ enum DetectionThreshold {
     /// because its correlation window also holds the up-chirp's reverberant tail, which raises its
     /// normalising energy.
     static let downFloor: Float = 3
+    /// An alias frame's lone up-chirp must exceed this multiple (one chirp instead of two: fewer detections in
+    /// noise than the pair's floor alone would give; each costs one short decode, and passes the alias frame's
+    /// check one time in 16 384).
+    static let alias: Float = 12
 }
 
 /// A preamble found in the baseband: where its frame starts and how it is stretched.
@@ -41,6 +45,8 @@ struct PreambleDetection: Sendable, Hashable {
     /// -7 300 ppm. Scale 1 is what most frames have (sample clocks within a few hundred ppm, no motion).
     /// Nil when the estimate is exactly 1.
     var nominalStart: Double?
+    /// True for an alias frame's preamble (one up-chirp; `FrameFormat` alias frames), at scale 1.
+    var isAlias = false
 }
 
 /// Finds the preamble (an up-chirp then a down-chirp across the profile's band) in one receiver's
@@ -81,6 +87,12 @@ final class PreambleDetector {
     /// Added to the measured delay of the down-chirp (baseband samples): tests reproduce with it the biased
     /// delay a reverberant room gave (see `PreambleDetection.nominalStart`). 0 otherwise.
     var delayBiasForTesting = 0.0
+    /// Whether alias frames are looked for (`pairNextWithAlias`).
+    var looksForAliases = false
+    /// The up-chirp's peak (normalised correlation) over which an up-chirp that no down-chirp follows is an alias
+    /// frame's preamble; nil while alias frames are not looked for.
+    var aliasThreshold: Float? { looksForAliases ? aliasLevel : nil }
+    private let aliasLevel: Float
     /// Correlation positions computed so far, and scanned for up-chirp peaks.
     private(set) var positionCount = 0
     private var examined = 0
@@ -160,6 +172,7 @@ final class PreambleDetector {
         singleThreshold = DetectionThreshold.single * mean
         pairThreshold = DetectionThreshold.pair * mean
         downThreshold = DetectionThreshold.downFloor * mean
+        aliasLevel = DetectionThreshold.alias * mean
         mask = capacity - 1
         rhoUp = .zeroed(capacity)
         rhoDown = .zeroed(capacity)
@@ -298,14 +311,35 @@ final class PreambleDetector {
 
     /// Decides the earliest waiting pairing (its time has come): the detection, or nil when the pair is
     /// under the thresholds or beyond the largest time-scale offset.
-    func pairNext() -> PreambleDetection? {
-        guard !awaitingDown.isEmpty else { return nil }
+    func pairNext() -> PreambleDetection? { pairNextWithAlias().token }
+
+    /// Decides the earliest waiting pairing (its time has come): the token frame's preamble, nil when the pair is
+    /// under the thresholds or beyond the largest time-scale offset; and, when alias frames are looked for
+    /// (`aliasThreshold`), an alias frame's preamble: an up-chirp over that threshold that no down-chirp follows, or
+    /// only a weak one (under `aliasDownShare` of it: an alias frame's data symbols may match the down-chirp a
+    /// little, as the pair's thresholds allow). Both may come from one up-chirp: the alias frame, shorter, is decided
+    /// first, and a frame decoded from either drops the other.
+    func pairNextWithAlias() -> (token: PreambleDetection?, alias: PreambleDetection?) {
+        guard !awaitingDown.isEmpty else { return (nil, nil) }
         let up = awaitingDown.removeFirst()
         var best = Peak(position: -1, value: 0)
         for m in (up.position + chirpLength - maxPeakShift)...(up.position + chirpLength + maxPeakShift) {
             let v = rhoDown[m & mask]
             if v > best.value { best = Peak(position: m, value: v) }
         }
+        var alias: PreambleDetection?
+        if let aliasThreshold, up.value > aliasThreshold, best.value < Self.aliasDownShare * up.value {
+            let tu = Double(up.position) + peakOffset(rhoUp, at: up.position)
+            alias = PreambleDetection(start: tu, scale: 1, strength: up.value, isAlias: true)
+        }
+        return (pairToken(up, best), alias)
+    }
+
+    /// The share of the up-chirp's peak under which the down-chirp's best peak leaves room for an alias frame.
+    static let aliasDownShare: Float = 0.5
+
+    /// The token frame's preamble of an up-chirp peak and the best down-chirp peak after it, or nil.
+    private func pairToken(_ up: Peak, _ best: Peak) -> PreambleDetection? {
         guard best.position >= 0, best.value > downThreshold, up.value + best.value > pairThreshold else { return nil }
         let tu = Double(up.position) + peakOffset(rhoUp, at: up.position)
         // The down-chirp's delay relative to the up-chirp's, from the whole correlation profiles
