@@ -51,7 +51,7 @@ struct CandidateStateMachine: Sendable, Hashable {
     private(set) var state: State = .toneMetric(payloadBytes: FrameFormat.payloadBytes.lowerBound)
     /// Second room fits taken so far.
     private(set) var refinements = 0
-    /// An alias frame's candidate: one decode with the tone metric (its one length), then finished.
+    /// An alias frame's candidate: its one length, with the tone metric and then (reverberant) the room model.
     private(set) var isAlias = false
 
     /// A token frame's candidate: every length from the shortest.
@@ -90,15 +90,17 @@ struct CandidateStateMachine: Sendable, Hashable {
     mutating func step(_ outcome: Outcome) -> Action {
         switch state {
         case .toneMetric(let bytes):
-            if outcome.decoded || isAlias {
+            if outcome.decoded {
                 state = .finished
             } else if outcome.reverberant {
                 state = .roomModel(payloadBytes: bytes)
             } else {
-                state = Self.next(after: bytes)
+                state = isAlias ? .finished : Self.next(after: bytes)
             }
         case .roomModel(let bytes):
             if outcome.decoded {
+                state = .finished
+            } else if isAlias {
                 state = .finished
             } else if outcome.nearlyRight && refinements < outcome.refinementLimit {
                 refinements += 1

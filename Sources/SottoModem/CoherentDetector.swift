@@ -30,9 +30,10 @@ final class CoherentDetector {
     /// Precursor length (s): the room model's reach before the detected start.
     static var precursorDuration: Double { CandidateShapes.precursorDuration }
 
-    init(profile: Profile, basebandRate: Double, centerFrequency: Double) {
+    /// A detector for the frames of `profile` whose preamble has `chirps` chirps (2: token frames; 1: alias frames).
+    init(profile: Profile, basebandRate: Double, centerFrequency: Double, chirps: Int = 2) {
         self.profile = profile
-        shapes = CandidateShapes.shared(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency)
+        shapes = CandidateShapes.shared(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency, chirps: chirps)
         estimator = RoomEstimator(shapes: shapes)
         decision = SequenceDecision(shapes: shapes)
     }

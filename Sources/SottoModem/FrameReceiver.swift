@@ -115,10 +115,11 @@ final class FrameReceiver {
         var nominalStart: Double?
         /// Another profile's receiver owns this preamble: no room model for it.
         var outranked = false
-        /// An alias frame's candidate (one chirp, `FrameFormat.aliasSymbolCount` symbols, the tone metric only).
+        /// An alias frame's candidate (one chirp, `FrameFormat.aliasSymbolCount` symbols; the room model from its
+        /// one chirp).
         var isAlias = false
-        /// True once the room model refused this detection (or will not try it: an alias frame never does).
-        var roomModelRefused: Bool { outranked || isAlias || (coherent?.failed ?? false) }
+        /// True once the room model refused this detection (or will not try it).
+        var roomModelRefused: Bool { outranked || (coherent?.failed ?? false) }
     }
     private var pending: [FrameCandidate] = []
     /// The arrays of candidates no longer pending, for the next ones (a detection allocates nothing once
@@ -187,6 +188,12 @@ final class FrameReceiver {
     /// The second opinion for reverberant rooms, built the first time a frame needs it.
     private lazy var coherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
                                                  centerFrequency: decimator.centerFrequency)
+    /// The same for alias frames (one chirp before the symbols).
+    private lazy var aliasCoherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
+                                                      centerFrequency: decimator.centerFrequency, chirps: 1)
+
+    /// The room-aware detector of `frame`'s kind.
+    private func detector(for frame: FrameCandidate) -> CoherentDetector { frame.isAlias ? aliasCoherent : coherent }
 
     /// The band extractor a receiver for `profile` at `sampleRate` needs (profiles whose band, Doppler
     /// margin and rate come out the same share one: the default and robust profiles at any rate).
@@ -352,7 +359,7 @@ final class FrameReceiver {
         guard frame.machine.usesRoomModel else { return toneTime }
         guard !pending[0..<index].contains(where: { !$0.roomModelRefused }) else { return nil }
         if frame.roomModelRefused { return toneTime }
-        return max(toneTime, coherent.requiredSamples(start: frame.start, scale: frame.scale, symbols: symbols))
+        return max(toneTime, detector(for: frame).requiredSamples(start: frame.start, scale: frame.scale, symbols: symbols))
     }
 
     /// True when the tone metric's last decode of `frame` saw a floor that a reverberant room in noise brings
@@ -442,7 +449,8 @@ final class FrameReceiver {
             frame.outranked = true
             return (nil, 8)
         }
-        let symbols = FrameFormat.symbolCount(payloadBytes: bytes)
+        let symbols = symbolCount(frame, payloadBytes: bytes)
+        let coherent = detector(for: frame)
         // The noise the room model must not fit: what arrived just before the frame, when that
         // was quieter than the tone metric's noise (which counts the room's tails as noise).
         let state = frame.coherent ?? coherent.makeFrame(start: frame.start, scale: frame.scale,
