@@ -58,21 +58,21 @@ final class CandidateShapes: Sendable {
     let shapes1: [[[Float]]]   // [parity][(prev * 16 + a)] -> interleaved complex, segmentSplit samples
     let shapes2: [[[Float]]]   // [parity][(a * 16 + b)] -> interleaved complex, segmentLength - segmentSplit
 
-    /// Chirps of the preamble: 2 (up, down) for a token frame, 1 (up) for an alias frame.
-    let chirps: Int
+    /// True for an alias frame's preamble (two up-chirps), false for a token frame's (up, then down).
+    let aliasPreamble: Bool
 
-    init(profile: Profile, basebandRate: Double, centerFrequency: Double, chirps: Int = 2) {
+    init(profile: Profile, basebandRate: Double, centerFrequency: Double, aliasPreamble: Bool = false) {
         self.profile = profile
-        self.chirps = chirps
+        self.aliasPreamble = aliasPreamble
         self.basebandRate = basebandRate
         self.centerFrequency = centerFrequency
         let symbolTime = profile.symbolTime
         samplesPerSymbol = max(16, Int((basebandRate * symbolTime).rounded(.up)))
         gridRate = Double(samplesPerSymbol) / symbolTime
-        let preambleTime = Double(chirps) * profile.chirpDuration
+        let preambleTime = 2 * profile.chirpDuration
         // The frequency the preamble ends at, which the first symbol steps from: the down-chirp's end (the band's
-        // bottom), or the lone up-chirp's (its top).
-        let endFrequency = chirps == 2 ? profile.lowFrequency : profile.highFrequency
+        // bottom), or an alias frame's second up-chirp's (its top).
+        let endFrequency = aliasPreamble ? profile.highFrequency : profile.lowFrequency
         preambleLength = Int((preambleTime * gridRate).rounded())
         guardSamples = Int((0.25 * Double(samplesPerSymbol)).rounded(.up))
         precursorTaps = Int((Self.precursorDuration * gridRate).rounded())
@@ -89,7 +89,7 @@ final class CandidateShapes: Sendable {
         // typical device rate, which a coarse grid would get wrong by up to a radian) and read at the grid
         // times by interpolating amplitude and unwrapped phase.
         func transmitted(at times: [Double]) -> [(amplitude: Double, phase: Double)] {
-            var segments = Array(Modulator.preambleSegments(profile).prefix(chirps))
+            var segments = Modulator.preambleSegments(profile, alias: aliasPreamble)
             segments.append(.tone(endFrequency, duration: 3 * symbolTime))  // a dummy first symbol
             let rate = Self.synthesisRate
             let wave = FrequencyTrajectory(segments: segments, smoothingSigma: sigma, fadeDuration: profile.fadeDuration)
@@ -244,17 +244,18 @@ final class CandidateShapes: Sendable {
         let profile: Profile
         let basebandRate: Double
         let centerFrequency: Double
-        let chirps: Int
+        let aliasPreamble: Bool
     }
     private static let cache = Mutex<[Key: CandidateShapes]>([:])
 
     /// The shapes for a profile, baseband rate (Hz) and centre frequency (Hz), built the first time they
     /// are asked for in this process and shared by every receiver after that.
-    static func shared(profile: Profile, basebandRate: Double, centerFrequency: Double, chirps: Int = 2) -> CandidateShapes {
-        let key = Key(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency, chirps: chirps)
+    static func shared(profile: Profile, basebandRate: Double, centerFrequency: Double, aliasPreamble: Bool = false) -> CandidateShapes {
+        let key = Key(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency, aliasPreamble: aliasPreamble)
         if let shapes = cache.withLock({ $0[key] }) { return shapes }
         // Built outside the lock (milliseconds); a concurrent builder's copy is identical and the first one stored wins.
-        let built = CandidateShapes(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency, chirps: chirps)
+        let built = CandidateShapes(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency,
+                                    aliasPreamble: aliasPreamble)
         return cache.withLock { cache in
             if let existing = cache[key] { return existing }
             cache[key] = built

@@ -30,10 +30,11 @@ final class CoherentDetector {
     /// Precursor length (s): the room model's reach before the detected start.
     static var precursorDuration: Double { CandidateShapes.precursorDuration }
 
-    /// A detector for the frames of `profile` whose preamble has `chirps` chirps (2: token frames; 1: alias frames).
-    init(profile: Profile, basebandRate: Double, centerFrequency: Double, chirps: Int = 2) {
+    /// A detector for the token frames of `profile`, or its alias frames (`aliasPreamble`: two up-chirps).
+    init(profile: Profile, basebandRate: Double, centerFrequency: Double, aliasPreamble: Bool = false) {
         self.profile = profile
-        shapes = CandidateShapes.shared(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency, chirps: chirps)
+        shapes = CandidateShapes.shared(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency,
+                                        aliasPreamble: aliasPreamble)
         estimator = RoomEstimator(shapes: shapes)
         decision = SequenceDecision(shapes: shapes)
     }

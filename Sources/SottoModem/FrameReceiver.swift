@@ -115,8 +115,7 @@ final class FrameReceiver {
         var nominalStart: Double?
         /// Another profile's receiver owns this preamble: no room model for it.
         var outranked = false
-        /// An alias frame's candidate (one chirp, `FrameFormat.aliasSymbolCount` symbols; the room model from its
-        /// one chirp).
+        /// An alias frame's candidate (two up-chirps, `FrameFormat.aliasSymbolCount` symbols).
         var isAlias = false
         /// True once the room model refused this detection (or will not try it).
         var roomModelRefused: Bool { outranked || (coherent?.failed ?? false) }
@@ -188,9 +187,9 @@ final class FrameReceiver {
     /// The second opinion for reverberant rooms, built the first time a frame needs it.
     private lazy var coherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
                                                  centerFrequency: decimator.centerFrequency)
-    /// The same for alias frames (one chirp before the symbols).
+    /// The same for alias frames (their preamble is two up-chirps).
     private lazy var aliasCoherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
-                                                      centerFrequency: decimator.centerFrequency, chirps: 1)
+                                                      centerFrequency: decimator.centerFrequency, aliasPreamble: true)
 
     /// The room-aware detector of `frame`'s kind.
     private func detector(for frame: FrameCandidate) -> CoherentDetector { frame.isAlias ? aliasCoherent : coherent }
@@ -336,9 +335,9 @@ final class FrameReceiver {
         spareEnergies.append(candidate.energies)
     }
 
-    /// Baseband position of the start of data symbol `k` of a frame (an alias frame has one chirp).
+    /// Baseband position of the start of data symbol `k` of a frame.
     private func symbolStart(_ frame: FrameCandidate, _ k: Int) -> Double {
-        frame.start + (Double(frame.isAlias ? 1 : 2) * profile.chirpDuration + Double(k) * profile.symbolTime) * basebandRate * frame.scale
+        frame.start + (2 * profile.chirpDuration + Double(k) * profile.symbolTime) * basebandRate * frame.scale
     }
 
     /// Symbols of `frame` at the length `bytes` (an alias frame's own count).

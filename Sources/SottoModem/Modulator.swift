@@ -25,10 +25,12 @@ public struct Modulator: Sendable {
     /// Peak amplitude (full scale = 1).
     public var amplitude: Float { Float(pow10(level / 20)) }
 
-    /// The preamble's frequency trajectory: up-chirp then down-chirp across the band.
-    static func preambleSegments(_ profile: Profile) -> [FrequencyTrajectory.Segment] {
-        [.chirp(from: profile.lowFrequency, to: profile.highFrequency, duration: profile.chirpDuration),
-         .chirp(from: profile.highFrequency, to: profile.lowFrequency, duration: profile.chirpDuration)]
+    /// The preamble's frequency trajectory: up-chirp then down-chirp across the band; for an alias frame
+    /// (`alias`), two up-chirps.
+    static func preambleSegments(_ profile: Profile, alias: Bool = false) -> [FrequencyTrajectory.Segment] {
+        let up = FrequencyTrajectory.Segment.chirp(from: profile.lowFrequency, to: profile.highFrequency, duration: profile.chirpDuration)
+        return alias ? [up, up]
+            : [up, .chirp(from: profile.highFrequency, to: profile.lowFrequency, duration: profile.chirpDuration)]
     }
 
     /// The full trajectory of the frame carrying `token`.

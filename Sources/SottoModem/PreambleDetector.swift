@@ -17,10 +17,6 @@ enum DetectionThreshold {
     /// because its correlation window also holds the up-chirp's reverberant tail, which raises its
     /// normalising energy.
     static let downFloor: Float = 3
-    /// An alias frame's lone up-chirp must exceed this multiple (one chirp instead of two: fewer detections in
-    /// noise than the pair's floor alone would give; each costs one short decode, and passes the alias frame's
-    /// check one time in 16 384).
-    static let alias: Float = 12
 }
 
 /// A preamble found in the baseband: where its frame starts and how it is stretched.
@@ -45,7 +41,7 @@ struct PreambleDetection: Sendable, Hashable {
     /// -7 300 ppm. Scale 1 is what most frames have (sample clocks within a few hundred ppm, no motion).
     /// Nil when the estimate is exactly 1.
     var nominalStart: Double?
-    /// True for an alias frame's preamble (one up-chirp; `FrameFormat` alias frames), at scale 1.
+    /// True for an alias frame's preamble (two up-chirps; `FrameFormat` alias frames), at scale 1.
     var isAlias = false
 }
 
@@ -87,12 +83,8 @@ final class PreambleDetector {
     /// Added to the measured delay of the down-chirp (baseband samples): tests reproduce with it the biased
     /// delay a reverberant room gave (see `PreambleDetection.nominalStart`). 0 otherwise.
     var delayBiasForTesting = 0.0
-    /// Whether alias frames are looked for (`pairNextWithAlias`).
+    /// Whether alias frames (two up-chirps) are looked for (`pairNextWithAlias`).
     var looksForAliases = false
-    /// The up-chirp's peak (normalised correlation) over which an up-chirp that no down-chirp follows is an alias
-    /// frame's preamble; nil while alias frames are not looked for.
-    var aliasThreshold: Float? { looksForAliases ? aliasLevel : nil }
-    private let aliasLevel: Float
     /// Correlation positions computed so far, and scanned for up-chirp peaks.
     private(set) var positionCount = 0
     private var examined = 0
@@ -172,7 +164,6 @@ final class PreambleDetector {
         singleThreshold = DetectionThreshold.single * mean
         pairThreshold = DetectionThreshold.pair * mean
         downThreshold = DetectionThreshold.downFloor * mean
-        aliasLevel = DetectionThreshold.alias * mean
         mask = capacity - 1
         rhoUp = .zeroed(capacity)
         rhoDown = .zeroed(capacity)
@@ -313,12 +304,12 @@ final class PreambleDetector {
     /// under the thresholds or beyond the largest time-scale offset.
     func pairNext() -> PreambleDetection? { pairNextWithAlias().token }
 
-    /// Decides the earliest waiting pairing (its time has come): the token frame's preamble, nil when the pair is
-    /// under the thresholds or beyond the largest time-scale offset; and, when alias frames are looked for
-    /// (`aliasThreshold`), an alias frame's preamble: an up-chirp over that threshold that no down-chirp follows, or
-    /// only a weak one (under `aliasDownShare` of it: an alias frame's data symbols may match the down-chirp a
-    /// little, as the pair's thresholds allow). Both may come from one up-chirp: the alias frame, shorter, is decided
-    /// first, and a frame decoded from either drops the other.
+    /// Decides the earliest waiting pairing (its time has come): the token frame's preamble (an up-chirp, then a
+    /// down-chirp), nil when the pair is under the thresholds or beyond the largest time-scale offset; and, when
+    /// alias frames are looked for, an alias frame's preamble: an up-chirp, then another up-chirp, over the same
+    /// thresholds (at scale 1: two up-chirps say nothing of the time scale). The up-chirp's correlation is there
+    /// anyway, so this costs no correlation. Both from one up-chirp would be decided alias first (it is shorter),
+    /// and a frame decoded from either drops the other.
     func pairNextWithAlias() -> (token: PreambleDetection?, alias: PreambleDetection?) {
         guard !awaitingDown.isEmpty else { return (nil, nil) }
         let up = awaitingDown.removeFirst()
@@ -328,15 +319,19 @@ final class PreambleDetector {
             if v > best.value { best = Peak(position: m, value: v) }
         }
         var alias: PreambleDetection?
-        if let aliasThreshold, up.value > aliasThreshold, best.value < Self.aliasDownShare * up.value {
-            let tu = Double(up.position) + peakOffset(rhoUp, at: up.position)
-            alias = PreambleDetection(start: tu, scale: 1, strength: up.value, isAlias: true)
+        if looksForAliases {
+            var second = Peak(position: -1, value: 0)
+            for m in (up.position + chirpLength - maxPeakShift)...(up.position + chirpLength + maxPeakShift) {
+                let v = rhoUp[m & mask]
+                if v > second.value { second = Peak(position: m, value: v) }
+            }
+            if second.position >= 0, second.value > downThreshold, up.value + second.value > pairThreshold {
+                let tu = Double(up.position) + peakOffset(rhoUp, at: up.position)
+                alias = PreambleDetection(start: tu, scale: 1, strength: up.value + second.value, isAlias: true)
+            }
         }
         return (pairToken(up, best), alias)
     }
-
-    /// The share of the up-chirp's peak under which the down-chirp's best peak leaves room for an alias frame.
-    static let aliasDownShare: Float = 0.5
 
     /// The token frame's preamble of an up-chirp peak and the best down-chirp peak after it, or nil.
     private func pairToken(_ up: Peak, _ best: Peak) -> PreambleDetection? {
