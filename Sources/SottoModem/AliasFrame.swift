@@ -64,6 +64,9 @@ extension FrameFormat {
     }
 
     /// The symbol values (0..<16) of the alias frame carrying `alias` for `profile`.
+    /// - Parameters:
+    ///   - alias: the alias (12 bits).
+    ///   - profile: the profile it is sent with (its check and scrambling depend on it).
     /// - Throws: `ModemError.invalidAlias` beyond ``maxAlias``.
     public static func aliasSymbols(alias: UInt16, profile: Profile) throws(ModemError) -> [Int] {
         guard alias <= maxAlias else { throw .invalidAlias(Int(alias)) }
