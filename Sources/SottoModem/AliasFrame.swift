@@ -1,21 +1,23 @@
 import SottoCodes
 import SottoDSP
 
-/// The short alias frame: a 12-bit number (0...4095) in 0.227 s of the default profile, beside the token frames.
+/// The short alias frame: a 12-bit number (0...4095) in 0.236 s of the default profile, beside the token frames.
 ///
 /// A room full of devices takes turns, and in a crowded room each device plays a room alias in its slots instead of
 /// its token (the exchange's `Payload.roomAlias`). As a general frame that alias took 0.289 s (an 8-bit header, two
 /// bytes and a CRC-16: 23 symbols); this frame carries only what an alias needs:
 /// ```
 /// preamble: two up-chirps (a token frame's is an up-chirp and a down-chirp)
-/// alias (12 bits) | check (14 bits: the top of a CRC-16 over the alias, seeded apart from the token frames')
+/// alias (12 bits) | check (16 bits: a CRC-16 over the alias, seeded apart from the token frames')
 /// ```
-/// coded like a token frame (the K = 7, rate 1/2 code, zero-tail: 64 bits) but scrambled and interleaved with
-/// sequences of its own: 16 symbols. A receiver that listens for alias frames (`StreamingDecoder`'s `aliasFrames`)
+/// coded like a token frame (the K = 7, rate 1/2 code, zero-tail: 68 bits) but scrambled and interleaved with
+/// sequences of its own: 17 symbols. A receiver that listens for alias frames (`StreamingDecoder`'s `aliasFrames`)
 /// pairs an up-chirp with a second up-chirp as it pairs it with a down-chirp (the same thresholds, the same
 /// correlation), and reports the frame with ``DecodedFrame/alias`` set; the room model fits the two up-chirps as it
 /// fits a token frame's preamble. A false alias needs a detection of no alias frame (noise, chirps of other frames)
-/// whose decoded check passes: about one in 8 192 of them with the list of two candidates the decoder checks.
+/// whose decoded check passes: about one in 65 536 of them (the plain Viterbi path alone is checked). A 14-bit check
+/// with a list of two (one in 8 192, 16 symbols, 0.227 s) let one false alias through in the crowd simulation's
+/// twelve 20-device rooms: two token frames starting a chirp apart look like an alias frame's two up-chirps.
 ///
 /// One up-chirp alone (0.187 s) was tried first: its room fit, over half as much known signal, left 14 % of the
 /// frames alone on the air undecoded in the crowd simulation (Crowds.md).
@@ -25,19 +27,19 @@ extension FrameFormat {
     /// Largest alias an alias frame carries.
     public static let maxAlias: UInt16 = 0x0FFF
     /// Bits of its check.
-    static let aliasCheckBits = 14
+    static let aliasCheckBits = 16
     /// Message bits of an alias frame (alias and check, before coding).
     static let aliasMessageBits = aliasBits + aliasCheckBits
     /// Coded bits of an alias frame.
     static let aliasCodedBitCount = code.codedBitCount(messageBits: aliasMessageBits)
-    /// Symbols of an alias frame (16).
+    /// Symbols of an alias frame (17).
     public static let aliasSymbolCount = (aliasCodedBitCount + 3) / 4
-    /// Candidates of the list Viterbi decoder an alias frame's check is tried on: each one more doubles the false
-    /// aliases a detection of something else can give.
-    static let aliasListSize = 2
+    /// Candidates of the list Viterbi decoder an alias frame's check is tried on: each one more would double the false
+    /// aliases a detection of something else can give (one: the plain Viterbi path).
+    static let aliasListSize = 1
 
-    /// The check of `alias` for `profile` (14 bits): the top of a CRC-16 seeded per profile, apart from the token
-    /// frames' seeds, so that an alias frame of one profile does not check under another.
+    /// The check of `alias` for `profile` (16 bits): a CRC-16 seeded per profile, apart from the token frames' seeds,
+    /// so that an alias frame of one profile does not check under another.
     static func aliasCheck(_ alias: UInt16, profile: Profile) -> UInt16 {
         let initial: UInt16 = 0xA5C3 ^ (UInt16(profile.identifier & 3) &* 0x1D0F)
         return CRC16.checksum([UInt8(truncatingIfNeeded: alias >> 8), UInt8(truncatingIfNeeded: alias)], initial: initial)
@@ -146,7 +148,7 @@ extension FrameFormat {
 }
 
 extension Profile {
-    /// Airtime of an alias frame (two chirps, ``FrameFormat/aliasSymbolCount`` symbols and the fade; s): 0.227 s
+    /// Airtime of an alias frame (two chirps, ``FrameFormat/aliasSymbolCount`` symbols and the fade; s): 0.236 s
     /// for the default profile, where a token frame of two bytes takes 0.289 s.
     public var aliasAirtime: Double {
         2 * chirpDuration + Double(FrameFormat.aliasSymbolCount) * symbolTime + fadeDuration
