@@ -196,8 +196,8 @@ import SottoExchangeRadio
         #expect(starts.contains { $0 > quiet.upperBound }, "a slot after: \(starts)")
     }
 
-    /// In a crowded room the matcher hands the radio a room alias, and the radio plays the alias's two-byte frame
-    /// in the slots that name it (and its token in the round's full-token slots), on the sound card.
+    /// In a crowded room the matcher hands the radio a room alias, and the radio plays the alias's frame (the modem's
+    /// alias frame) in the slots that name it (and its token in the round's full-token slots), on the sound card.
     @Test func theRadioPlaysItsRoomAliasInTheSlotsThatNameIt() async throws {
         let rate = 48_000.0
         let (matcher, out) = try Self.turnsRig("alias", seconds: 14, rules: .init(aliasRoomSize: 2))
