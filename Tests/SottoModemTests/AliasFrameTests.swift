@@ -43,8 +43,9 @@ import Testing
             (0xABC, [], Int(0.1 * rate)), (nil, token, Int(0.5 * rate)), (0, [], Int(1.2 * rate)), (4095, [], Int(1.6 * rate)),
         ]
         let x = try mixed(sent, rate: rate, length: Int(2.2 * rate))
-        let frames = try StreamingDecoder.decode(x, sampleRate: rate, profiles: Profile.carried(atSampleRate: rate),
-                                                 aliasFrames: true)
+        // Every profile's receiver at 48 kHz (none may take the alias frame for one of its own), the default elsewhere.
+        let profiles = rate == 48_000 ? Profile.all : [.standard]
+        let frames = try StreamingDecoder.decode(x, sampleRate: rate, profiles: profiles, aliasFrames: true)
         #expect(frames.map(\.alias) == [0xABC, nil, 0, 4095], "\(frames.map { ($0.alias, $0.token) })")
         #expect(frames.map(\.token) == [[0x0A, 0xBC], token, [0, 0], [0x0F, 0xFF]])
         for (frame, frameSent) in zip(frames, sent) {
@@ -57,7 +58,7 @@ import Testing
             #expect(abs(alias.endTime - alias.startTime - Profile.standard.aliasAirtime) < 0.002)
         }
         // A decoder that does not listen for alias frames hears the token frame alone, as before.
-        let plain = try StreamingDecoder.decode(x, sampleRate: rate, profiles: Profile.carried(atSampleRate: rate))
+        let plain = try StreamingDecoder.decode(x, sampleRate: rate)
         #expect(plain.map(\.token) == [token])
     }
 
@@ -84,13 +85,13 @@ import Testing
 
     /// Through the crowd simulation's room (7 x 5 x 2.6 m, RT60 0.5 s, devices 1-6 m apart, omnidirectional), with
     /// white noise 10 dB under the frame as heard: alias frames are heard, never as another alias. The token frame
-    /// beside each is heard too. (With the tone metric alone, 7 of these 9 alias frames decoded; with a preamble of one
+    /// beside each is heard too. (With the tone metric alone, 7 of 9 such alias frames, three rooms, decoded; with a preamble of one
     /// chirp, whose room fit has half the known signal, 39 of 45 from one device of five 10-device rooms.)
     @Test func aliasFramesCrossASimulatedRoom() throws {
         let rate = 48_000.0
         let modulator = try Modulator(sampleRate: rate)
         var aliasesHeard = 0, tokensHeard = 0, pairs = 0
-        for seed in UInt64(1)...3 {
+        for seed in UInt64(1)...2 {
             let room = CrowdRoom.random(count: 4, seed: seed)
             let alias = UInt16(seed * 1_000 + 5)
             let token: [UInt8] = [0x10] + (0..<8).map { UInt8(truncatingIfNeeded: Int(seed) * 31 + $0) }
