@@ -17,8 +17,8 @@
 ///
 /// In a crowded room (``Rules/aliasRoomSize`` members taking turns or more) every member that can play one is given
 /// a **room alias** (``Payload/roomAlias(_:)``, 12 bits drawn from the matcher's generator, unique among the
-/// aliases held while few are, else within the room) and plays it instead of its token: a two-byte frame instead
-/// of nine, so that slots are about half as long. An alias resolves only among the sessions of the listener's
+/// aliases held while few are, else within the room) and plays it instead of its token: the modem's alias frame
+/// (0.236 s of the default profile) instead of a token frame of nine bytes (0.54 s), so that slots are about half as long. An alias resolves only among the sessions of the listener's
 /// room (``session(withAlias:heardBy:)``): heard anywhere else it names nobody, and guessing one gains nothing a
 /// session could not hear. At least every ``Rules/fullTokenEvery`` one slot (of the plan's members, the one whose
 /// token was on the air least lately) carries the full token, so that a device the service has not placed yet (a

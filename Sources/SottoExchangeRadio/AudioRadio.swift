@@ -51,7 +51,7 @@ public final class AudioRadio: @unchecked Sendable {
     private var turnsAirtime = 0.0
     /// The matcher's last turns, in this process's clock: given again to a token sender that replaces the one
     /// they were for (a new publication or a rotated token restarts the broadcasters).
-    private var lastTurns: (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant, alias: [UInt8]?)?
+    private var lastTurns: (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant, alias: [UInt8]?, number: UInt16?)?
     private let lock = NSLock()
     private var listener: Listener?
     private var broadcasters: [Broadcaster] = []
@@ -123,12 +123,12 @@ public final class AudioRadio: @unchecked Sendable {
                 let now = ContinuousClock.now
                 let aliasFrame = alias.map { Payload.roomAlias($0).frameBytes }
                 let (access, check) = self.lock.withLock { () -> (MediumAccess?, SelfCheck?) in
-                    self.lastTurns = (offsets.map { now + .seconds($0) }, now + .seconds(follow), aliasFrame)
+                    self.lastTurns = (offsets.map { now + .seconds($0) }, now + .seconds(follow), aliasFrame, alias)
                     return (self.tokenAccess, self.selfCheck)
                 }
                 // The alias counts as the own token for the self-check (it is what some slots play).
                 if let aliasFrame { check?.accept(alternate: aliasFrame) }
-                access?.follow(slotOffsets: offsets, followFor: follow, aliasFrame: aliasFrame)
+                access?.follow(slotOffsets: offsets, followFor: follow, aliasFrame: aliasFrame, alias: alias)
             }
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(200))
@@ -148,7 +148,8 @@ public final class AudioRadio: @unchecked Sendable {
             guard let self else { return }
             for access in self.lock.withLock({ self.accesses }) { access.captured(block, sampleRate: format.sampleRate) }
         }
-        do { listener = try Listener(configuration: capture, onCapture: rules == nil ? nil : sense) } catch {
+        // Room aliases arrive as the short alias frame: listened for, and reported as the exchange's payload.
+        do { listener = try Listener(configuration: capture, aliasFrames: true, onCapture: rules == nil ? nil : sense) } catch {
             let mapped = AudioDeviceError(error)
             onDeviceError?(mapped)
             Task { await manager.setRadio(.failed) }
@@ -166,7 +167,8 @@ public final class AudioRadio: @unchecked Sendable {
                 case .reopened:
                     await self.manager.setRadio(.running)
                     self.onDeviceRecovered?()
-                case .frame(let frame):
+                case .frame(var frame):
+                    if let alias = frame.alias { frame.token = Payload.roomAlias(alias).frameBytes }
                     let (check, accesses) = self.lock.withLock { (self.selfCheck, self.accesses) }
                     check?.heard(frame)
                     for access in accesses { access.heard(frame.token) }
@@ -278,7 +280,7 @@ public final class AudioRadio: @unchecked Sendable {
                     let format = broadcaster.negotiated
                     let playoutDelay = Double(max(0, format.bufferFrames - format.periodFrames)) / format.sampleRate
                     let access = MediumAccess(rules: rules, airtime: broadcaster.airtime, ownFrames: ownFrames, playoutDelay: playoutDelay)
-                    let turns = lock.withLock { () -> (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant, alias: [UInt8]?)? in
+                    let turns = lock.withLock { () -> (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant, alias: [UInt8]?, number: UInt16?)? in
                         accesses.append(access)
                         if isToken { tokenAccess = access }
                         return isToken ? lastTurns : nil
@@ -286,12 +288,12 @@ public final class AudioRadio: @unchecked Sendable {
                     if let turns, turns.until > .now {
                         let now = ContinuousClock.now
                         access.follow(slotOffsets: turns.slots.map { ($0 - now).inSeconds }, followFor: (turns.until - now).inSeconds,
-                                      aliasFrame: turns.alias)
+                                      aliasFrame: turns.alias, alias: turns.number)
                         if let alias = turns.alias { check?.accept(alternate: alias) }
                     }
                     if isToken {
                         tokenAirtime = broadcaster.airtime
-                        aliasAirtime = broadcaster.airtime(payloadBytes: Payload.roomAlias(0).frameBytes.count)
+                        aliasAirtime = broadcaster.aliasAirtime
                     }
                     broadcaster.start(access: access, onSent: onSent, onStatus: onStatus, onEnd: onEnd)
                 } else {

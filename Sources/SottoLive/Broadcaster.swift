@@ -57,9 +57,12 @@ public final class Broadcaster: @unchecked Sendable {
     /// Airtime of one frame (s).
     public var airtime: Double { lock.withLock { Double(burst.count) / playback.negotiated.sampleRate } }
 
-    /// Airtime of another frame of `payloadBytes` bytes on this broadcaster's profile (s), such as a room alias.
+    /// Airtime of another frame of `payloadBytes` bytes on this broadcaster's profile (s).
     /// - Parameter payloadBytes: the frame's length (bytes).
     public func airtime(payloadBytes: Int) -> Double { profile.airtime(payloadBytes: payloadBytes) }
+
+    /// Airtime of an alias frame on this broadcaster's profile (s; `Profile.aliasAirtime`).
+    public var aliasAirtime: Double { profile.aliasAirtime }
 
     /// How long after a frame is queued it must have been decoded back by a self-check (s): its airtime, one
     /// device buffer, and ``SelfCheck/decodingMargin``.
@@ -132,6 +135,7 @@ public final class Broadcaster: @unchecked Sendable {
         let (playback, burst) = lock.withLock { (self.playback, self.burst) }
         let silence = [Float](repeating: 0, count: playback.negotiated.periodFrames)
         var alternate: (frame: [UInt8], burst: [Float])?
+        var aliasBurst: (alias: UInt16, burst: [Float])?
         try silence.withUnsafeBufferPointer { (silence) throws in
             try burst.withUnsafeBufferPointer { (burst) throws in
                 while !isStopped {
@@ -148,6 +152,12 @@ public final class Broadcaster: @unchecked Sendable {
                             alternate = (frame, try modulator.modulate(frame))
                         }
                         try alternate!.burst.withUnsafeBufferPointer { try playback.write($0) }
+                    case .alias(let alias):
+                        if aliasBurst?.alias != alias {
+                            let modulator = try Modulator(profile: profile, sampleRate: playback.negotiated.sampleRate, level: level)
+                            aliasBurst = (alias, try modulator.modulate(alias: alias))
+                        }
+                        try aliasBurst!.burst.withUnsafeBufferPointer { try playback.write($0) }
                     }
                     let index = lock.withLock { () -> Int in sentCount += 1; return sentCount }
                     onSent(index)

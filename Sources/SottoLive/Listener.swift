@@ -62,6 +62,7 @@ public final class Listener: @unchecked Sendable {
     /// Seconds between attempts to reopen a device that failed.
     public let retryInterval: Double
     private let duration: Double?
+    private let aliasFrames: Bool
     private let onCapture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)?
     /// Totals over every session (only the capture or reopen thread of the moment writes them).
     private let totals = ListenTotals()
@@ -73,13 +74,15 @@ public final class Listener: @unchecked Sendable {
     ///   - duration: stop after this much captured audio (s, sample clock, across reopened devices).
     ///   - retryInterval: seconds between attempts to reopen a failed device.
     ///   - bufferingNewest: events kept when the consumer falls behind (older ones are dropped); nil keeps all.
+    ///   - aliasFrames: also listen for alias frames (`StreamingDecoder`'s `aliasFrames`).
     ///   - onCapture: called on the capture thread with every block and the device's format, e.g. to record
     ///     it. It must not block.
     public init(configuration: PCMConfiguration, profiles: [Profile] = Profile.all, duration: Double? = nil,
-                retryInterval: Double = 1, bufferingNewest: Int? = 256,
+                retryInterval: Double = 1, bufferingNewest: Int? = 256, aliasFrames: Bool = false,
                 onCapture: (@Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void)? = nil) throws(ListenerError) {
         self.configuration = configuration
         self.profiles = profiles
+        self.aliasFrames = aliasFrames
         self.retryInterval = max(0.01, retryInterval.isFinite ? retryInterval : 1)
         self.duration = duration
         self.onCapture = onCapture
@@ -96,7 +99,7 @@ public final class Listener: @unchecked Sendable {
         let decoder: StreamingDecoder
         do throws(ModemError) {
             decoder = try StreamingDecoder(sampleRate: negotiated.sampleRate, profiles: usable.isEmpty ? profiles : usable,
-                                            lowLatency: true)
+                                            aliasFrames: aliasFrames, lowLatency: true)
         } catch {
             // The receiver's transforms could not be made (out of memory): said so, blamed on neither the rate nor the device.
             if case .transformFailed(let reason) = error { throw .receiverUnavailable(reason) }

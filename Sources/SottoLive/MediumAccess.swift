@@ -28,6 +28,8 @@ public final class MediumAccess: @unchecked Sendable {
     private let playoutDelay: Double
     /// The frame of the room alias the matcher's latest turns named, played in their alias slots.
     private var aliasFrame: [UInt8]?
+    /// The alias the matcher's latest turns named, played as the short alias frame (`FrameFormat`), if given.
+    private var alias: UInt16?
 
     /// - Parameters:
     ///   - rules: the sender's rules.
@@ -105,11 +107,13 @@ public final class MediumAccess: @unchecked Sendable {
     /// - Parameters:
     ///   - slotOffsets: starts of the alias frame's slots (s from now).
     ///   - followFor: how long to follow them (s from now).
-    ///   - aliasFrame: the frame to play in these slots; nil: the device's own frame.
-    public func follow(slotOffsets: [Double], followFor: Double, aliasFrame: [UInt8]?) {
+    ///   - aliasFrame: the frame to play in these slots (as decoded frames report it); nil: the device's own frame.
+    ///   - alias: the alias itself, played as the short alias frame (``Decision/alias(_:)``) instead of `aliasFrame`
+    ///     as a token frame; nil: `aliasFrame` as a token frame.
+    public func follow(slotOffsets: [Double], followFor: Double, aliasFrame: [UInt8]?, alias: UInt16? = nil) {
         lock.withLock {
             let time = now
-            if let aliasFrame { self.aliasFrame = aliasFrame }
+            if let aliasFrame { self.aliasFrame = aliasFrame; self.alias = alias }
             scheduler.follow(slots: slotOffsets.map { time + $0 - playoutDelay }, until: time + followFor, now: time,
                              alias: aliasFrame != nil)
         }
@@ -123,6 +127,8 @@ public final class MediumAccess: @unchecked Sendable {
         case ownFrame
         /// Start this frame (the room alias a slot of the matcher's turns names).
         case frame([UInt8])
+        /// Start the short alias frame of this alias (the room alias a slot of the matcher's turns names).
+        case alias(UInt16)
     }
 
     /// What to send in the coming device period (from the playback thread, once per device period). Without
@@ -134,7 +140,9 @@ public final class MediumAccess: @unchecked Sendable {
             switch scheduler.step(now: time, bandIdleFor: max(0, idleFor)) {
             case .wait: return .silence
             case .transmit: return .ownFrame
-            case .transmitAlias: return aliasFrame.map(Decision.frame) ?? .ownFrame
+            case .transmitAlias:
+                if let alias { return .alias(alias) }
+                return aliasFrame.map(Decision.frame) ?? .ownFrame
             }
         }
     }

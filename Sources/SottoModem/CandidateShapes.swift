@@ -58,14 +58,21 @@ final class CandidateShapes: Sendable {
     let shapes1: [[[Float]]]   // [parity][(prev * 16 + a)] -> interleaved complex, segmentSplit samples
     let shapes2: [[[Float]]]   // [parity][(a * 16 + b)] -> interleaved complex, segmentLength - segmentSplit
 
-    init(profile: Profile, basebandRate: Double, centerFrequency: Double) {
+    /// True for an alias frame's preamble (two up-chirps), false for a token frame's (up, then down).
+    let aliasPreamble: Bool
+
+    init(profile: Profile, basebandRate: Double, centerFrequency: Double, aliasPreamble: Bool = false) {
         self.profile = profile
+        self.aliasPreamble = aliasPreamble
         self.basebandRate = basebandRate
         self.centerFrequency = centerFrequency
         let symbolTime = profile.symbolTime
         samplesPerSymbol = max(16, Int((basebandRate * symbolTime).rounded(.up)))
         gridRate = Double(samplesPerSymbol) / symbolTime
         let preambleTime = 2 * profile.chirpDuration
+        // The frequency the preamble ends at, which the first symbol steps from: the down-chirp's end (the band's
+        // bottom), or an alias frame's second up-chirp's (its top).
+        let endFrequency = aliasPreamble ? profile.highFrequency : profile.lowFrequency
         preambleLength = Int((preambleTime * gridRate).rounded())
         guardSamples = Int((0.25 * Double(samplesPerSymbol)).rounded(.up))
         precursorTaps = Int((Self.precursorDuration * gridRate).rounded())
@@ -82,8 +89,8 @@ final class CandidateShapes: Sendable {
         // typical device rate, which a coarse grid would get wrong by up to a radian) and read at the grid
         // times by interpolating amplitude and unwrapped phase.
         func transmitted(at times: [Double]) -> [(amplitude: Double, phase: Double)] {
-            var segments = Modulator.preambleSegments(profile)
-            segments.append(.tone(profile.lowFrequency, duration: 3 * symbolTime))  // a dummy first symbol
+            var segments = Modulator.preambleSegments(profile, alias: aliasPreamble)
+            segments.append(.tone(endFrequency, duration: 3 * symbolTime))  // a dummy first symbol
             let rate = Self.synthesisRate
             let wave = FrequencyTrajectory(segments: segments, smoothingSigma: sigma, fadeDuration: profile.fadeDuration)
                 .synthesizeBaseband(sampleRate: rate, centerFrequency: centerFrequency)
@@ -104,7 +111,7 @@ final class CandidateShapes: Sendable {
                 return ((1 - w) * a0 + w * a1, (1 - w) * phases[n] + w * phases[n + 1])
             }
         }
-        let lowOffset = profile.lowFrequency - centerFrequency
+        let lowOffset = endFrequency - centerFrequency
         let probeTime = preambleTime + 2 * symbolTime
         let firstTimes = (0..<segmentSplit).map { preambleTime + Double($0 - guardSamples) / gridRate }
         let preambleTimes = (0..<knownPreamble).map { Double($0) / gridRate } + [probeTime] + firstTimes
@@ -195,7 +202,7 @@ final class CandidateShapes: Sendable {
                         // dummy first tone at the chirp's end frequency) plus the smoothed step to the real one.
                         var shape = [Float](repeating: 0, count: 2 * split)
                         guard parity == 0 else { part1.append(shape); continue }
-                        let step = profile.toneFrequency(symbolIndex: 0, value: current) - profile.lowFrequency
+                        let step = profile.toneFrequency(symbolIndex: 0, value: current) - endFrequency
                         for i in 0..<split {
                             let n = i - guardSamples
                             let phase = dummyFirst[i].phase - startPhase
@@ -237,16 +244,18 @@ final class CandidateShapes: Sendable {
         let profile: Profile
         let basebandRate: Double
         let centerFrequency: Double
+        let aliasPreamble: Bool
     }
     private static let cache = Mutex<[Key: CandidateShapes]>([:])
 
     /// The shapes for a profile, baseband rate (Hz) and centre frequency (Hz), built the first time they
     /// are asked for in this process and shared by every receiver after that.
-    static func shared(profile: Profile, basebandRate: Double, centerFrequency: Double) -> CandidateShapes {
-        let key = Key(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency)
+    static func shared(profile: Profile, basebandRate: Double, centerFrequency: Double, aliasPreamble: Bool = false) -> CandidateShapes {
+        let key = Key(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency, aliasPreamble: aliasPreamble)
         if let shapes = cache.withLock({ $0[key] }) { return shapes }
         // Built outside the lock (milliseconds); a concurrent builder's copy is identical and the first one stored wins.
-        let built = CandidateShapes(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency)
+        let built = CandidateShapes(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency,
+                                    aliasPreamble: aliasPreamble)
         return cache.withLock { cache in
             if let existing = cache[key] { return existing }
             cache[key] = built

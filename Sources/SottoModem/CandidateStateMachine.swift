@@ -51,6 +51,14 @@ struct CandidateStateMachine: Sendable, Hashable {
     private(set) var state: State = .toneMetric(payloadBytes: FrameFormat.payloadBytes.lowerBound)
     /// Second room fits taken so far.
     private(set) var refinements = 0
+    /// An alias frame's candidate: its one length, with the tone metric and then (reverberant) the room model.
+    private(set) var isAlias = false
+
+    /// A token frame's candidate: every length from the shortest.
+    init() {}
+
+    /// An alias frame's candidate when `alias` (its one attempt), else a token frame's.
+    init(alias: Bool) { isAlias = alias }
 
     /// The action the current state waits to take.
     var action: Action {
@@ -87,10 +95,12 @@ struct CandidateStateMachine: Sendable, Hashable {
             } else if outcome.reverberant {
                 state = .roomModel(payloadBytes: bytes)
             } else {
-                state = Self.next(after: bytes)
+                state = isAlias ? .finished : Self.next(after: bytes)
             }
         case .roomModel(let bytes):
             if outcome.decoded {
+                state = .finished
+            } else if isAlias {
                 state = .finished
             } else if outcome.nearlyRight && refinements < outcome.refinementLimit {
                 refinements += 1

@@ -30,9 +30,11 @@ final class CoherentDetector {
     /// Precursor length (s): the room model's reach before the detected start.
     static var precursorDuration: Double { CandidateShapes.precursorDuration }
 
-    init(profile: Profile, basebandRate: Double, centerFrequency: Double) {
+    /// A detector for the token frames of `profile`, or its alias frames (`aliasPreamble`: two up-chirps).
+    init(profile: Profile, basebandRate: Double, centerFrequency: Double, aliasPreamble: Bool = false) {
         self.profile = profile
-        shapes = CandidateShapes.shared(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency)
+        shapes = CandidateShapes.shared(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency,
+                                        aliasPreamble: aliasPreamble)
         estimator = RoomEstimator(shapes: shapes)
         decision = SequenceDecision(shapes: shapes)
     }

@@ -24,9 +24,24 @@ public struct DecodedFrame: Sendable, Hashable {
     public var clockOffsetPPM: Double
     /// Coded bits the error-correcting code had to correct.
     public var correctedBits: Int
+    /// The alias (0...4095) of an alias frame (`FrameFormat`'s short frame, heard by a decoder that listens for
+    /// them), whose `token` is then the alias in two bytes, most significant first; nil for a token frame.
+    public var alias: UInt16?
 
+    /// A frame as the decoder reports it (each parameter is the property of the same name).
+    /// - Parameters:
+    ///   - token: the token (for an alias frame, its alias in two bytes).
+    ///   - profile: the profile's name.
+    ///   - startTime: start (s from the start of the stream).
+    ///   - endTime: end (s from the start of the stream).
+    ///   - snr: in-band SNR (dB).
+    ///   - level: received level (dBFS, peak).
+    ///   - clockOffsetPPM: time-scale offset (ppm).
+    ///   - correctedBits: coded bits the code corrected.
+    ///   - alias: the alias of an alias frame; nil for a token frame.
     public init(token: [UInt8], profile: String, startTime: Double, endTime: Double, snr: Double, level: Double,
-                clockOffsetPPM: Double, correctedBits: Int) {
+                clockOffsetPPM: Double, correctedBits: Int, alias: UInt16? = nil) {
+        self.alias = alias
         self.level = level
         self.token = token
         self.profile = profile
@@ -100,6 +115,8 @@ final class FrameReceiver {
         var nominalStart: Double?
         /// Another profile's receiver owns this preamble: no room model for it.
         var outranked = false
+        /// An alias frame's candidate (two up-chirps, `FrameFormat.aliasSymbolCount` symbols).
+        var isAlias = false
         /// True once the room model refused this detection (or will not try it).
         var roomModelRefused: Bool { outranked || (coherent?.failed ?? false) }
     }
@@ -170,6 +187,12 @@ final class FrameReceiver {
     /// The second opinion for reverberant rooms, built the first time a frame needs it.
     private lazy var coherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
                                                  centerFrequency: decimator.centerFrequency)
+    /// The same for alias frames (their preamble is two up-chirps).
+    private lazy var aliasCoherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
+                                                      centerFrequency: decimator.centerFrequency, aliasPreamble: true)
+
+    /// The room-aware detector of `frame`'s kind.
+    private func detector(for frame: FrameCandidate) -> CoherentDetector { frame.isAlias ? aliasCoherent : coherent }
 
     /// The band extractor a receiver for `profile` at `sampleRate` needs (profiles whose band, Doppler
     /// margin and rate come out the same share one: the default and robust profiles at any rate).
@@ -263,7 +286,9 @@ final class FrameReceiver {
             guard bestTime <= (bestFrame < 0 ? pairingHorizon : stepHorizon) else { return }
             clock = bestTime
             if bestFrame < 0 {
-                if let detection = preamble.pairNext() { add(detection) }
+                let (token, alias) = preamble.pairNextWithAlias()
+                if let alias { add(alias) }
+                if let token { add(token) }
             } else {
                 step(bestFrame, into: &frames)
             }
@@ -277,6 +302,12 @@ final class FrameReceiver {
         if pending.count >= Self.maxPending { recycle(pending.removeFirst()) }
         var candidate = makeCandidate(start: detection.start, scale: detection.scale, strength: detection.strength)
         candidate.nominalStart = detection.nominalStart
+        if detection.isAlias {
+            candidate.isAlias = true
+            candidate.machine = CandidateStateMachine(alias: true)
+            pending.append(candidate)
+            return
+        }
         pending.append(candidate)
         frontEnd.record(.init(receiver: ObjectIdentifier(self), start: detection.start, strength: detection.strength))
     }
@@ -309,6 +340,11 @@ final class FrameReceiver {
         frame.start + (2 * profile.chirpDuration + Double(k) * profile.symbolTime) * basebandRate * frame.scale
     }
 
+    /// Symbols of `frame` at the length `bytes` (an alias frame's own count).
+    private func symbolCount(_ frame: FrameCandidate, payloadBytes bytes: Int) -> Int {
+        frame.isAlias ? FrameFormat.aliasSymbolCount : FrameFormat.symbolCount(payloadBytes: bytes)
+    }
+
     /// Baseband samples needed before the next action of candidate `index`, or nil while it must wait for
     /// an earlier one. The coherent detector costs milliseconds per frame, so a detection gets it only
     /// when no earlier one may still be a frame: later ones are usually echoes or chirp-like stretches
@@ -317,12 +353,12 @@ final class FrameReceiver {
     private func readyTime(_ index: Int) -> Int? {
         let frame = pending[index]
         guard let bytes = frame.machine.payloadBytes else { return clock }
-        let symbols = FrameFormat.symbolCount(payloadBytes: bytes)
+        let symbols = symbolCount(frame, payloadBytes: bytes)
         let toneTime = Int((symbolStart(frame, symbols) + 2).rounded(.down)) + 1
         guard frame.machine.usesRoomModel else { return toneTime }
         guard !pending[0..<index].contains(where: { !$0.roomModelRefused }) else { return nil }
         if frame.roomModelRefused { return toneTime }
-        return max(toneTime, coherent.requiredSamples(start: frame.start, scale: frame.scale, symbols: symbols))
+        return max(toneTime, detector(for: frame).requiredSamples(start: frame.start, scale: frame.scale, symbols: symbols))
     }
 
     /// True when the tone metric's last decode of `frame` saw a floor that a reverberant room in noise brings
@@ -351,7 +387,7 @@ final class FrameReceiver {
         var headerDistance = 8
         switch frame.machine.action {
         case .decodeWithToneMetric(let bytes):
-            computeEnergies(&frame, upTo: FrameFormat.symbolCount(payloadBytes: bytes))
+            computeEnergies(&frame, upTo: symbolCount(frame, payloadBytes: bytes))
             decoded = decode(&frame, payloadBytes: bytes).result
         case .decodeWithRoomModel(let bytes):
             (decoded, headerDistance) = decodeWithRoomModel(&frame, payloadBytes: bytes)
@@ -412,7 +448,8 @@ final class FrameReceiver {
             frame.outranked = true
             return (nil, 8)
         }
-        let symbols = FrameFormat.symbolCount(payloadBytes: bytes)
+        let symbols = symbolCount(frame, payloadBytes: bytes)
+        let coherent = detector(for: frame)
         // The noise the room model must not fit: what arrived just before the frame, when that
         // was quieter than the tone metric's noise (which counts the room's tails as noise).
         let state = frame.coherent ?? coherent.makeFrame(start: frame.start, scale: frame.scale,
@@ -484,7 +521,7 @@ final class FrameReceiver {
     /// True when `frame` is a late echo of a frame reported before it (see `echoWindow`).
     private func isEcho(_ frame: DecodedFrame) -> Bool {
         recentFrames.contains {
-            $0.token == frame.token && frame.startTime > $0.startTime && frame.startTime - $0.startTime <= Self.echoWindow
+            $0.token == frame.token && $0.alias == frame.alias && frame.startTime > $0.startTime && frame.startTime - $0.startTime <= Self.echoWindow
                 && $0.level - frame.level >= Self.echoLevelDrop
         }
     }
@@ -558,7 +595,7 @@ final class FrameReceiver {
     /// noncoherent statistics give the reported SNR and level either way.
     private func decode(_ frame: inout FrameCandidate, payloadBytes: Int, coherentLikelihoods: [Float]? = nil)
         -> (result: (frame: DecodedFrame, end: Double)?, headerDistance: Int) {
-        let symbols = FrameFormat.symbolCount(payloadBytes: payloadBytes)
+        let symbols = symbolCount(frame, payloadBytes: payloadBytes)
         let (signal, noise, tail) = SymbolMetric.likelihoods(
             energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile, workspace: &workspace)
         if coherentLikelihoods == nil {
@@ -568,13 +605,21 @@ final class FrameReceiver {
         }
         frame.noiseVariance = noise / metricWindow(frame)
         let attempt = (coherentLikelihoods ?? workspace.likelihoods).withUnsafeBufferPointer { likelihoods in
-            FrameFormat.decodeReportingHeader(symbolLogLikelihoods: likelihoods, payloadBytes: payloadBytes, profile: profile,
-                                              workspace: &workspace)
+            if frame.isAlias {
+                let decoded = FrameFormat.decodeAlias(symbolLogLikelihoods: likelihoods, profile: profile, workspace: &workspace)
+                return (decoded: decoded, headerDistance: decoded == nil ? 8 : 0)
+            }
+            return FrameFormat.decodeReportingHeader(symbolLogLikelihoods: likelihoods, payloadBytes: payloadBytes, profile: profile,
+                                                     workspace: &workspace)
         }
         guard let decoded = attempt.decoded else { return (nil, attempt.headerDistance) }
         let window = metricWindow(frame) / basebandRate
         // The in-band SNR, against the symbols actually sent (re-encoded from the payload).
-        FrameFormat.recodedSymbols(payloadBytes: payloadBytes, profile: profile, workspace: &workspace)
+        if frame.isAlias {
+            FrameFormat.recodedAliasSymbols(profile: profile, workspace: &workspace)
+        } else {
+            FrameFormat.recodedSymbols(payloadBytes: payloadBytes, profile: profile, workspace: &workspace)
+        }
         measureNoiseProbe(frame)
         let snr = SignalReport.inBandSNR(
             energies: frame.energies[0..<(profile.toneCount * symbols)], values: workspace.symbolValues[0..<symbols],
@@ -593,7 +638,8 @@ final class FrameReceiver {
             snr: (snr * 10).rounded() / 10,
             level: (level * 10).rounded() / 10,
             clockOffsetPPM: ((frame.scale - 1) * 1e6).rounded(),
-            correctedBits: decoded.correctedBits)
+            correctedBits: decoded.correctedBits,
+            alias: frame.isAlias ? UInt16(decoded.payload[0]) << 8 | UInt16(decoded.payload[1]) : nil)
         return ((result, end), attempt.headerDistance)
     }
 }

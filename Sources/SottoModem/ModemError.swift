@@ -11,6 +11,8 @@ public enum ModemError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The receiver's transforms could not be made (FFTW could not allocate or plan them: out of memory),
     /// with FFTW's reason.
     case transformFailed(String)
+    /// An alias frame carries 0...4095 (12 bits).
+    case invalidAlias(Int)
 
     public var description: String {
         switch self {
@@ -24,6 +26,8 @@ public enum ModemError: Error, Sendable, Equatable, CustomStringConvertible {
             return "invalid level \(level) dBFS: expected a value from -120 to 0"
         case .transformFailed(let reason):
             return "cannot prepare the receiver: \(reason)"
+        case .invalidAlias(let alias):
+            return "an alias must be 0 to \(FrameFormat.maxAlias), got \(alias)"
         }
     }
 }

@@ -25,10 +25,12 @@ public struct Modulator: Sendable {
     /// Peak amplitude (full scale = 1).
     public var amplitude: Float { Float(pow10(level / 20)) }
 
-    /// The preamble's frequency trajectory: up-chirp then down-chirp across the band.
-    static func preambleSegments(_ profile: Profile) -> [FrequencyTrajectory.Segment] {
-        [.chirp(from: profile.lowFrequency, to: profile.highFrequency, duration: profile.chirpDuration),
-         .chirp(from: profile.highFrequency, to: profile.lowFrequency, duration: profile.chirpDuration)]
+    /// The preamble's frequency trajectory: up-chirp then down-chirp across the band; for an alias frame
+    /// (`alias`), two up-chirps.
+    static func preambleSegments(_ profile: Profile, alias: Bool = false) -> [FrequencyTrajectory.Segment] {
+        let up = FrequencyTrajectory.Segment.chirp(from: profile.lowFrequency, to: profile.highFrequency, duration: profile.chirpDuration)
+        return alias ? [up, up]
+            : [up, .chirp(from: profile.highFrequency, to: profile.lowFrequency, duration: profile.chirpDuration)]
     }
 
     /// The full trajectory of the frame carrying `token`.
@@ -36,10 +38,11 @@ public struct Modulator: Sendable {
         Self.trajectory(symbols: try FrameFormat.symbols(payload: token, profile: profile), profile: profile)
     }
 
-    /// The trajectory of a frame with the given symbol values: preamble, one tone per symbol, and the
-    /// last tone held through the fade-out so the data symbols keep their full length.
-    static func trajectory(symbols: [Int], profile: Profile) -> FrequencyTrajectory {
-        var segments = preambleSegments(profile)
+    /// The trajectory of a frame with the given symbol values: preamble (both chirps unless `preamble` says
+    /// otherwise), one tone per symbol, and the last tone held through the fade-out so the data symbols keep their
+    /// full length.
+    static func trajectory(symbols: [Int], profile: Profile, preamble: [FrequencyTrajectory.Segment]? = nil) -> FrequencyTrajectory {
+        var segments = preamble ?? preambleSegments(profile)
         for (k, value) in symbols.enumerated() {
             segments.append(.tone(profile.toneFrequency(symbolIndex: k, value: value), duration: profile.symbolTime))
         }

@@ -41,6 +41,8 @@ struct PreambleDetection: Sendable, Hashable {
     /// -7 300 ppm. Scale 1 is what most frames have (sample clocks within a few hundred ppm, no motion).
     /// Nil when the estimate is exactly 1.
     var nominalStart: Double?
+    /// True for an alias frame's preamble (two up-chirps; `FrameFormat` alias frames), at scale 1.
+    var isAlias = false
 }
 
 /// Finds the preamble (an up-chirp then a down-chirp across the profile's band) in one receiver's
@@ -81,6 +83,8 @@ final class PreambleDetector {
     /// Added to the measured delay of the down-chirp (baseband samples): tests reproduce with it the biased
     /// delay a reverberant room gave (see `PreambleDetection.nominalStart`). 0 otherwise.
     var delayBiasForTesting = 0.0
+    /// Whether alias frames (two up-chirps) are looked for (`pairNextWithAlias`).
+    var looksForAliases = false
     /// Correlation positions computed so far, and scanned for up-chirp peaks.
     private(set) var positionCount = 0
     private var examined = 0
@@ -298,14 +302,39 @@ final class PreambleDetector {
 
     /// Decides the earliest waiting pairing (its time has come): the detection, or nil when the pair is
     /// under the thresholds or beyond the largest time-scale offset.
-    func pairNext() -> PreambleDetection? {
-        guard !awaitingDown.isEmpty else { return nil }
+    func pairNext() -> PreambleDetection? { pairNextWithAlias().token }
+
+    /// Decides the earliest waiting pairing (its time has come): the token frame's preamble (an up-chirp, then a
+    /// down-chirp), nil when the pair is under the thresholds or beyond the largest time-scale offset; and, when
+    /// alias frames are looked for, an alias frame's preamble: an up-chirp, then another up-chirp, over the same
+    /// thresholds (at scale 1: two up-chirps say nothing of the time scale). The up-chirp's correlation is there
+    /// anyway, so this costs no correlation. Both from one up-chirp would be decided alias first (it is shorter),
+    /// and a frame decoded from either drops the other.
+    func pairNextWithAlias() -> (token: PreambleDetection?, alias: PreambleDetection?) {
+        guard !awaitingDown.isEmpty else { return (nil, nil) }
         let up = awaitingDown.removeFirst()
         var best = Peak(position: -1, value: 0)
         for m in (up.position + chirpLength - maxPeakShift)...(up.position + chirpLength + maxPeakShift) {
             let v = rhoDown[m & mask]
             if v > best.value { best = Peak(position: m, value: v) }
         }
+        var alias: PreambleDetection?
+        if looksForAliases {
+            var second = Peak(position: -1, value: 0)
+            for m in (up.position + chirpLength - maxPeakShift)...(up.position + chirpLength + maxPeakShift) {
+                let v = rhoUp[m & mask]
+                if v > second.value { second = Peak(position: m, value: v) }
+            }
+            if second.position >= 0, second.value > downThreshold, up.value + second.value > pairThreshold {
+                let tu = Double(up.position) + peakOffset(rhoUp, at: up.position)
+                alias = PreambleDetection(start: tu, scale: 1, strength: up.value + second.value, isAlias: true)
+            }
+        }
+        return (pairToken(up, best), alias)
+    }
+
+    /// The token frame's preamble of an up-chirp peak and the best down-chirp peak after it, or nil.
+    private func pairToken(_ up: Peak, _ best: Peak) -> PreambleDetection? {
         guard best.position >= 0, best.value > downThreshold, up.value + best.value > pairThreshold else { return nil }
         let tu = Double(up.position) + peakOffset(rhoUp, at: up.position)
         // The down-chirp's delay relative to the up-chirp's, from the whole correlation profiles

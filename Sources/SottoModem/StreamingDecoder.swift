@@ -25,6 +25,9 @@ public final class StreamingDecoder {
     /// - Parameters:
     ///   - sampleRate: input rate (Hz).
     ///   - profiles: the profiles to listen for.
+    ///   - aliasFrames: also look for alias frames (`FrameFormat`'s short frame of a 12-bit alias, one chirp),
+    ///     reported with ``DecodedFrame/alias`` set; token frames are decoded as without (but for a token frame whose
+    ///     down-chirp is lost, which is then tried as an alias frame and rejected by its check).
     ///   - lowLatency: input taken in blocks half as long (2 048 samples at 48 kHz instead of 4 096), for a
     ///     live capture: frames are reported 18-31 ms after their last sample in the median instead of
     ///     40-59 ms (max 53 ms instead of 96; `sotto bench sweep latency`), for about 40 % more CPU on noise
@@ -32,7 +35,7 @@ public final class StreamingDecoder {
     ///     the edge of decoding (the band filters differ slightly).
     /// - Throws: `ModemError` when the rate is absurd or too low for one of the profiles, or when the
     ///   receiver's transforms cannot be made (``ModemError/transformFailed(_:)``: out of memory).
-    public init(sampleRate: Double, profiles: [Profile] = [.standard], lowLatency: Bool = false) throws(ModemError) {
+    public init(sampleRate: Double, profiles: [Profile] = [.standard], aliasFrames: Bool = false, lowLatency: Bool = false) throws(ModemError) {
         for profile in profiles { try validate(sampleRate: sampleRate, for: profile) }
         self.sampleRate = sampleRate
         self.profiles = profiles
@@ -62,6 +65,7 @@ public final class StreamingDecoder {
         self.frontEnds = frontEnds
         let all = frontEnds.flatMap { $0.receivers }
         receivers = profiles.map { profile in all.first { $0.profile == profile }! }
+        for receiver in receivers { receiver.preamble.looksForAliases = aliasFrames }
     }
 
     /// Preambles detected so far, per profile name, including those that yielded no frame (a measure of
@@ -121,8 +125,14 @@ public final class StreamingDecoder {
     }
 
     /// Decodes a whole buffer: `process` then `finish`.
-    public static func decode(_ samples: [Float], sampleRate: Double, profiles: [Profile] = [.standard]) throws(ModemError) -> [DecodedFrame] {
-        let decoder = try StreamingDecoder(sampleRate: sampleRate, profiles: profiles)
+    /// - Parameters:
+    ///   - samples: the stream (full scale = 1).
+    ///   - sampleRate: its rate (Hz).
+    ///   - profiles: the profiles to listen for.
+    ///   - aliasFrames: also look for alias frames (see ``init(sampleRate:profiles:aliasFrames:lowLatency:)``).
+    public static func decode(_ samples: [Float], sampleRate: Double, profiles: [Profile] = [.standard],
+                              aliasFrames: Bool = false) throws(ModemError) -> [DecodedFrame] {
+        let decoder = try StreamingDecoder(sampleRate: sampleRate, profiles: profiles, aliasFrames: aliasFrames)
         return decoder.process(samples) + decoder.finish()
     }
 }

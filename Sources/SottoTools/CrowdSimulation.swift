@@ -175,7 +175,7 @@ public struct CrowdSimulation: Sendable {
         var aliasBursts: [UInt16: [Float]] = [:]
         var aliasOf: [UInt16?] = Array(repeating: nil, count: n)
         var aliasHolder: [UInt16: Int] = [:]
-        let aliasAirtime = profile.airtime(payloadBytes: Payload.roomAlias(0).frameBytes.count)
+        let aliasAirtime = profile.aliasAirtime
         var schedulers = (0..<n).map {
             TransmitScheduler(rules: c.rules, airtime: airtime, start: starts[$0], seed: c.seed &+ UInt64($0) &* 7919)
         }
@@ -204,7 +204,8 @@ public struct CrowdSimulation: Sendable {
             guard let p = Profile.named(name) else { throw ParameterError("unknown profile \(name)") }
             return p
         }
-        let decoders = try (0..<n).map { _ in try StreamingDecoder(sampleRate: rate, profiles: listenProfiles) }
+        // Devices that can play room aliases listen for their frames (the short alias frame).
+        let decoders = try (0..<n).map { _ in try StreamingDecoder(sampleRate: rate, profiles: listenProfiles, aliasFrames: c.roomAliases) }
         let inaudible = listenProfiles.filter { $0.band.lowerBound > 10_000 }
         let senseBand = (inaudible.map(\.band.lowerBound).min() ?? profile.band.lowerBound)...(inaudible.map(\.band.upperBound).max() ?? profile.band.upperBound)
         let monitors = try (0..<n).map { _ in try BandActivityMonitor(band: senseBand, sampleRate: rate) }
@@ -269,7 +270,7 @@ public struct CrowdSimulation: Sendable {
                 let alias = action == .transmitAlias ? aliasOf[d] : nil
                 let burst: [Float]
                 if let alias {
-                    if aliasBursts[alias] == nil { aliasBursts[alias] = try modulator.modulate(Payload.roomAlias(alias).frameBytes) }
+                    if aliasBursts[alias] == nil { aliasBursts[alias] = try modulator.modulate(alias: alias) }
                     burst = room.played(aliasBursts[alias]!, by: d, sampleRate: rate)
                 } else {
                     burst = bursts[d]
@@ -310,16 +311,18 @@ public struct CrowdSimulation: Sendable {
                 for frame in decoders[to].process(block) {
                     // Decoder time counts from the device's first period.
                     let heardAt = Double(first + period) / rate
-                    let aliasSpeaker: Int? = if case .roomAlias(let alias)? = Payload(frame: frame.token) { aliasHolder[alias] } else { nil }
-                    guard let speaker = owner[frame.token] ?? aliasSpeaker else { result.falseTokens += 1; continue }
+                    // An alias frame is the exchange's room-alias payload (as a client reports it to the service).
+                    let bytes = frame.alias.map { Payload.roomAlias($0).frameBytes } ?? frame.token
+                    let aliasSpeaker: Int? = if case .roomAlias(let alias)? = Payload(frame: bytes) { aliasHolder[alias] } else { nil }
+                    guard let speaker = owner[bytes] ?? aliasSpeaker else { result.falseTokens += 1; continue }
                     guard speaker != to else { continue }
                     result.framesHeard += 1
                     result.hearings.append(.init(listener: to, speaker: speaker, time: heardAt))
-                    schedulers[to].heard(frame.token, at: heardAt)
+                    schedulers[to].heard(bytes, at: heardAt)
                     if firstHeard[to][speaker] == nil {
                         firstHeard[to][speaker] = heardAt - max(starts[to], starts[speaker])
                     }
-                    if let payload = Payload(frame: frame.token) {
+                    if let payload = Payload(frame: bytes) {
                         handle(core.handle(.observe(SessionID("\(to)"), payload, snr: frame.snr, level: frame.level), now: heardAt), at: heardAt)
                     }
                 }

@@ -69,22 +69,29 @@ public struct SweepRunner {
         self.speechPath = speechPath
     }
 
-    /// dB to add to SNR to get Eb/N0 for a profile and token length.
+    /// dB to add to SNR to get Eb/N0 for a profile and token length (0: the alias frame, 12 bits).
     func ebN0Offset(_ profile: Profile, _ bytes: Int) -> Double {
-        10 * log10(profile.airtime(payloadBytes: bytes) * rate / 2 / Double(8 * bytes))
+        10 * log10(airtime(profile, bytes) * rate / 2 / Double(bytes == 0 ? FrameFormat.aliasBits : 8 * bytes))
     }
 
-    /// One frame in some silence, passed through `channel`, decoded. True when exactly the token came out.
+    /// Airtime of a frame of `bytes` bytes, or of the alias frame for 0 (s).
+    func airtime(_ profile: Profile, _ bytes: Int) -> Double {
+        bytes == 0 ? profile.aliasAirtime : profile.airtime(payloadBytes: bytes)
+    }
+
+    /// One frame in some silence, passed through `channel`, decoded. True when exactly the token came out. Bytes 0:
+    /// an alias frame (a random alias; decoded by a decoder that listens for alias frames too).
     mutating func trial(_ profile: Profile, _ bytes: Int, channel: (inout [Float], inout SeededRandom, Double) throws -> Void) rethrows -> (ok: Bool, falseTokens: Int) {
-        let token = (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let alias = bytes == 0 ? UInt16.random(in: 0...FrameFormat.maxAlias, using: &random) : nil
+        let token = alias.map { [UInt8($0 >> 8), UInt8($0 & 0xFF)] } ?? (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) }
         let modulator = try! Modulator(profile: profile, sampleRate: rate)
-        let burst = try! modulator.modulate(token)
+        let burst = try! alias.map { try modulator.modulate(alias: $0) } ?? modulator.modulate(token)
         let lead = Int.random(in: Int(0.1 * rate)...Int(0.3 * rate), using: &random)
         var x = [Float](repeating: 0, count: lead) + burst + [Float](repeating: 0, count: Int(0.2 * rate))
         let power = Double(modulator.amplitude * modulator.amplitude) / 2
         try channel(&x, &random, power)
-        let frames = (try? StreamingDecoder.decode(x, sampleRate: rate, profiles: [profile])) ?? []
-        let hits = frames.filter { $0.token == token }.count
+        let frames = (try? StreamingDecoder.decode(x, sampleRate: rate, profiles: [profile], aliasFrames: alias != nil)) ?? []
+        let hits = frames.filter { $0.token == token && $0.alias == alias }.count
         return (hits == 1 && frames.count == 1, frames.count - min(hits, 1))
     }
 
@@ -139,7 +146,7 @@ public struct SweepRunner {
                 }
                 func show(_ v: Double?) -> String { v.map { fixed($0, 1) } ?? "> 20" }
                 func showSNR(_ v: Double?) -> String { v.map { fixed($0 - offset, 1) } ?? "-" }
-                output.row(["\(profile.name)", "\(bytes)", "\(fixed(profile.airtime(payloadBytes: bytes), 3))", "\(show(at90))", "\(showSNR(at90))", "\(show(at99))", "\(showSNR(at99))", "\(falseTokens)"])
+                output.row(["\(profile.name)", bytes == 0 ? "alias" : "\(bytes)", "\(fixed(airtime(profile, bytes), 3))", "\(show(at90))", "\(showSNR(at90))", "\(show(at99))", "\(showSNR(at99))", "\(falseTokens)"])
             }
         }
     }
@@ -501,19 +508,20 @@ public struct SweepRunner {
     }
 
     /// Streams `seconds` of white noise, then of speech (looped, with a little noise), then of the real
-    /// noise recordings (looped), through a decoder for every profile, and counts what comes out.
+    /// noise recordings (looped), through a decoder for every profile that listens for alias frames too, and counts
+    /// what comes out: token frames and alias frames apart.
     mutating func sweepFalse(_ profiles: [Profile], seconds: Double) throws {
         let speech = try speechSamples()
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? []).filter { $0.hasPrefix("noise_") }.sorted()
         let realNoise = try names.map { try loadAt48k(dataDirectory + "/" + $0) }.flatMap { $0 }
         let sources: [(String, [Float])] = [("white noise", []), ("speech", speech), ("real noise", realNoise)]
-        output.table("False tokens: \(fixed(seconds / 3600, 2)) h of each source through the decoder for \(profiles.map(\.name).joined(separator: ", ")).", ["source", "hours", "preamble detections", "false tokens", "speed (x real time)"])
+        output.table("False tokens: \(fixed(seconds / 3600, 2)) h of each source through the decoder for \(profiles.map(\.name).joined(separator: ", ")).", ["source", "hours", "preamble detections", "false tokens", "false aliases", "speed (x real time)"])
         let block = Int(rate)
         for (name, clip) in sources where name == "white noise" || !clip.isEmpty {
             output.status("\(name)")
-            let decoder = try StreamingDecoder(sampleRate: rate, profiles: profiles)
+            let decoder = try StreamingDecoder(sampleRate: rate, profiles: profiles, aliasFrames: true)
             var buffer = [Float](repeating: 0, count: block)
-            var position = 0, frames = 0, cpu = 0.0
+            var position = 0, frames = 0, aliases = 0, cpu = 0.0
             for second in 0..<Int(seconds) {
                 if second % 60 == 0 { output.status("\(name): \(second / 60) of \(Int(seconds) / 60) min") }
                 for i in 0..<block {
@@ -522,12 +530,16 @@ public struct SweepRunner {
                 }
                 position += block
                 let start = threadCPUTime()
-                frames += decoder.process(buffer).count
+                let found = decoder.process(buffer)
                 cpu += threadCPUTime() - start
+                frames += found.count { $0.alias == nil }
+                aliases += found.count { $0.alias != nil }
             }
-            frames += decoder.finish().count
+            let last = decoder.finish()
+            frames += last.count { $0.alias == nil }
+            aliases += last.count { $0.alias != nil }
             let detections = decoder.detections.values.reduce(0, +)
-            output.row(["\(name)", "\(fixed(seconds / 3600, 2))", "\(detections)", "\(frames)", "\(fixed(seconds / max(cpu, 1e-9), 0))"])
+            output.row(["\(name)", "\(fixed(seconds / 3600, 2))", "\(detections)", "\(frames)", "\(aliases)", "\(fixed(seconds / max(cpu, 1e-9), 0))"])
         }
     }
 

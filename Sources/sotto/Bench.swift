@@ -120,7 +120,7 @@ struct BenchSweep: ParsableCommand {
     @Argument(help: "The sweep: \(SweepKind.allCases.map(\.rawValue).joined(separator: ", ")).") var kind: SweepKind
     @Option(name: [.customLong("profile"), .customLong("profiles")],
             help: "Profiles (comma-separated, or all; --profiles: the old spelling).") var profiles: String = "default"
-    @Option(help: "Token lengths (bytes, comma-separated).") var lengths: String = "8"
+    @Option(help: "Token lengths (bytes, comma-separated; 0: the alias frame).") var lengths: String = "8"
     @Option(parsing: .unconditional, help: "Trials per point (runs, for exchange).") var trials: Int = 200
     @Option(help: "Directory of measured impulse responses and noise (rir_*.wav, noise_*.wav), for rooms and false.") var data: String = "../shared/data"
     @Option(help: "Speech recording, for speech and false (e.g. made with espeak-ng).") var speech: String?
@@ -176,7 +176,9 @@ struct BenchSweep: ParsableCommand {
     func sizes() throws -> [Int] {
         // Every item is checked, empty ones too: '' or '8,,12' is a mistake, not an empty table.
         try lengths.split(separator: ",", omittingEmptySubsequences: false).map { s -> Int in
-            guard let n = Int(s), FrameFormat.payloadBytes.contains(n) else { throw ValidationError("--lengths: token lengths must be 1 to 16, got '\(s)'") }
+            // 0: the alias frame, in the sweeps of one frame per trial.
+            if s == "0", [.snr, .offset, .reverb, .rooms, .hall, .speech].contains(kind) { return 0 }
+            guard let n = Int(s), FrameFormat.payloadBytes.contains(n) else { throw ValidationError("--lengths: token lengths must be 1 to 16 (0: the alias frame, for snr, offset, reverb, rooms, hall and speech), got '\(s)'") }
             return n
         }
     }

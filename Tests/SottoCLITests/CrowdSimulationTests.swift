@@ -42,14 +42,14 @@ import Testing
         let result = try CrowdSimulation(c).run()
         #expect(result.everyoneHeard && result.pairsFound == 12 && result.falseTokens == 0)
         // The first frame heard forms the room; its turns start within a second or so. Four members are a crowded
-        // room: most slots carry room aliases (two-byte frames), a token at least every 3 s.
+        // room: most slots carry room aliases (the short alias frame), a token at least every 3 s.
         let firstHeard = try #require(result.hearings.map(\.time).min())
         let late = result.transmissions.filter { $0.start > firstHeard + 1.5 }.sorted { $0.start < $1.start }
         #expect(late.count >= 4)
         for (a, b) in zip(late, late.dropFirst()) {
             #expect(b.start - a.start >= a.airtime, "frames at \(a.start) s and \(b.start) s overlap")
         }
-        let aliasAirtime = Profile.standard.airtime(payloadBytes: 2), tokenAirtime = Profile.standard.airtime(payloadBytes: 9)
+        let aliasAirtime = Profile.standard.aliasAirtime, tokenAirtime = Profile.standard.airtime(payloadBytes: 9)
         #expect(late.contains { abs($0.airtime - aliasAirtime) < 0.01 } && result.transmissions.contains { abs($0.airtime - tokenAirtime) < 0.01 })
         // Once everyone heard everyone the room is quiet until hearings grow stale (5 s): far fewer frames than
         // the one a second each (some 40 here) that the sender's rules alone send in a quiet room.

@@ -196,8 +196,8 @@ import SottoExchangeRadio
         #expect(starts.contains { $0 > quiet.upperBound }, "a slot after: \(starts)")
     }
 
-    /// In a crowded room the matcher hands the radio a room alias, and the radio plays the alias's two-byte frame
-    /// in the slots that name it (and its token in the round's full-token slots), on the sound card.
+    /// In a crowded room the matcher hands the radio a room alias, and the radio plays the alias's frame (the modem's
+    /// alias frame) in the slots that name it (and its token in the round's full-token slots), on the sound card.
     @Test func theRadioPlaysItsRoomAliasInTheSlotsThatNameIt() async throws {
         let rate = 48_000.0
         let (matcher, out) = try Self.turnsRig("alias", seconds: 14, rules: .init(aliasRoomSize: 2))
@@ -236,13 +236,12 @@ import SottoExchangeRadio
         await radio.stop()
         for other in others { await other.close(now: 0) }
         let played = try Self.played(out)
-        let frames = try StreamingDecoder.decode(played, sampleRate: rate)
-        let aliases = frames.compactMap { frame -> UInt16? in
-            if case .roomAlias(let alias)? = Payload(frame: frame.token) { return alias } else { return nil }
-        }
+        // The alias is played as the short alias frame.
+        let frames = try StreamingDecoder.decode(played, sampleRate: rate, aliasFrames: true)
+        let aliases = frames.compactMap(\.alias)
         #expect(!aliases.isEmpty, "no room alias among \(frames.map { ($0.startTime, $0.token) })")
         #expect(Set(aliases).count == 1, "one alias while the room stands: \(aliases)")
-        #expect(frames.allSatisfy { $0.token == own || Payload(frame: $0.token).map { if case .roomAlias = $0 { true } else { false } } == true })
+        #expect(frames.allSatisfy { $0.token == own || $0.alias != nil })
         #expect(frames.contains { $0.token == own }, "its token too (on its own rules first, and in full-token slots)")
     }
 

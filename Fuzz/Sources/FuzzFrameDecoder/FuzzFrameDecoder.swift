@@ -2,7 +2,8 @@ import CFuzzerDriver
 import SottoModem
 
 /// One input: the bytes as 16-bit little-endian samples at 48 kHz, decoded for the default profile in two
-/// chunks (split at the first byte's share), then finished. Every frame must have a valid token length.
+/// chunks (split at the first byte's share), then finished, listening for alias frames too when the first byte is odd.
+/// Every frame must have a valid token length, and an alias frame an alias of 12 bits in its two bytes.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzFrameDecoder(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data else { return 0 }
@@ -14,11 +15,17 @@ public func fuzzFrameDecoder(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
         samples[i] = Float(value) / 32_768
     }
     let split = Int(data[0]) * count / 255
-    guard let decoder = try? StreamingDecoder(sampleRate: 48_000, profiles: [.standard]) else { fatalError("decoder") }
+    guard let decoder = try? StreamingDecoder(sampleRate: 48_000, profiles: [.standard], aliasFrames: data[0] & 1 == 1) else { fatalError("decoder") }
     var frames = samples.withUnsafeBufferPointer { decoder.process(UnsafeBufferPointer(rebasing: $0[0..<split])) }
     frames += samples.withUnsafeBufferPointer { decoder.process(UnsafeBufferPointer(rebasing: $0[split...])) }
     frames += decoder.finish()
-    for frame in frames { precondition(FrameFormat.payloadBytes.contains(frame.token.count), "token of \(frame.token.count) bytes") }
+    for frame in frames {
+        precondition(FrameFormat.payloadBytes.contains(frame.token.count), "token of \(frame.token.count) bytes")
+        if let alias = frame.alias {
+            precondition(data[0] & 1 == 1 && alias <= FrameFormat.maxAlias && frame.token == [UInt8(alias >> 8), UInt8(alias & 0xFF)],
+                         "alias frame \(alias) as \(frame.token)")
+        }
+    }
     return 0
 }
 
