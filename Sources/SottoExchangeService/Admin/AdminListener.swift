@@ -39,14 +39,7 @@ public struct AdminListener: Sendable {
     /// - Throws: `MatcherServerError.tlsRequired` beyond loopback without TLS, or why it cannot bind.
     public static func bind(endpoint: MatcherAddress, tls: MatcherServer.TLS?) async throws -> AdminListener {
         guard tls != nil || endpoint.isLocal else { throw MatcherServerError.tlsRequired(endpoint.description) }
-        let sslContext = try tls.map { tls -> NIOSSLContext in
-            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateChain)
-            let key = try NIOSSLPrivateKey(file: tls.privateKey, format: .pem)
-            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
-            configuration.minimumTLSVersion = .tlsv12
-            configuration.applicationProtocols = ["http/1.1"]
-            return try NIOSSLContext(configuration: configuration)
-        }
+        let sslContext = try HTTPListenerBinding.sslContext(tls)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 64)
@@ -58,20 +51,7 @@ public struct AdminListener: Sendable {
                 return try Connection(wrappingChannelSynchronously: channel)
             }
         }
-        let channel: NIOAsyncChannel<Connection, Never>
-        switch endpoint {
-        case .tcp(let host, let port):
-            channel = try await bootstrap.bind(host: host == "localhost" ? "127.0.0.1" : host, port: port, childChannelInitializer: initializer)
-        case .unix(let path):
-            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initializer)
-        }
-        let address: String
-        switch channel.channel.localAddress {
-        case .v4(let v4)?: address = "\(v4.host):\(channel.channel.localAddress?.port ?? 0)"
-        case .v6(let v6)?: address = "[\(v6.host)]:\(channel.channel.localAddress?.port ?? 0)"
-        case .unixDomainSocket?: if case .unix(let path) = endpoint { address = "unix:\(path)" } else { address = "unix" }
-        case nil: address = endpoint.description
-        }
+        let (channel, address) = try await HTTPListenerBinding.bind(bootstrap, endpoint: endpoint, initializer: initializer)
         return AdminListener(channel: channel, address: address)
     }
 

@@ -64,14 +64,7 @@ struct WebListener {
     ///   - tls: certificate and key, if any (ALPN http/1.1).
     ///   - metrics: where messages over the size limit are counted.
     static func bind(endpoint: MatcherAddress, tls: MatcherServer.TLS?, metrics: ServiceMetrics) async throws -> WebListener {
-        let sslContext = try tls.map { tls -> NIOSSLContext in
-            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateChain)
-            let key = try NIOSSLPrivateKey(file: tls.privateKey, format: .pem)
-            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
-            configuration.minimumTLSVersion = .tlsv12
-            configuration.applicationProtocols = ["http/1.1"]
-            return try NIOSSLContext(configuration: configuration)
-        }
+        let sslContext = try HTTPListenerBinding.sslContext(tls)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)
@@ -104,20 +97,7 @@ struct WebListener {
                     configuration: .init(upgradeConfiguration: configuration)))
             }
         }
-        let channel: NIOAsyncChannel<AcceptedWebConnection, Never>
-        switch endpoint {
-        case .tcp(let host, let port):
-            channel = try await bootstrap.bind(host: host == "localhost" ? "127.0.0.1" : host, port: port, childChannelInitializer: initializer)
-        case .unix(let path):
-            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initializer)
-        }
-        let address: String
-        switch channel.channel.localAddress {
-        case .v4(let v4)?: address = "\(v4.host):\(channel.channel.localAddress?.port ?? 0)"
-        case .v6(let v6)?: address = "[\(v6.host)]:\(channel.channel.localAddress?.port ?? 0)"
-        case .unixDomainSocket?: if case .unix(let path) = endpoint { address = "unix:\(path)" } else { address = "unix" }
-        case nil: address = endpoint.description
-        }
+        let (channel, address) = try await HTTPListenerBinding.bind(bootstrap, endpoint: endpoint, initializer: initializer)
         return WebListener(channel: channel, address: address)
     }
 
