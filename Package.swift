@@ -237,7 +237,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio"], swiftSettings: strict),
         .testTarget(name: "SottoExchangeTests",
-                    dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoModem", "SottoAudio", "SottoSupport", "SottoCodes",
+                    dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoLive", "SottoModem", "SottoAudio", "SottoSupport", "SottoCodes",
                                    .product(name: "HeapModule", package: "swift-collections")],
                     swiftSettings: strict),
         // Test harnesses shared by test targets (a real PostgreSQL server in a temporary directory).

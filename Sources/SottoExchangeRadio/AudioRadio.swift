@@ -44,6 +44,9 @@ public final class AudioRadio: @unchecked Sendable {
     private let rules: TransmitScheduler.Rules?
     /// The sender's rules of each frame broadcast now, fed by the capture thread.
     private var accesses: [MediumAccess] = []
+    /// Carrier sense for the sender's rules, as long as the radio lives: one transform per captured block for every
+    /// sender, and a broadcast that starts later knows the band's history and how far the capture lags the air.
+    private let carrierSense = CarrierSense()
     /// The sender's rules of the session's token frame, which follow the matcher's turns; nil while no token
     /// is broadcast on the sender's rules.
     private var tokenAccess: MediumAccess?
@@ -145,8 +148,7 @@ public final class AudioRadio: @unchecked Sendable {
         let listener: Listener
         // Carrier sense for the sender's rules, on the capture thread (it must not block: one lock, one FFT).
         let sense: @Sendable (UnsafeBufferPointer<Float>, NegotiatedFormat) -> Void = { [weak self] block, format in
-            guard let self else { return }
-            for access in self.lock.withLock({ self.accesses }) { access.captured(block, sampleRate: format.sampleRate) }
+            self?.carrierSense.captured(block, sampleRate: format.sampleRate)
         }
         // Room aliases arrive as the short alias frame: listened for, and reported as the exchange's payload.
         do { listener = try Listener(configuration: capture, aliasFrames: true, onCapture: rules == nil ? nil : sense) } catch {
@@ -174,11 +176,14 @@ public final class AudioRadio: @unchecked Sendable {
                     for access in accesses { access.heard(frame.token) }
                     await self.manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: self.now)
                 case .deviceError(let error, _):
+                    // Until the capture is back, the band is not sensed (frames go out on the idle time so far).
+                    self.carrierSense.captureStopped()
                     await self.manager.setRadio(.failed)
                     self.onDeviceError?(AudioDeviceError(error))
                 default: break
                 }
             }
+            self?.carrierSense.captureStopped()
         }
         lock.withLock { self.listener = listener; self.pump = pump; opened += 1 }
     }
@@ -216,6 +221,7 @@ public final class AudioRadio: @unchecked Sendable {
         // Stopping joins the capture thread (it may be decoding what it captured last): off the cooperative pool.
         if let listener { await Self.offPool { listener.stop() } }
         await pump?.value
+        carrierSense.captureStopped()
     }
 
     /// Runs `body`, which blocks (it joins a device thread), on a thread of its own, never on the
@@ -279,7 +285,8 @@ public final class AudioRadio: @unchecked Sendable {
                     // The device buffer ahead of the period being written: what the matcher's slots are brought forward by.
                     let format = broadcaster.negotiated
                     let playoutDelay = Double(max(0, format.bufferFrames - format.periodFrames)) / format.sampleRate
-                    let access = MediumAccess(rules: rules, airtime: broadcaster.airtime, ownFrames: ownFrames, playoutDelay: playoutDelay)
+                    let access = MediumAccess(rules: rules, airtime: broadcaster.airtime, ownFrames: ownFrames, sense: carrierSense,
+                                              playoutDelay: playoutDelay)
                     let turns = lock.withLock { () -> (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant, alias: [UInt8]?, number: UInt16?)? in
                         accesses.append(access)
                         if isToken { tokenAccess = access }

@@ -3,26 +3,21 @@ import SottoDSP
 import SottoModem
 
 /// The sender's rules on a live sound card: a `TransmitScheduler` that a ``Broadcaster`` asks before every
-/// device period whether to start its frame, fed from the capture side with whether the band is busy (a
-/// `BandActivityMonitor` on the captured blocks) and with the frames heard from other devices.
+/// device period whether to start its frame, fed from the capture side with whether the band is busy (its
+/// ``CarrierSense``) and with the frames heard from other devices.
 ///
 /// Capture and playback run on threads of their own; this class is the one place they meet, behind a lock.
 /// Time is the monotonic clock since its creation.
 public final class MediumAccess: @unchecked Sendable {
     private let lock = NSLock()
     private var scheduler: TransmitScheduler
-    private var monitor: BandActivityMonitor?
+    /// The device's carrier sense (shared with its other senders, fed by its capture).
+    public let sense: CarrierSense
     /// Why the band cannot be sensed (its transform could not be made: out of memory), or nil; frames then go
     /// out without carrier sense.
-    public var senseFailure: FFTError? { lock.withLock { failure } }
-    private var failure: FFTError?
-    private let band: ClosedRange<Double>
+    public var senseFailure: FFTError? { sense.senseFailure }
     private let ownFrames: Set<[UInt8]>
     private let origin = ContinuousClock.now
-    /// When the band was last seen busy (s since creation); nil before it ever was.
-    private var lastBusy: Double?
-    /// When sensing started (s since creation); nil before the first captured block.
-    private var sensingSince: Double?
     /// How long after the decision to send a frame its sound leaves the device (s): the playback buffer ahead of
     /// the period being written. The matcher's slots are for the sound, so the decisions come this much earlier.
     private let playoutDelay: Double
@@ -35,18 +30,20 @@ public final class MediumAccess: @unchecked Sendable {
     ///   - rules: the sender's rules.
     ///   - airtime: one frame's airtime (s).
     ///   - ownFrames: the frames this device sends, which are not counted as other devices when heard.
-    ///   - band: the band sensed (Hz): by default every inaudible profile's band.
+    ///   - sense: the device's carrier sense, fed by its capture; by default one of this sender's own over every
+    ///     inaudible profile's band (fed through ``captured(_:sampleRate:)``). A device with several senders, or
+    ///     whose senders come and go while it listens, shares one that lives as long as its capture.
     ///   - seed: seed of the jitter and backoff draws; by default from the system's generator, so that no
     ///     two devices draw alike.
     ///   - playoutDelay: how long after the decision to send a frame its sound leaves the device (s), by which
     ///     the matcher's slots are brought forward.
     public init(rules: TransmitScheduler.Rules, airtime: Double, ownFrames: Set<[UInt8]>,
-                band: ClosedRange<Double> = MediumAccess.inaudibleBand,
+                sense: CarrierSense = CarrierSense(),
                 seed: UInt64 = UInt64.random(in: .min ... .max), playoutDelay: Double = 0) {
         self.playoutDelay = playoutDelay.isFinite ? max(0, playoutDelay) : 0
         scheduler = TransmitScheduler(rules: rules, airtime: airtime, start: 0, seed: seed)
         self.ownFrames = ownFrames
-        self.band = band
+        self.sense = sense
     }
 
     /// The band every inaudible profile uses together (Hz).
@@ -60,24 +57,10 @@ public final class MediumAccess: @unchecked Sendable {
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
     }
 
-    /// Captured samples at `sampleRate` (Hz), from the capture thread (a ``Listener``'s `onCapture`).
+    /// Captured samples at `sampleRate` (Hz), from the capture thread (a ``Listener``'s `onCapture`): passed to
+    /// ``sense``.
     public func captured(_ block: UnsafeBufferPointer<Float>, sampleRate: Double) {
-        lock.withLock {
-            if monitor?.sampleRate != sampleRate {
-                guard sampleRate >= 2 * band.upperBound else { monitor = nil; return }
-                do throws(FFTError) { monitor = try BandActivityMonitor(band: band, sampleRate: sampleRate); failure = nil } catch {
-                    // No carrier sense without its transform (out of memory): said, and frames go out unsensed.
-                    monitor = nil
-                    failure = error
-                    return
-                }
-            }
-            guard let monitor else { return }
-            monitor.process(block)
-            let time = now
-            if sensingSince == nil { sensingSince = time }
-            if monitor.isBusy { lastBusy = time }
-        }
+        sense.captured(block, sampleRate: sampleRate)
     }
 
     /// A frame was decoded on the capture side.
@@ -134,10 +117,11 @@ public final class MediumAccess: @unchecked Sendable {
     /// What to send in the coming device period (from the playback thread, once per device period). Without
     /// any captured audio yet, the band counts as idle since sensing cannot say otherwise.
     public func decide() -> Decision {
-        lock.withLock {
+        let idleFor = sense.idleFor(at: .now)
+        return lock.withLock {
             let time = now
-            let idleFor = time - (lastBusy ?? sensingSince ?? 0)
-            switch scheduler.step(now: time, bandIdleFor: max(0, idleFor)) {
+            // Before any captured audio, idle for as long as this sender exists.
+            switch scheduler.step(now: time, bandIdleFor: idleFor ?? time) {
             case .wait: return .silence
             case .transmit: return .ownFrame
             case .transmitAlias:

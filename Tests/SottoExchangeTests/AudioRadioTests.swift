@@ -100,7 +100,8 @@ import SottoExchangeRadio
     }
 
     /// Listen before talk on real PCMs (the paced test plugin both ways): while another device's frames fill the
-    /// band, nothing is played; once it is quiet, the own frame goes out.
+    /// band, nothing is played; once it is quiet, the own frame goes out. On a loaded machine the capture thread
+    /// lags the air, and the radio waits until it knows the band again (`CarrierSense`).
     @Test func nothingIsPlayedWhileTheBandIsBusy() async throws {
         let rate = 48_000.0
         var rng = SystemRandomNumberGenerator()
