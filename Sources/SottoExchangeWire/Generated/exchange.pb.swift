@@ -552,8 +552,8 @@ public nonisolated struct Sotto_Exchange_V1_TakeTurns: Sendable {
 
   public var frameAirtimeMs: UInt32 = 0
 
-  /// Airtime of a room-alias frame (two bytes, the kind 0x4 in the first byte's high nibble and a 12-bit alias)
-  /// of the same profile (ms, at most frame_airtime_ms); 0: the radio cannot play room aliases.
+  /// Airtime of the room-alias frame the radio plays (the modem's short alias frame: two up-chirps, a 12-bit alias
+  /// and a 16-bit check) in the same profile (ms, at most frame_airtime_ms); 0: the radio cannot play room aliases.
   public var aliasFrameAirtimeMs: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
