@@ -115,6 +115,8 @@ public actor MatcherHost {
     private var streams = StreamRegistry()
     /// The rate limits, checked before frames reach this actor.
     nonisolated let limiter: RateLimiter
+    /// Per-project counters of the live views (``statistics()``).
+    nonisolated let live = LiveCounters()
     public let configuration: ServiceConfiguration
     private let metrics: ServiceMetrics
     private let logger: Logger
@@ -248,6 +250,13 @@ public actor MatcherHost {
     /// Sightings held over all sessions (each session at most `MatcherCore.maxSourcesPerSession`).
     public var sightingsHeld: Int { replica.core.totalSightingCount }
 
+    /// The live views' reading (issue 34): per project, its sessions, publications and subscriptions now (from
+    /// the matcher's state) and its counters so far (sightings, found, lost, invalid tokens, rate-limited frames,
+    /// SNR of sightings) on this node.
+    public func statistics() -> ServiceStatistics {
+        ServiceStatistics(census: replica.core.census(), counters: live.all)
+    }
+
     // MARK: Streams
 
     /// Opens (or resumes) a session for an authenticated key on a new stream whose frames go to `outbox`.
@@ -342,6 +351,7 @@ public actor MatcherHost {
             return
         }
         metrics.rateLimited.increment()
+        if let project = limiter.projectID(stream: number) { live.count(project) { $0.rateLimited += 1 } }
         let error = ExchangeError.rateLimited(rate)
         let answer: ServerFrame?
         switch inbound {
@@ -366,6 +376,10 @@ public actor MatcherHost {
         if case .observe(let sightings) = request {
             metrics.reports.increment()
             metrics.sightings.increment(by: Int64(sightings.count))
+            live.count(stream.projectID) { counters in
+                counters.sightings += sightings.count
+                for sighting in sightings { counters.countSNR(sighting.snr) }
+            }
         }
         submit(.request(session, stream: number, request))
     }
@@ -425,7 +439,8 @@ public actor MatcherHost {
 
     /// Registers beacons and their attachments (the store's registry; registering again replaces).
     public func load(beacons: [BeaconRecord]) {
-        submit(.beacons(beacons))
+        // A decommissioned beacon is registered as one of no project: its ID resolves to nothing for anyone.
+        submit(.beacons(beacons.map(\.registered)))
     }
 
     // MARK: Commands and the log
@@ -654,9 +669,15 @@ public actor MatcherHost {
             case .deliver(let attachment, let notice):
                 guard attachment.node == nodeID, let stream = streams[attachment.stream] else { continue }
                 switch notice {
-                case .matcher(.found), .foundWithSignal: metrics.found.increment()
-                case .matcher(.lost): metrics.lost.increment()
-                case .matcher(.invalidToken): metrics.invalidTokens.increment()
+                case .matcher(.found), .foundWithSignal:
+                    metrics.found.increment()
+                    live.count(stream.projectID) { $0.found += 1 }
+                case .matcher(.lost):
+                    metrics.lost.increment()
+                    live.count(stream.projectID) { $0.lost += 1 }
+                case .matcher(.invalidToken):
+                    metrics.invalidTokens.increment()
+                    live.count(stream.projectID) { $0.invalidTokens += 1 }
                 case .matcher(.rejected): metrics.rejected.increment()
                 default: break
                 }

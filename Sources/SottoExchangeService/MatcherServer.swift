@@ -194,7 +194,10 @@ public struct MatcherServer: Service {
                 }
                 if let adminListener, let admin {
                     // The admin API: a revoked key's sessions on this node end at once (other nodes: their revocation poll).
-                    let api = AdminAPI(store: store, secureCookies: !admin.endpoint.isLocal, onRevoke: { keys in await host.revoke(keys: keys) })
+                    // Its live views sample the host's own state every second.
+                    let live = LiveFeed { await host.statistics() }
+                    group.addTask { await live.run(); return .other }
+                    let api = AdminAPI(store: store, secureCookies: !admin.endpoint.isLocal, onRevoke: { keys in await host.revoke(keys: keys) }, live: live)
                     logger.info("serving the admin API on \(adminListener.address)\(tls == nil ? "" : " (TLS)")")
                     admin.onListening(adminListener.address)
                     group.addTask {

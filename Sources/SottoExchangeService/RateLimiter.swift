@@ -81,6 +81,8 @@ struct RateLimits: Sendable {
         rates[key.keyID] = (key.ratePerSecond, key.burst)
     }
 
+    func projectID(stream number: UInt64) -> String? { streams[number]?.projectID }
+
     mutating func register(stream number: UInt64, keyID: String, projectID: String, outbox: Outbox) {
         streams[number] = Entry(keyID: keyID, projectID: projectID, outbox: outbox)
     }
@@ -210,6 +212,9 @@ final class RateLimiter: Sendable {
     }
 
     func forget(stream number: UInt64) { limits.withLock { $0.forget(stream: number) } }
+
+    /// The project whose budget stream `number` spends, if registered.
+    func projectID(stream number: UInt64) -> String? { limits.withLock { $0.projectID(stream: number) } }
 
     func forgetAllStreams() { limits.withLock { $0.forgetAllStreams() } }
 

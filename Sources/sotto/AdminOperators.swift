@@ -171,3 +171,51 @@ extension AdminKey {
         }
     }
 }
+
+extension AdminBeacon {
+    struct Detach: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "detach", abstract: "Delete a beacon's attachment (by its index in `beacon list`, from 0).")
+        @OptionGroup var store: AdminStoreOption
+        @Argument(help: "Beacon ID as hex.") var id: String
+        @Argument(help: "The attachment's index (0 is the first `beacon list` shows).") var index: Int
+
+        func validate() throws { try NumericOption("index", 0...9_999).check(index) }
+
+        func run() async throws {
+            let bytes = try TokenInput.bytes(hex: id, text: nil)
+            do { try await store.withStore { try await $0.removeAttachment(beacon: bytes, at: index) } } catch let error as StoreError {
+                throw CommandError(error.description)
+            }
+        }
+    }
+
+    struct Visibility: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "visibility",
+                                                        abstract: "Make a beacon's attachments public (every project receives them) or unlisted (its project only).")
+        enum Value: String, ExpressibleByArgument, CaseIterable { case `public`, unlisted }
+        @OptionGroup var store: AdminStoreOption
+        @Argument(help: "Beacon ID as hex.") var id: String
+        @Argument(help: "public or unlisted.") var visibility: Value
+
+        func run() async throws {
+            let bytes = try TokenInput.bytes(hex: id, text: nil)
+            do { try await store.withStore { try await $0.setBeaconPublic(bytes, visibility == .public) } } catch let error as StoreError {
+                throw CommandError(error.description)
+            }
+        }
+    }
+
+    struct Decommission: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "decommission",
+                                                        abstract: "Decommission a beacon for good: its attachments and key are deleted, its ID resolves to nothing and is never registered again.")
+        @OptionGroup var store: AdminStoreOption
+        @Argument(help: "Beacon ID as hex.") var id: String
+
+        func run() async throws {
+            let bytes = try TokenInput.bytes(hex: id, text: nil)
+            do { try await store.withStore { try await $0.decommissionBeacon(bytes) } } catch let error as StoreError {
+                throw CommandError(error.description)
+            }
+        }
+    }
+}

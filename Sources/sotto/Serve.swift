@@ -339,7 +339,7 @@ struct AdminKey: AsyncParsableCommand {
 
 struct AdminBeacon: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "beacon", abstract: "Register beacons and their attachments.",
-                                                    subcommands: [Register.self, Attach.self, List.self])
+                                                    subcommands: [Register.self, Attach.self, List.self, Detach.self, Visibility.self, Decommission.self])
 
     struct Register: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "register", abstract: "Register (or replace) a beacon of a project.")
@@ -405,7 +405,7 @@ struct AdminBeacon: AsyncParsableCommand {
         func run() async throws {
             do {
                 for beacon in try await store.withStore({ try await $0.beacons() }) {
-                    Output.line("\(beacon.id.hex)\t\(beacon.projectID)\t\(beacon.isPublic ? "public" : "private")\(beacon.rotation.map { " rotating every \($0.period) s" } ?? "")\t\(beacon.attachments.map(\.description).joined(separator: ", "))")
+                    Output.line("\(beacon.id.hex)\t\(beacon.projectID)\t\(beacon.decommissioned ? "decommissioned" : beacon.isPublic ? "public" : "private")\(beacon.rotation.map { " rotating every \($0.period) s" } ?? "")\t\(beacon.attachments.map(\.description).joined(separator: ", "))")
                 }
             } catch let error as StoreError { throw CommandError(error.description) }
         }

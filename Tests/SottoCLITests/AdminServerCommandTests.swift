@@ -41,15 +41,25 @@ import Testing
         let listed = try await Self.run(["admin", "key", "list", "museum", "--secret-file", file] + server)
         #expect(listed.1.count == 1 && listed.1.first?.contains("\tkiosk") == true)
 
-        // No credential, a project key as one, both --store and --server, beacons: each said plainly.
+        // No credential, a project key as one, both --store and --server: each said plainly.
         let none = try await Self.run(["admin", "project", "list"] + server)
         #expect(none.0 == 64 && none.2.contains("SOTTO_ADMIN_SECRET"), "\(none.2)")
         let asKey = try await Self.run(["admin", "project", "list"] + server, environment: ["SOTTO_ADMIN_SECRET": try #require(key.1.first)])
         #expect(asKey.0 == 2 && asKey.2.contains("a project key is not an admin credential"), "\(asKey.2)")
         let both = try await Self.run(["admin", "project", "list", "--store", store] + server, environment: ["SOTTO_ADMIN_SECRET": secret])
         #expect(both.0 == 64, "\(both.2)")
-        let beacons = try await Self.run(["admin", "beacon", "list"] + server, environment: ["SOTTO_ADMIN_SECRET": secret])
-        #expect(beacons.0 == 2 && beacons.2.contains("--store"), "\(beacons.2)")
+        // Beacons through the API too.
+        let withSecret = ["SOTTO_ADMIN_SECRET": secret]
+        let registered = try await Self.run(["admin", "beacon", "register", "museum", "abcd", "--public"] + server, environment: withSecret)
+        #expect(registered.0 == 0, "\(registered.2)")
+        let attached = try await Self.run(["admin", "beacon", "attach", "abcd", "--namespace", "museum", "--type", "exhibit", "--text", "hall"] + server,
+                                          environment: withSecret)
+        #expect(attached.0 == 0, "\(attached.2)")
+        let beacons = try await Self.run(["admin", "beacon", "list"] + server, environment: withSecret)
+        #expect(beacons.0 == 0 && beacons.1.count == 1 && beacons.1.first?.hasPrefix("abcd\t") == true && beacons.1.first?.contains("\tpublic") == true,
+                "\(beacons.1) \(beacons.2)")
+        let unknown = try await Self.run(["admin", "beacon", "decommission", "ef"] + server, environment: withSecret)
+        #expect(unknown.0 == 2 && unknown.2.contains("no beacon ef"), "\(unknown.2)")
 
         let audit = try await Self.run(["admin", "audit", "--store", store, "--limit", "50"])
         #expect(audit.1.contains { $0.contains("operator:alice\tkey.create\tmuseum key ") })

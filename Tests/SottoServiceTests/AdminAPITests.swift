@@ -320,7 +320,7 @@ import Testing
         #expect(actions.prefix(8) == ["key.revoke", "key.revoke", "project.list", "project.disable", "project.rename", "key.list", "key.rotate", "key.list"])
 
         // What the API does not do, and a wrong credential, are said plainly.
-        await #expect(throws: StoreError.invalid("beacons are not in the admin API yet: use sotto admin beacon ... --store")) { _ = try await remote.beacons() }
+        await #expect(throws: StoreError.invalid("operators are made on the store (bootstrap): sotto admin operator ... --store")) { _ = try await remote.operators() }
         let projectKey = try await store.createKey(project: project.id, label: "", ratePerSecond: 1, burst: 1).key
         let asKey = try RemoteAdminStore(server: listener.address, secret: projectKey)
         await #expect(throws: StoreError.invalid("the admin API refused the credential: a project key is not an admin credential (SOTTO_ADMIN_SECRET)")) {

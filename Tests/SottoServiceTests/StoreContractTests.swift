@@ -158,6 +158,43 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(try await store.registryVersion() == start + 7)
     }
 
+    /// Issue 34: an attachment deleted by index, visibility changed, a beacon decommissioned for good; each moves the
+    /// registry's version; a decommissioned ID is listed as such, without key or attachments, and never registers again.
+    @Test(arguments: StoreKind.allCases)
+    func attachmentsAreDeletedVisibilityChangesAndADecommissionedBeaconNeverReturns(_ kind: StoreKind) async throws {
+        let (store, close) = try await kind.makeStore()
+        defer { Task { await close() } }
+        let museum = try await store.createProject(name: "museum", maxSessions: 10)
+        let notes = try (0..<3).map { try BeaconAttachment.message(namespace: "museum", type: "note", data: [UInt8($0)]) }
+        let id: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
+        let rotation = try BeaconRotation(key: .generate(), period: 60)
+        try await store.registerBeacon(BeaconRecord(id: id, projectID: museum.id, isPublic: false, rotation: rotation, attachments: notes))
+        let start = try await store.registryVersion()
+        try await store.removeAttachment(beacon: id, at: 1)
+        #expect(try await store.beacons().first?.attachments == [notes[0], notes[2]])
+        try await store.removeAttachment(beacon: id, at: 1)
+        #expect(try await store.beacons().first?.attachments == [notes[0]])
+        await #expect(throws: StoreError.self) { try await store.removeAttachment(beacon: id, at: 1) }
+        await #expect(throws: StoreError.unknownBeacon("09")) { try await store.removeAttachment(beacon: [9], at: 0) }
+        try await store.setBeaconPublic(id, true)
+        #expect(try await store.beacons().first?.isPublic == true)
+        await #expect(throws: StoreError.unknownBeacon("09")) { try await store.setBeaconPublic([9], true) }
+        #expect(try await store.registryVersion() == start + 3)
+
+        try await store.decommissionBeacon(id)
+        #expect(try await store.registryVersion() == start + 4)
+        let gone = try #require(try await store.beacons().first)
+        #expect(gone.decommissioned && gone.id == id && gone.projectID == museum.id)
+        #expect(gone.rotation == nil && gone.attachments.isEmpty && !gone.isPublic)
+        #expect(gone.registered.projectID.isEmpty, "the matcher registers it as no project's")
+        let refusal = StoreError.invalid("beacon 0102030405060708 was decommissioned: its ID is never registered again")
+        await #expect(throws: refusal) { try await store.registerBeacon(BeaconRecord(id: id, projectID: museum.id, isPublic: true, rotation: nil)) }
+        await #expect(throws: refusal) { try await store.addAttachment(beacon: id, notes[1]) }
+        await #expect(throws: refusal) { try await store.setBeaconPublic(id, true) }
+        await #expect(throws: refusal) { try await store.decommissionBeacon(id) }
+        #expect(try await store.registryVersion() == start + 4, "refusals change nothing")
+    }
+
     @Test(arguments: StoreKind.allCases)
     func beaconErrorsChangeNothing(_ kind: StoreKind) async throws {
         let (store, close) = try await kind.makeStore()

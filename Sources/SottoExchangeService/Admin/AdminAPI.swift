@@ -57,6 +57,9 @@ public struct AdminResponse: Sendable {
     public var body: [UInt8]
     /// Its media type.
     public var contentType: String
+    /// A server-sent events stream (`text/event-stream`) written after the head instead of `body`, one event per
+    /// point, until the client leaves (the listener then calls its `stop`).
+    public var events: LiveEvents?
 
     /// The body as JSON (tests, `sotto admin --server`).
     public var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] }
@@ -86,7 +89,9 @@ public struct AdminResponse: Sendable {
 /// `POST /api/projects/P/keys {"label", "requestsPerSecond", "burst", "origins"}` (the key's secret is in the
 /// answer, once), `POST /api/projects/P/rename {"name"}`, `POST /api/projects/P/disable` (its keys' sessions
 /// are cut off) and `.../enable`, `POST /api/keys/ID/revoke`, `POST /api/keys/ID/rotate {"overlapSeconds"}`
-/// (a new secret, once; the old one works for the overlap, default 3600 s), `GET /api/audit?limit=N`.
+/// (a new secret, once; the old one works for the overlap, default 3600 s), `GET /api/audit?limit=N`; beacons under
+/// `/api/beacons` and `/api/projects/P/beacons` (register, list, attachments, visibility, decommission); live views
+/// `GET /api/projects/P/live` and its server-sent events `GET /api/projects/P/live/events` (``LiveFeed``).
 public actor AdminAPI {
     /// Largest request body accepted (bytes).
     public static let maxBodyBytes = 16 * 1024
@@ -116,6 +121,8 @@ public actor AdminAPI {
     let secureCookies: Bool
     /// Cuts off a revoked key's sessions on this node at once (the revocation poll does the other nodes).
     let onRevoke: @Sendable (Set<String>) async -> Void
+    /// The live views' feed (`sotto serve --admin`), if any.
+    let live: LiveFeed?
     private var sessions: [String: ConsoleSession] = [:]
     private var throttle = LoginThrottle()
 
@@ -124,8 +131,10 @@ public actor AdminAPI {
     ///   - secureCookies: mark the session cookie `Secure` (a listener beyond loopback, over TLS).
     ///   - now: the clock, in seconds since 1970.
     ///   - onRevoke: called with the ids of a key just revoked, to end its sessions on this node at once.
+    ///   - live: the live views' feed (nil: the live endpoints answer 404).
     public init(store: any ExchangeStore, secureCookies: Bool = false, now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
-                onRevoke: @escaping @Sendable (Set<String>) async -> Void = { _ in }) {
+                onRevoke: @escaping @Sendable (Set<String>) async -> Void = { _ in }, live: LiveFeed? = nil) {
+        self.live = live
         self.store = store
         self.secureCookies = secureCookies
         self.now = now
@@ -178,6 +187,8 @@ public actor AdminAPI {
     }
 
     private func dispatch(_ segments: [String], _ request: AdminRequest, _ caller: Caller, _ store: AuditedStore) async throws(StoreError) -> AdminResponse {
+        if let answer = try await dispatchBeacons(segments, request, store) { return answer }
+        if let answer = try await dispatchLive(segments, request, caller) { return answer }
         // PATH with the path's variable parts as '*', and those parts.
         let variable: Set<Int> = segments.count == 3 && ["projects", "keys"].contains(segments[0]) ? [1] : []
         let shape = segments.enumerated().map { variable.contains($0.offset) ? "*" : $0.element }.joined(separator: "/")
@@ -342,7 +353,7 @@ public actor AdminAPI {
         sessions = sessions.filter { now - $0.value.lastUse <= Self.sessionIdleTimeout }
     }
 
-    private func audit(_ caller: Caller, _ action: String, _ target: String, _ outcome: String) async {
+    func audit(_ caller: Caller, _ action: String, _ target: String, _ outcome: String) async {
         try? await store.appendAudit(AuditEntry(time: now(), actor: "operator:" + caller.record.name, action: action, target: target, outcome: outcome))
     }
 

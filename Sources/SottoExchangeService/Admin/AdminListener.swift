@@ -80,7 +80,8 @@ public struct AdminListener: Sendable {
                         }
                         defer { deadline.cancel() }
                         await withTaskCancellationHandler {
-                            try? await Self.answer(connection, api: api)
+                            // A live view's event stream outlives the request's deadline (it ends when its client leaves).
+                            try? await Self.answer(connection, api: api, streaming: { deadline.cancel() })
                         } onCancel: {
                             connection.channel.close(promise: nil)
                         }
@@ -90,8 +91,10 @@ public struct AdminListener: Sendable {
         }
     }
 
-    /// Reads one request (head, bounded body, end), answers it and closes the connection.
-    static func answer(_ connection: Connection, api: AdminAPI) async throws {
+    /// Reads one request (head, bounded body, end), answers it and closes the connection. An answer of server-sent
+    /// events (``AdminResponse/events``) calls `streaming`, then writes an event per point until the client leaves
+    /// (a write fails) or the feed ends; a comment line goes out first, so that a client sees the stream open.
+    static func answer(_ connection: Connection, api: AdminAPI, streaming: @Sendable () -> Void = {}) async throws {
         let peer = connection.channel.remoteAddress?.ipAddress ?? "unix"
         try await connection.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
@@ -110,7 +113,7 @@ public struct AdminListener: Sendable {
                     let response = await api.handle(request)
                     var headers = HTTPHeaders()
                     headers.add(name: "Content-Type", value: response.contentType)
-                    headers.add(name: "Content-Length", value: "\(response.body.count)")
+                    if response.events == nil { headers.add(name: "Content-Length", value: "\(response.body.count)") }
                     headers.add(name: "Connection", value: "close")
                     headers.add(name: "Cache-Control", value: "no-store")
                     headers.add(name: "X-Content-Type-Options", value: "nosniff")
@@ -119,6 +122,19 @@ public struct AdminListener: Sendable {
                     for (name, value) in response.headers { headers.add(name: name, value: value) }
                     let status = HTTPResponseStatus(statusCode: response.status)
                     try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)))
+                    if let events = response.events {
+                        streaming()
+                        do {
+                            try await outbound.write(.body(ByteBuffer(bytes: Array(": live\n\n".utf8))))
+                            for await point in events.points { try await outbound.write(.body(ByteBuffer(bytes: LiveEvents.event(point)))) }
+                            await events.stop()
+                        } catch {
+                            await events.stop()
+                            throw error
+                        }
+                        try await outbound.write(.end(nil))
+                        return
+                    }
                     if head.method != .HEAD { try await outbound.write(.body(ByteBuffer(bytes: response.body))) }
                     try await outbound.write(.end(nil))
                     return

@@ -91,6 +91,22 @@ public struct AuditedStore: ExchangeStore {
 
     public func registryVersion() async throws(StoreError) -> Int64 { try await base.registryVersion() }
 
+    public func removeAttachment(beacon: [UInt8], at index: Int) async throws(StoreError) {
+        try await audited("beacon.detach", "\(Hex.encode(beacon)) attachment \(index)") { () throws(StoreError) in
+            try await base.removeAttachment(beacon: beacon, at: index)
+        }
+    }
+
+    public func setBeaconPublic(_ beacon: [UInt8], _ isPublic: Bool) async throws(StoreError) {
+        try await audited(isPublic ? "beacon.public" : "beacon.unlisted", Hex.encode(beacon)) { () throws(StoreError) in
+            try await base.setBeaconPublic(beacon, isPublic)
+        }
+    }
+
+    public func decommissionBeacon(_ beacon: [UInt8]) async throws(StoreError) {
+        try await audited("beacon.decommission", Hex.encode(beacon)) { () throws(StoreError) in try await base.decommissionBeacon(beacon) }
+    }
+
     public func createOperator(name: String) async throws(StoreError) -> (OperatorRecord, secret: String) {
         try await audited("operator.create", name) { () throws(StoreError) in try await base.createOperator(name: name) }
     }

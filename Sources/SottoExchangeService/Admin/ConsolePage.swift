@@ -1,7 +1,9 @@
 /// The operator's console: a page served by the admin listener at `/` (`/console.js`, `/console.css`), written
 /// here and embedded in the program (no CDN, nothing fetched from elsewhere, works without internet). It logs
 /// in with the operator's credential, lists projects and their keys, creates and revokes keys (a new key's
-/// secret is shown once). Everything it shows from the API is set with `textContent`: a label holding HTML or
+/// secret is shown once); per project, registers beacons and manages their attachments, visibility and
+/// decommissioning (a new rotating beacon's key file shown once), and shows the live view: numbers updated by
+/// server-sent events every second, with sparklines of the last five minutes (inline SVG drawn by the script). Everything it shows from the API is set with `textContent`: a label holding HTML or
 /// script is shown as text. The listener's Content-Security-Policy allows scripts and styles from its own
 /// origin only.
 enum ConsolePage {
@@ -48,6 +50,39 @@ enum ConsolePage {
             <button type="submit">Create key</button>
           </form>
           <p id="new-secret-box" hidden>New key, shown once: <code id="new-secret"></code></p>
+          <section id="project-view" hidden>
+            <h2>Live</h2>
+            <table id="live"><tbody>
+              <tr><th>Sessions</th><td id="live-sessions">0</td><td><svg id="spark-sessions" class="spark" viewBox="0 0 300 30" preserveAspectRatio="none"></svg></td></tr>
+              <tr><th>Publications</th><td id="live-publications">0</td><td><svg id="spark-publications" class="spark" viewBox="0 0 300 30" preserveAspectRatio="none"></svg></td></tr>
+              <tr><th>Subscriptions</th><td id="live-subscriptions">0</td><td><svg id="spark-subscriptions" class="spark" viewBox="0 0 300 30" preserveAspectRatio="none"></svg></td></tr>
+              <tr><th>Sightings/s</th><td id="live-sightingsPerSecond">0</td><td><svg id="spark-sightingsPerSecond" class="spark" viewBox="0 0 300 30" preserveAspectRatio="none"></svg></td></tr>
+              <tr><th>Found/s</th><td id="live-foundPerSecond">0</td><td><svg id="spark-foundPerSecond" class="spark" viewBox="0 0 300 30" preserveAspectRatio="none"></svg></td></tr>
+              <tr><th>Lost/s</th><td id="live-lostPerSecond">0</td><td><svg id="spark-lostPerSecond" class="spark" viewBox="0 0 300 30" preserveAspectRatio="none"></svg></td></tr>
+              <tr><th>Invalid tokens/s</th><td id="live-invalidTokensPerSecond">0</td><td><svg id="spark-invalidTokensPerSecond" class="spark" viewBox="0 0 300 30" preserveAspectRatio="none"></svg></td></tr>
+              <tr><th>Rate-limited/s</th><td id="live-rateLimitedPerSecond">0</td><td><svg id="spark-rateLimitedPerSecond" class="spark" viewBox="0 0 300 30" preserveAspectRatio="none"></svg></td></tr>
+              <tr><th>Median SNR (dB)</th><td id="live-medianSNR">-</td><td><svg id="spark-medianSNR" class="spark" viewBox="0 0 300 30" preserveAspectRatio="none"></svg></td></tr>
+            </tbody></table>
+            <p>Publications by type: <span id="live-publications-by-type"></span></p>
+            <p>Subscriptions by type: <span id="live-subscriptions-by-type"></span></p>
+            <h2>Beacons</h2>
+            <table id="beacons"><thead><tr><th>Id</th><th>Visibility</th><th>Rotation</th><th>Attachments</th><th></th></tr></thead><tbody></tbody></table>
+            <form id="new-beacon">
+              <label>Beacon ID (hex) <input id="beacon-id" required maxlength="30" pattern="[0-9a-fA-F]+"></label>
+              <label><input id="beacon-public" type="checkbox"> public</label>
+              <label>Rotates every (s) <input id="beacon-period" type="number" min="1" max="86400" step="any"></label>
+              <button type="submit">Register</button>
+            </form>
+            <p id="provisioning-box" hidden>Key file of the new rotating beacon, shown once (for <code>sotto beacon --key-file</code>):</p>
+            <pre id="provisioning" hidden></pre>
+            <form id="new-attachment">
+              <label>Beacon ID <input id="attach-beacon" required maxlength="30"></label>
+              <label>Namespace <input id="attach-namespace" required maxlength="100"></label>
+              <label>Type <input id="attach-type" required maxlength="100"></label>
+              <label>Text <input id="attach-text" maxlength="1024"></label>
+              <button type="submit">Attach</button>
+            </form>
+          </section>
         </section>
         </body>
         </html>
@@ -60,6 +95,10 @@ enum ConsolePage {
         tr.selected { background: #eef; }
         #status { color: #a00; min-height: 1.2em; }
         code { background: #f4f4f4; padding: 0.2em; word-break: break-all; }
+        svg.spark { width: 20em; height: 1.6em; }
+        svg.spark polyline { fill: none; stroke: #36c; stroke-width: 1.5; vector-effect: non-scaling-stroke; }
+        #live td:nth-child(2) { text-align: right; min-width: 5em; font-variant-numeric: tabular-nums; }
+        ul.attachments { margin: 0; padding-left: 1em; }
         """
 
     static let script = """
@@ -110,7 +149,7 @@ enum ConsolePage {
             const link = document.createElement("button");
             link.type = "button";
             link.textContent = p.name;
-            link.addEventListener("click", () => { project = p; loadProjects().then(loadKeys).catch((e) => say(e.message)); });
+            link.addEventListener("click", () => { project = p; loadProjects().then(openProject).catch((e) => say(e.message)); });
             name.appendChild(link);
             cell(row, p.id);
             cell(row, p.maxSessions);
@@ -151,6 +190,132 @@ enum ConsolePage {
           }
         }
 
+        // Live view: the project's history (sparklines) and its server-sent events, one point a second.
+        const liveFields = ["sessions", "publications", "subscriptions", "sightingsPerSecond", "foundPerSecond", "lostPerSecond",
+                            "invalidTokensPerSecond", "rateLimitedPerSecond", "medianSNR"];
+        let liveHistory = [];
+        let liveSource = null;
+        const historyLength = 300;
+
+        function number(value) {
+          if (value === null || value === undefined) return "-";
+          return Number.isInteger(value) ? String(value) : Number(value).toFixed(1);
+        }
+
+        function byType(map) {
+          const names = Object.keys(map || {}).sort();
+          return names.length ? names.map((n) => n + ": " + map[n]).join(", ") : "none";
+        }
+
+        function sparkline(svg, values) {
+          const known = values.filter((v) => v !== null && v !== undefined);
+          const top = Math.max(1, ...known), bottom = Math.min(0, ...known);
+          const step = values.length > 1 ? 300 / (historyLength - 1) : 0;
+          const start = 300 - step * (values.length - 1);
+          const points = [];
+          values.forEach((v, i) => {
+            if (v === null || v === undefined) return;
+            const y = 29 - 28 * (v - bottom) / (top - bottom);
+            points.push((start + i * step).toFixed(1) + "," + y.toFixed(1));
+          });
+          let line = svg.firstChild;
+          if (!line) {
+            line = document.createElementNS(svg.namespaceURI, "polyline");
+            svg.appendChild(line);
+          }
+          line.setAttribute("points", points.join(" "));
+        }
+
+        function showLive(point) {
+          for (const field of liveFields) {
+            $("live-" + field).textContent = number(point[field]);
+            sparkline($("spark-" + field), liveHistory.map((p) => p[field]));
+          }
+        }
+
+        function stopLive() {
+          if (liveSource) { liveSource.close(); liveSource = null; }
+          liveHistory = [];
+        }
+
+        async function startLive() {
+          stopLive();
+          if (!project) return;
+          const base = "/api/projects/" + encodeURIComponent(project.id) + "/live";
+          const view = await api("GET", base);
+          liveHistory = view.history.slice(-historyLength);
+          $("live-publications-by-type").textContent = byType(view.publicationsByType);
+          $("live-subscriptions-by-type").textContent = byType(view.subscriptionsByType);
+          showLive(view.current);
+          liveSource = new EventSource(base + "/events");
+          liveSource.onmessage = (event) => {
+            const point = JSON.parse(event.data);
+            liveHistory.push(point);
+            if (liveHistory.length > historyLength) liveHistory.shift();
+            showLive(point);
+          };
+          // The by-type lists change less often: read them every 10 s.
+          const watched = project.id;
+          setTimeout(function again() {
+            if (!liveSource || !project || project.id !== watched) return;
+            api("GET", base).then((v) => {
+              $("live-publications-by-type").textContent = byType(v.publicationsByType);
+              $("live-subscriptions-by-type").textContent = byType(v.subscriptionsByType);
+            }).catch(() => {}).finally(() => setTimeout(again, 10000));
+          }, 10000);
+        }
+
+        function button(text, action) {
+          const b = document.createElement("button");
+          b.type = "button";
+          b.textContent = text;
+          b.addEventListener("click", async () => {
+            try { await action(); say(""); await loadBeacons(); } catch (e) { say(e.message); }
+          });
+          return b;
+        }
+
+        async function loadBeacons() {
+          const body = $("beacons").tBodies[0];
+          body.replaceChildren();
+          if (!project) return;
+          const data = await api("GET", "/api/beacons?project=" + encodeURIComponent(project.id));
+          for (const b of data.beacons) {
+            const row = document.createElement("tr");
+            cell(row, b.id);
+            cell(row, b.decommissioned ? "decommissioned" : b.visibility);
+            cell(row, b.rotating ? "every " + b.rotationPeriod + " s" : "fixed");
+            const list = document.createElement("ul");
+            list.className = "attachments";
+            for (const a of b.attachments) {
+              const item = document.createElement("li");
+              const text = document.createElement("span");
+              text.className = "attachment";
+              text.textContent = a.namespace + "/" + a.type + ": " + (a.text !== undefined ? a.text : "0x" + a.hex);
+              item.appendChild(text);
+              item.appendChild(button("Delete", () => api("POST", "/api/beacons/" + b.id + "/attachments/" + a.index + "/delete", {})));
+              list.appendChild(item);
+            }
+            cell(row, "").appendChild(list);
+            const actions = cell(row, "");
+            if (!b.decommissioned) {
+              const other = b.visibility === "public" ? "unlisted" : "public";
+              actions.appendChild(button("Make " + other, () => api("POST", "/api/beacons/" + b.id + "/visibility", { visibility: other })));
+              actions.appendChild(button("Decommission", async () => {
+                if (window.confirm("Decommission beacon " + b.id + " for good?")) await api("POST", "/api/beacons/" + b.id + "/decommission", {});
+              }));
+            }
+            body.appendChild(row);
+          }
+        }
+
+        async function openProject() {
+          $("project-view").hidden = !project;
+          await loadKeys();
+          await loadBeacons();
+          await startLive();
+        }
+
         async function start() {
           try {
             const session = await api("GET", "/api/session");
@@ -177,6 +342,8 @@ enum ConsolePage {
           $("logout").addEventListener("click", async () => {
             try { await api("POST", "/api/logout", {}); } catch (e) { /* logged out anyway */ }
             csrf = null; project = null;
+            stopLive();
+            $("project-view").hidden = true;
             show(false);
           });
           $("new-project").addEventListener("submit", async (event) => {
@@ -187,7 +354,7 @@ enum ConsolePage {
               project = data.project;
               say("");
               await loadProjects();
-              await loadKeys();
+              await openProject();
             } catch (e) { say(e.message); }
           });
           $("new-key").addEventListener("submit", async (event) => {
@@ -201,6 +368,32 @@ enum ConsolePage {
               $("key-label").value = "";
               say("");
               await loadKeys();
+            } catch (e) { say(e.message); }
+          });
+          $("new-beacon").addEventListener("submit", async (event) => {
+            event.preventDefault();
+            if (!project) { say("choose a project first"); return; }
+            const body = { id: $("beacon-id").value, visibility: $("beacon-public").checked ? "public" : "unlisted" };
+            if ($("beacon-period").value) body.rotationPeriod = Number($("beacon-period").value);
+            try {
+              const data = await api("POST", "/api/projects/" + encodeURIComponent(project.id) + "/beacons", body);
+              $("provisioning").textContent = data.provisioning || "";
+              $("provisioning").hidden = !data.provisioning;
+              $("provisioning-box").hidden = !data.provisioning;
+              $("attach-beacon").value = data.beacon.id;
+              $("beacon-id").value = "";
+              say("");
+              await loadBeacons();
+            } catch (e) { say(e.message); }
+          });
+          $("new-attachment").addEventListener("submit", async (event) => {
+            event.preventDefault();
+            try {
+              await api("POST", "/api/beacons/" + encodeURIComponent($("attach-beacon").value) + "/attachments",
+                        { namespace: $("attach-namespace").value, type: $("attach-type").value, text: $("attach-text").value });
+              $("attach-text").value = "";
+              say("");
+              await loadBeacons();
             } catch (e) { say(e.message); }
           });
           // Ready: the forms are handled here (a driver or a quick user waits for this).

@@ -4,11 +4,12 @@ import NIOCore
 import NIOHTTP1
 import SottoExchangeWire
 import SottoExchange
+import SottoSupport
 
 /// The admin API of a running `sotto serve --admin`, as a store: what `sotto admin --server URL` works on.
-/// Projects, keys and the audit log go through the API (which audits them as the operator); beacons and
-/// operators are not in the API and are refused with a message saying to use the store. Every call is bounded
-/// by ``timeout``.
+/// Projects, keys, beacons and the audit log go through the API (which audits them as the operator); operators
+/// are not in the API and are refused with a message saying to use the store. Every call is bounded by
+/// ``timeout``.
 public final class RemoteAdminStore: ExchangeStore {
     /// The API's base: `http://HOST:PORT`, `https://HOST:PORT` or `http+unix://ENCODED-PATH`.
     let base: String
@@ -140,6 +141,68 @@ public final class RemoteAdminStore: ExchangeStore {
         return (try Self.key(answer["key"]), secret)
     }
 
+    // MARK: Beacons
+
+    /// Registers (or replaces) a beacon; a rotating one's identity key (made by the caller, who keeps its one
+    /// copy) is sent to the service, over the admin listener's TLS beyond loopback.
+    public func registerBeacon(_ beacon: BeaconRecord) async throws(StoreError) {
+        var body: [String: Any] = [
+            "id": Hex.encode(beacon.id), "visibility": beacon.isPublic ? "public" : "unlisted",
+            "attachments": beacon.attachments.map { ["namespace": $0.namespace, "type": $0.type, "hex": Hex.encode($0.content)] },
+        ]
+        if let rotation = beacon.rotation {
+            body["rotationPeriod"] = rotation.period
+            body["identityKey"] = Hex.encode(rotation.key.bytes)
+        }
+        _ = try await call(.POST, "/api/projects/\(Self.segment(beacon.projectID))/beacons", body)
+    }
+
+    public func addAttachment(beacon: [UInt8], _ attachment: Message) async throws(StoreError) {
+        _ = try await call(.POST, "/api/beacons/\(Hex.encode(beacon))/attachments",
+                           ["namespace": attachment.namespace, "type": attachment.type, "hex": Hex.encode(attachment.content)])
+    }
+
+    public func removeAttachment(beacon: [UInt8], at index: Int) async throws(StoreError) {
+        _ = try await call(.POST, "/api/beacons/\(Hex.encode(beacon))/attachments/\(index)/delete")
+    }
+
+    public func setBeaconPublic(_ beacon: [UInt8], _ isPublic: Bool) async throws(StoreError) {
+        _ = try await call(.POST, "/api/beacons/\(Hex.encode(beacon))/visibility", ["visibility": isPublic ? "public" : "unlisted"])
+    }
+
+    public func decommissionBeacon(_ beacon: [UInt8]) async throws(StoreError) {
+        _ = try await call(.POST, "/api/beacons/\(Hex.encode(beacon))/decommission")
+    }
+
+    /// The beacons, as the API lists them: a rotating beacon's key stays on the service (the record carries its
+    /// period with a placeholder key).
+    public func beacons() async throws(StoreError) -> [BeaconRecord] {
+        guard let list = try await call(.GET, "/api/beacons")["beacons"] as? [[String: Any]] else {
+            throw .unavailable("the admin API answered no beacons")
+        }
+        var beacons: [BeaconRecord] = []
+        for item in list {
+            guard let idText = item["id"] as? String, let id = Hex.decode(idText), let project = item["project"] as? String else {
+                throw .unavailable("the admin API answered a beacon without its id or project")
+            }
+            if item["decommissioned"] as? Bool == true {
+                beacons.append(BeaconRecord(decommissioned: id, projectID: project))
+                continue
+            }
+            let rotation = ((item["rotationPeriod"] as? NSNumber)?.doubleValue).flatMap { try? BeaconRotation(key: BeaconRecord.unresolvableKey, period: $0) }
+            var attachments: [Message] = []
+            for attachment in item["attachments"] as? [[String: Any]] ?? [] {
+                guard let namespace = attachment["namespace"] as? String, let type = attachment["type"] as? String,
+                      let data = (attachment["hex"] as? String).flatMap(Hex.decode),
+                      let message = try? BeaconAttachment.message(namespace: namespace, type: type, data: data) else { continue }
+                attachments.append(message)
+            }
+            beacons.append(BeaconRecord(id: id, projectID: project, isPublic: item["visibility"] as? String == "public", rotation: rotation,
+                                        attachments: attachments))
+        }
+        return beacons
+    }
+
     public func auditEntries(limit: Int) async throws(StoreError) -> [AuditEntry] {
         let answer = try await call(.GET, "/api/audit?limit=\(min(max(limit, 1), 1_000))")
         guard let list = answer["entries"] as? [[String: Any]] else { throw .unavailable("the admin API answered no audit entries") }
@@ -151,13 +214,11 @@ public final class RemoteAdminStore: ExchangeStore {
 
     // Not in the admin API (yet): said plainly.
 
-    static let beaconsOnStore = StoreError.invalid("beacons are not in the admin API yet: use sotto admin beacon ... --store")
     static let operatorsOnStore = StoreError.invalid("operators are made on the store (bootstrap): sotto admin operator ... --store")
 
-    public func registerBeacon(_ beacon: BeaconRecord) async throws(StoreError) { throw Self.beaconsOnStore }
-    public func addAttachment(beacon: [UInt8], _ attachment: Message) async throws(StoreError) { throw Self.beaconsOnStore }
-    public func beacons() async throws(StoreError) -> [BeaconRecord] { throw Self.beaconsOnStore }
-    public func registryVersion() async throws(StoreError) -> Int64 { throw Self.beaconsOnStore }
+    public func registryVersion() async throws(StoreError) -> Int64 {
+        throw .invalid("the registry's version is the store's: sotto serve follows it on the store")
+    }
     public func createOperator(name: String) async throws(StoreError) -> (OperatorRecord, secret: String) { throw Self.operatorsOnStore }
     public func operators() async throws(StoreError) -> [OperatorRecord] { throw Self.operatorsOnStore }
     public func operatorRecord(id: String) async throws(StoreError) -> OperatorRecord? { throw Self.operatorsOnStore }

@@ -87,6 +87,26 @@ public struct BeaconRecord: Sendable, Hashable {
     /// fixed beacon.
     public let rotation: BeaconRotation?
     public var attachments: [Message]
+    /// Decommissioned for good: its attachments and key are gone, its ID resolves to nothing for anyone and is
+    /// never registered again (the record is kept for that).
+    public var decommissioned = false
+
+    /// A decommissioned beacon of project `projectID`, as the stores list it.
+    init(decommissioned id: [UInt8], projectID: String) {
+        self.init(id: id, projectID: projectID, isPublic: false, rotation: nil)
+        decommissioned = true
+    }
+
+    /// Why a decommissioned beacon's ID is refused.
+    static func decommissionedMessage(_ id: [UInt8]) -> String {
+        "beacon \(Hex.encode(id)) was decommissioned: its ID is never registered again"
+    }
+
+    /// What the matcher registers for this record: itself, or for a decommissioned beacon, a beacon of no
+    /// project, private and without attachments, so that its ID heard resolves to nothing for anyone.
+    package var registered: BeaconRecord {
+        decommissioned ? BeaconRecord(id: id, projectID: "", isPublic: false, rotation: nil) : self
+    }
 
     /// Refuses an ID that is not 1 to 15 bytes, or a rotating beacon's ID shorter than
     /// `BeaconProvisioning.minimumIDLength` (its rotating IDs, as long, would collide too often).
@@ -172,6 +192,13 @@ public protocol ExchangeStore: Sendable {
     func beacons() async throws(StoreError) -> [BeaconRecord]
     /// Changes whenever beacons or attachments change (so a running service reloads them).
     func registryVersion() async throws(StoreError) -> Int64
+    /// Deletes a beacon's attachment: the `index`th (from 0) in the order ``beacons()`` lists them.
+    func removeAttachment(beacon: [UInt8], at index: Int) async throws(StoreError)
+    /// Makes a beacon's attachments public (delivered to every project) or unlisted (its project only).
+    func setBeaconPublic(_ beacon: [UInt8], _ isPublic: Bool) async throws(StoreError)
+    /// Decommissions a beacon for good: its attachments and key are deleted, its ID resolves to nothing and can
+    /// never be registered again.
+    func decommissionBeacon(_ beacon: [UInt8]) async throws(StoreError)
 
     /// Creates an operator (an admin API credential, never a project key) and returns its full credential,
     /// which is shown once and never stored.

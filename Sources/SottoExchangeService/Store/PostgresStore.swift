@@ -129,6 +129,8 @@ public final class PostgresStore: ExchangeStore {
             "ALTER TABLE api_key ADD COLUMN expires double precision",
             "ALTER TABLE api_key ADD COLUMN last_used double precision",
         ],
+        // Decommissioned beacons: kept (attachments and key gone) so that their IDs are never registered again (issue 34).
+        ["ALTER TABLE beacon ADD COLUMN decommissioned boolean NOT NULL DEFAULT false"],
     ]
 
     /// The key of the transaction-level advisory lock that serialises migrations ("sotto" in ASCII).
@@ -264,6 +266,9 @@ public final class PostgresStore: ExchangeStore {
         let rotationPeriod = beacon.rotation?.period
         let attachments = beacon.attachments
         try await transaction { connection in
+            if try await Self.one(Bool.self, "SELECT decommissioned FROM beacon WHERE id = \(id) FOR UPDATE", on: connection) == true {
+                throw StoreError.invalid(BeaconRecord.decommissionedMessage(beacon.id))
+            }
             try await Self.run("""
                 INSERT INTO beacon (id, project_id, public, rotation_key, rotation_period, identity_key)
                 VALUES (\(id), \(owner.id), \(beacon.isPublic), NULL, \(rotationPeriod), \(identityKey))
@@ -289,9 +294,7 @@ public final class PostgresStore: ExchangeStore {
         let id = ByteBuffer(bytes: beacon)
         try await transaction { connection in
             // The beacon's row lock serialises concurrent additions, so each gets its own position.
-            guard try await Self.one(Int.self, "SELECT 1::bigint FROM beacon WHERE id = \(id) FOR UPDATE", on: connection) != nil else {
-                throw StoreError.unknownBeacon(APIKeys.hex(beacon))
-            }
+            try await Self.liveBeacon(id, beacon, on: connection)
             let position = try await Self.one(Int.self, "SELECT COALESCE(MAX(position) + 1, 0) FROM attachment WHERE beacon_id = \(id)",
                                               on: connection) ?? 0
             try await Self.insert(attachment, beacon: id, position: position, on: connection)
@@ -302,14 +305,18 @@ public final class PostgresStore: ExchangeStore {
     public func beacons() async throws(StoreError) -> [BeaconRecord] {
         // One statement, so one snapshot of beacons and attachments (as SQLite's read transaction).
         let rows = try await withConnection { connection in
-            try await Self.all((ByteBuffer, String, Bool, ByteBuffer?, Double?, String?, String?, ByteBuffer?).self, """
-                SELECT b.id, b.project_id, b.public, b.identity_key, b.rotation_period, a.namespace, a.type, a.data
+            try await Self.all((ByteBuffer, String, Bool, ByteBuffer?, Double?, String?, String?, ByteBuffer?, Bool).self, """
+                SELECT b.id, b.project_id, b.public, b.identity_key, b.rotation_period, a.namespace, a.type, a.data, b.decommissioned
                 FROM beacon b LEFT JOIN attachment a ON a.beacon_id = b.id ORDER BY b.id, a.position
                 """, on: connection)
         }
         var beacons: [BeaconRecord] = []
-        for (id, projectID, isPublic, identityKey, rotationPeriod, namespace, type, data) in rows {
+        for (id, projectID, isPublic, identityKey, rotationPeriod, namespace, type, data, decommissioned) in rows {
             let bytes = Array(id.readableBytesView)
+            if decommissioned {
+                beacons.append(BeaconRecord(decommissioned: bytes, projectID: projectID))
+                continue
+            }
             if beacons.last?.id != bytes {
                 let rotation = BeaconRecord.storedRotation(key: identityKey.map { Array($0.readableBytesView) }, period: rotationPeriod)
                 beacons.append(BeaconRecord(id: bytes, projectID: projectID, isPublic: isPublic, rotation: rotation))
@@ -326,6 +333,50 @@ public final class PostgresStore: ExchangeStore {
     public func registryVersion() async throws(StoreError) -> Int64 {
         try await withConnection { connection in
             try await Self.one(Int64.self, "SELECT version FROM registry_version", on: connection) ?? 0
+        }
+    }
+
+    /// Locks the beacon's row; throws `unknownBeacon` unless it is registered and not decommissioned.
+    private static func liveBeacon(_ id: ByteBuffer, _ beacon: [UInt8], on connection: PostgresConnection) async throws {
+        guard let decommissioned = try await one(Bool.self, "SELECT decommissioned FROM beacon WHERE id = \(id) FOR UPDATE", on: connection) else {
+            throw StoreError.unknownBeacon(APIKeys.hex(beacon))
+        }
+        if decommissioned { throw StoreError.invalid(BeaconRecord.decommissionedMessage(beacon)) }
+    }
+
+    public func removeAttachment(beacon: [UInt8], at index: Int) async throws(StoreError) {
+        let id = ByteBuffer(bytes: beacon)
+        try await transaction { connection in
+            try await Self.liveBeacon(id, beacon, on: connection)
+            guard let position = try await Self.one(Int.self, """
+                SELECT position FROM attachment WHERE beacon_id = \(id) ORDER BY position LIMIT 1 OFFSET \(index)
+                """, on: connection) else {
+                throw StoreError.invalid("beacon \(APIKeys.hex(beacon)) has no attachment \(index)")
+            }
+            try await Self.run("DELETE FROM attachment WHERE beacon_id = \(id) AND position = \(position)", on: connection)
+            try await Self.run("UPDATE registry_version SET version = version + 1", on: connection)
+        }
+    }
+
+    public func setBeaconPublic(_ beacon: [UInt8], _ isPublic: Bool) async throws(StoreError) {
+        let id = ByteBuffer(bytes: beacon)
+        try await transaction { connection in
+            try await Self.liveBeacon(id, beacon, on: connection)
+            try await Self.run("UPDATE beacon SET public = \(isPublic) WHERE id = \(id)", on: connection)
+            try await Self.run("UPDATE registry_version SET version = version + 1", on: connection)
+        }
+    }
+
+    public func decommissionBeacon(_ beacon: [UInt8]) async throws(StoreError) {
+        let id = ByteBuffer(bytes: beacon)
+        try await transaction { connection in
+            try await Self.liveBeacon(id, beacon, on: connection)
+            try await Self.run("DELETE FROM attachment WHERE beacon_id = \(id)", on: connection)
+            try await Self.run("""
+                UPDATE beacon SET decommissioned = true, public = false, identity_key = NULL, rotation_key = NULL, rotation_period = NULL
+                WHERE id = \(id)
+                """, on: connection)
+            try await Self.run("UPDATE registry_version SET version = version + 1", on: connection)
         }
     }
 

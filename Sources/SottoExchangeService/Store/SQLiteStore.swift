@@ -105,6 +105,10 @@ public final class SQLiteStore: ExchangeStore {
                 ALTER TABLE api_key ADD COLUMN last_used REAL;
                 """)
         }
+        // Decommissioned beacons: kept (attachments and key gone) so that their IDs are never registered again (issue 34).
+        migrator.registerMigration("v6-beacon-decommissioned") { db in
+            try db.execute(sql: "ALTER TABLE beacon ADD COLUMN decommissioned INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 
@@ -212,6 +216,7 @@ public final class SQLiteStore: ExchangeStore {
         try beacon.validate()
         guard let owner = try await project(id: beacon.projectID) else { throw .unknownProject(beacon.projectID) }
         try await write { db in
+            try Self.refuseDecommissioned(beacon.id, db)
             try db.execute(sql: """
                 INSERT OR REPLACE INTO beacon (id, project_id, public, rotation_key, rotation_period, identity_key)
                 VALUES (?, ?, ?, NULL, ?, ?)
@@ -233,9 +238,7 @@ public final class SQLiteStore: ExchangeStore {
 
     public func addAttachment(beacon: [UInt8], _ attachment: Message) async throws(StoreError) {
         try await write { db in
-            guard try Row.fetchOne(db, sql: "SELECT 1 FROM beacon WHERE id = ?", arguments: [Data(beacon)]) != nil else {
-                throw StoreError.unknownBeacon(APIKeys.hex(beacon))
-            }
+            try Self.liveBeacon(beacon, db)
             let position = try Int.fetchOne(db, sql: "SELECT COALESCE(MAX(position) + 1, 0) FROM attachment WHERE beacon_id = ?",
                                             arguments: [Data(beacon)]) ?? 0
             try Self.insert(attachment, beacon: beacon, position: position, db)
@@ -252,9 +255,12 @@ public final class SQLiteStore: ExchangeStore {
                     attachments[row[0], default: []].append(message)
                 }
             }
-            return try Row.fetchAll(db, sql: "SELECT id, project_id, public, identity_key, rotation_period FROM beacon ORDER BY id").compactMap { row in
+            let sql = "SELECT id, project_id, public, identity_key, rotation_period, decommissioned FROM beacon ORDER BY id"
+            return try Row.fetchAll(db, sql: sql).compactMap { row in
                 let id: Data = row[0]
                 let key: Data? = row[3]
+                let decommissioned: Bool = row[5]
+                if decommissioned { return BeaconRecord(decommissioned: Array(id), projectID: row[1]) }
                 let rotation = BeaconRecord.storedRotation(key: key.map(Array.init), period: row[4])
                 return BeaconRecord(id: Array(id), projectID: row[1], isPublic: row[2], rotation: rotation, attachments: attachments[id] ?? [])
             }
@@ -263,6 +269,52 @@ public final class SQLiteStore: ExchangeStore {
 
     public func registryVersion() async throws(StoreError) -> Int64 {
         try await read { db in try Int64.fetchOne(db, sql: "SELECT version FROM registry_version") ?? 0 }
+    }
+
+    /// Throws `unknownBeacon` unless `beacon` is registered and not decommissioned.
+    private static func liveBeacon(_ beacon: [UInt8], _ db: Database) throws {
+        guard let decommissioned = try Bool.fetchOne(db, sql: "SELECT decommissioned FROM beacon WHERE id = ?", arguments: [Data(beacon)]) else {
+            throw StoreError.unknownBeacon(APIKeys.hex(beacon))
+        }
+        if decommissioned { throw StoreError.invalid(BeaconRecord.decommissionedMessage(beacon)) }
+    }
+
+    private static func refuseDecommissioned(_ beacon: [UInt8], _ db: Database) throws {
+        if try Bool.fetchOne(db, sql: "SELECT decommissioned FROM beacon WHERE id = ?", arguments: [Data(beacon)]) == true {
+            throw StoreError.invalid(BeaconRecord.decommissionedMessage(beacon))
+        }
+    }
+
+    public func removeAttachment(beacon: [UInt8], at index: Int) async throws(StoreError) {
+        try await write { db in
+            try Self.liveBeacon(beacon, db)
+            try db.execute(sql: """
+                DELETE FROM attachment WHERE beacon_id = ? AND position =
+                    (SELECT position FROM attachment WHERE beacon_id = ? ORDER BY position LIMIT 1 OFFSET ?)
+                """, arguments: [Data(beacon), Data(beacon), index])
+            if db.changesCount == 0 { throw StoreError.invalid("beacon \(APIKeys.hex(beacon)) has no attachment \(index)") }
+            try db.execute(sql: "UPDATE registry_version SET version = version + 1")
+        }
+    }
+
+    public func setBeaconPublic(_ beacon: [UInt8], _ isPublic: Bool) async throws(StoreError) {
+        try await write { db in
+            try Self.liveBeacon(beacon, db)
+            try db.execute(sql: "UPDATE beacon SET public = ? WHERE id = ?", arguments: [isPublic, Data(beacon)])
+            try db.execute(sql: "UPDATE registry_version SET version = version + 1")
+        }
+    }
+
+    public func decommissionBeacon(_ beacon: [UInt8]) async throws(StoreError) {
+        try await write { db in
+            try Self.liveBeacon(beacon, db)
+            try db.execute(sql: "DELETE FROM attachment WHERE beacon_id = ?", arguments: [Data(beacon)])
+            try db.execute(sql: """
+                UPDATE beacon SET decommissioned = 1, public = 0, identity_key = NULL, rotation_key = NULL, rotation_period = NULL
+                WHERE id = ?
+                """, arguments: [Data(beacon)])
+            try db.execute(sql: "UPDATE registry_version SET version = version + 1")
+        }
     }
 
     // MARK: Console operations (issue 34)
