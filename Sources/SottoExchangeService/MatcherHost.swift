@@ -260,7 +260,8 @@ public actor MatcherHost {
     // MARK: Streams
 
     /// Opens (or resumes) a session for an authenticated key on a new stream whose frames go to `outbox`.
-    /// - Throws: `sessionQuotaExceeded` when the project holds its quota of sessions; `unavailable` when this
+    /// - Throws: `sessionQuotaExceeded` when the project (or the key, with a quota of its own) holds its quota of
+    ///   sessions; `unavailable` when this
     ///   node cannot reach the shared database.
     public func open(key: AuthenticatedKey, broadcasts: Bool, resume: (session: String, secret: [UInt8])?,
                      outbox: Outbox) async throws(ExchangeError) -> Opened {
@@ -268,6 +269,7 @@ public actor MatcherHost {
         guard serving else { throw .unavailable("this node cannot reach its database; try another node") }
         if let openRate = limiter.admitOpen(key: key) {
             metrics.rateLimited.increment()
+            live.count(key.project.id) { $0.rateLimited += 1 }
             throw .rateLimited(openRate)
         }
         var generator = SystemRandomNumberGenerator()
@@ -283,7 +285,7 @@ public actor MatcherHost {
         }
         let command = ReplicaCommand.open(.init(stream: number, session: id, secretHash: Array(SHA256.hash(data: secret)),
                                                 resume: resumeRequest, project: key.project, keyID: key.keyID,
-                                                broadcasts: broadcasts))
+                                                broadcasts: broadcasts, keyMaxSessions: key.maxSessions))
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Opened, ExchangeError>, Never>) in
             streams[number]?.waiter = continuation
             submit(command)

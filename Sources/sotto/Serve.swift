@@ -288,11 +288,14 @@ struct AdminKey: AsyncParsableCommand {
         @Option(help: ArgumentHelp("A web origin (https://host[:port]) whose pages may use the key over `sotto serve --web`; repeatable.",
                                    discussion: "A key without --origin serves native clients only: the web transport refuses it."))
         var origin: [String] = []
+        @Option(parsing: .unconditional, help: "Most sessions the key may hold at once, over every node (default: the project's quota only).")
+        var maxSessions: Int?
 
         /// Requests per second over all the key's sessions.
         var rate: Double { requestsPerSecond ?? deprecatedRate ?? 50 }
 
         func validate() throws {
+            try NumericOption("--max-sessions", 1...10_000_000).check(maxSessions)
             if deprecatedRate != nil {
                 if requestsPerSecond != nil { throw ValidationError("--rate is the old spelling of --requests-per-second: give one") }
                 Deprecated.note("--rate", use: "--requests-per-second", in: "admin key create", because: "--rate is a sample rate in Hz everywhere else")
@@ -305,6 +308,12 @@ struct AdminKey: AsyncParsableCommand {
                 // no key stays usable whose only copy was lost.
                 try await store.withStore { store in
                     let (record, key) = try await store.createKey(project: project, label: label, ratePerSecond: rate, burst: burst, origins: origin)
+                    if let maxSessions {
+                        do { try await store.setKeySessionQuota(id: record.id, maxSessions: maxSessions) } catch {
+                            try await store.revokeKey(id: record.id)
+                            throw error
+                        }
+                    }
                     do { try Output.lineOrThrow(key) } catch {
                         try await store.revokeKey(id: record.id)
                         throw CommandError("\(error); the key \(record.id) was revoked, since its secret could not be shown")

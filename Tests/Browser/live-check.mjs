@@ -48,7 +48,7 @@ async function main() {
   results.loggedIn = await until(`!${$("main-view")}.hidden && document.querySelectorAll("#projects tbody button").length > 0`);
   results.step = "project";
   await evaluate(`Array.from(document.querySelectorAll("#projects tbody button")).find(b => b.textContent === ${JSON.stringify(projectName)}).click(); true`);
-  results.liveShown = await until(`!${$("project-view")}.hidden && ${$("live-sessions")}.textContent === "0"`);
+  results.liveShown = await until(`!${$("project-view")}.hidden && document.documentElement.dataset.project && ${$("live-sessions")}.textContent === "0"`, 20);
   results.sessionsBefore = await evaluate(`${$("live-sessions")}.textContent`);
   results.step = "beacon";
   await evaluate(`${$("beacon-id")}.value = "beac01"; ${$("new-beacon")}.requestSubmit(); true`);

@@ -86,8 +86,8 @@ public struct AdminResponse: Sendable {
 /// Endpoints (JSON in and out; errors are `{"error": "..."}` with a 4xx/5xx status):
 /// `POST /api/login {"secret"}`, `POST /api/logout`, `GET /api/session`, `GET /api/projects`,
 /// `POST /api/projects {"name", "maxSessions"}`, `GET /api/keys` (all), `GET /api/projects/P/keys`,
-/// `POST /api/projects/P/keys {"label", "requestsPerSecond", "burst", "origins"}` (the key's secret is in the
-/// answer, once), `POST /api/projects/P/rename {"name"}`, `POST /api/projects/P/disable` (its keys' sessions
+/// `POST /api/projects/P/keys {"label", "requestsPerSecond", "burst", "origins", "maxSessions"}` (the key's secret is
+/// in the answer, once), `POST /api/keys/ID/quota {"maxSessions": N or null}` (the key's own session quota), `POST /api/projects/P/rename {"name"}`, `POST /api/projects/P/disable` (its keys' sessions
 /// are cut off) and `.../enable`, `POST /api/keys/ID/revoke`, `POST /api/keys/ID/rotate {"overlapSeconds"}`
 /// (a new secret, once; the old one works for the overlap, default 3600 s), `GET /api/audit?limit=N`; beacons under
 /// `/api/beacons` and `/api/projects/P/beacons` (register, list, attachments, visibility, decommission); live views
@@ -219,9 +219,22 @@ public actor AdminAPI {
             try Self.check(body.requestsPerSecond, "requestsPerSecond", above: 0, upTo: 1e9)
             try Self.check(body.burst, "burst", above: 0, upTo: 1e9)
             guard (body.origins?.count ?? 0) <= 32 else { throw .invalid("'origins' holds at most 32 origins") }
+            try APIKeyRecord.checkQuota(body.maxSessions)
             let label = body.label ?? "", rate = body.requestsPerSecond ?? 50, burst = body.burst ?? 200, origins = body.origins ?? []
-            let (record, key) = try await store.createKey(project: project, label: label, ratePerSecond: rate, burst: burst, origins: origins)
+            var (record, key) = try await store.createKey(project: project, label: label, ratePerSecond: rate, burst: burst, origins: origins)
+            if let quota = body.maxSessions {
+                // A key whose quota cannot be set must not stay usable without it.
+                do { try await store.setKeySessionQuota(id: record.id, maxSessions: quota) } catch {
+                    try? await store.revokeKey(id: record.id)
+                    throw error
+                }
+                record.maxSessions = quota
+            }
             return .json(201, ["key": Self.json(record), "secret": key])
+        case ("POST", "keys/*/quota"):
+            let quota = try Self.decode(QuotaBody.self, request.body).maxSessions
+            try await store.setKeySessionQuota(id: argument, maxSessions: quota)
+            return .json(200, ["key": argument, "maxSessions": quota ?? NSNull()])
         case ("POST", "projects/*/rename"):
             let name = try Self.decode(RenameBody.self, request.body).name
             return .json(200, ["project": Self.json(try await store.renameProject(argument, to: name))])
@@ -374,14 +387,16 @@ public actor AdminAPI {
 
     static func json(_ key: APIKeyRecord) -> [String: Any] {
         ["id": key.id, "project": key.projectID, "label": key.label, "revoked": key.revoked, "requestsPerSecond": key.ratePerSecond,
-         "burst": key.burst, "origins": key.origins, "expires": key.expires ?? NSNull(), "lastUsed": key.lastUsed ?? NSNull()]
+         "burst": key.burst, "origins": key.origins, "expires": key.expires ?? NSNull(), "lastUsed": key.lastUsed ?? NSNull(),
+         "maxSessions": key.maxSessions ?? NSNull()]
     }
 
     struct LoginBody: Decodable { let secret: String }
     struct ProjectBody: Decodable { let name: String; let maxSessions: Int? }
     struct RenameBody: Decodable { let name: String }
     struct RotateBody: Decodable { let overlapSeconds: Double? }
-    struct KeyBody: Decodable { let label: String?; let requestsPerSecond: Double?; let burst: Double?; let origins: [String]? }
+    struct KeyBody: Decodable { let label: String?; let requestsPerSecond: Double?; let burst: Double?; let origins: [String]?; let maxSessions: Int? }
+    struct QuotaBody: Decodable { let maxSessions: Int? }
 
     /// The body decoded as `T`, or a 400 naming what is wrong.
     static func decode<T: Decodable>(_ type: T.Type, _ body: [UInt8]) throws(StoreError) -> T {

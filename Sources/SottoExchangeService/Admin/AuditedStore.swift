@@ -137,6 +137,12 @@ public struct AuditedStore: ExchangeStore {
         }
     }
 
+    public func setKeySessionQuota(id: String, maxSessions: Int?) async throws(StoreError) {
+        try await audited("key.quota", "\(id) to \(maxSessions.map(String.init) ?? "the project's")") { () throws(StoreError) in
+            try await base.setKeySessionQuota(id: id, maxSessions: maxSessions)
+        }
+    }
+
     public func recordKeyUse(id: String) async throws(StoreError) { try await base.recordKeyUse(id: id) }
 
     public func appendAudit(_ entry: AuditEntry) async throws(StoreError) { try await base.appendAudit(entry) }

@@ -277,9 +277,10 @@ enum ConsolePage {
 
         async function loadBeacons() {
           const body = $("beacons").tBodies[0];
-          body.replaceChildren();
-          if (!project) return;
+          if (!project) { body.replaceChildren(); return; }
+          // Read first, then replace the rows at once (two loads at a time must not add up).
           const data = await api("GET", "/api/beacons?project=" + encodeURIComponent(project.id));
+          const rows = [];
           for (const b of data.beacons) {
             const row = document.createElement("tr");
             cell(row, b.id);
@@ -305,8 +306,9 @@ enum ConsolePage {
                 if (window.confirm("Decommission beacon " + b.id + " for good?")) await api("POST", "/api/beacons/" + b.id + "/decommission", {});
               }));
             }
-            body.appendChild(row);
+            rows.push(row);
           }
+          body.replaceChildren(...rows);
         }
 
         async function openProject() {
@@ -314,6 +316,8 @@ enum ConsolePage {
           await loadKeys();
           await loadBeacons();
           await startLive();
+          // Shown and watching (a driver waits for this).
+          document.documentElement.dataset.project = project ? project.id : "";
         }
 
         async function start() {

@@ -42,7 +42,7 @@ public struct LiveView: Sendable {
     public var current: LivePoint
     /// Live publications by `namespace/type`.
     public var publicationsByType: [String: Int]
-    /// Live subscriptions by what their filters include (``AppCensus/subscriptions``).
+    /// Live subscriptions by what their filters include (`AppCensus.subscriptions`).
     public var subscriptionsByType: [String: Int]
     /// The last points, oldest first.
     public var history: [LivePoint]

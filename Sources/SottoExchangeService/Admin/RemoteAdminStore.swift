@@ -91,7 +91,7 @@ public final class RemoteAdminStore: ExchangeStore {
         return APIKeyRecord(id: id, projectID: project, label: object["label"] as? String ?? "", secretHash: [], revoked: object["revoked"] as? Bool ?? false,
                             ratePerSecond: (object["requestsPerSecond"] as? NSNumber)?.doubleValue ?? 0, burst: (object["burst"] as? NSNumber)?.doubleValue ?? 0,
                             origins: object["origins"] as? [String] ?? [], expires: (object["expires"] as? NSNumber)?.doubleValue,
-                            lastUsed: (object["lastUsed"] as? NSNumber)?.doubleValue)
+                            lastUsed: (object["lastUsed"] as? NSNumber)?.doubleValue, maxSessions: (object["maxSessions"] as? NSNumber)?.intValue)
     }
 
     public func createProject(name: String, maxSessions: Int) async throws(StoreError) -> Project {
@@ -223,6 +223,10 @@ public final class RemoteAdminStore: ExchangeStore {
     public func operators() async throws(StoreError) -> [OperatorRecord] { throw Self.operatorsOnStore }
     public func operatorRecord(id: String) async throws(StoreError) -> OperatorRecord? { throw Self.operatorsOnStore }
     public func revokeOperator(_ nameOrID: String) async throws(StoreError) { throw Self.operatorsOnStore }
+    public func setKeySessionQuota(id: String, maxSessions: Int?) async throws(StoreError) {
+        _ = try await call(.POST, "/api/keys/\(Self.segment(id))/quota", ["maxSessions": maxSessions.map { $0 as Any } ?? NSNull()])
+    }
+
     public func recordKeyUse(id: String) async throws(StoreError) {}
     public func appendAudit(_ entry: AuditEntry) async throws(StoreError) { throw .invalid("the admin API writes its own audit log") }
 }

@@ -46,7 +46,7 @@ public struct ProjectCounters: Sendable, Hashable {
     }
 }
 
-/// The service's state as its live views read it: per project, what it holds now (``AppCensus``) and what it
+/// The service's state as its live views read it: per project, what it holds now (`AppCensus`, of the matcher) and what it
 /// did so far (``ProjectCounters``).
 public struct ServiceStatistics: Sendable {
     /// Per project id: sessions, publications and subscriptions held now.

@@ -33,6 +33,7 @@ extension ExchangeReplica {
         let core = try MatcherCore(snapshot: Array(try reader.readBytes()), generator: SystemRandomNumberGenerator())
         self.init(core: core, timings: timings)
         sessions = try reader.read()
+        for session in sessions.values { sessionsPerKey[session.keyID, default: 0] += 1 }
         sessionsPerProject = try reader.read()
         detached = try reader.read()
         nodes = try reader.read()

@@ -23,6 +23,8 @@ enum ReplicaCommand: Sendable {
         var project: Project
         var keyID: String
         var broadcasts: Bool
+        /// The key's own session quota (``AuthenticatedKey/maxSessions``); nil: the project's only.
+        var keyMaxSessions: Int? = nil
     }
     case open(Open)
     /// The stream went away: the session waits to be resumed for the grace period.
@@ -134,6 +136,8 @@ struct ExchangeReplica: Sendable {
     private(set) var core: MatcherCore
     var sessions: [SessionID: Session] = [:]
     var sessionsPerProject: [String: Int] = [:]
+    /// Sessions per key id, derived from `sessions` (not in snapshots: rebuilt when one is read).
+    var sessionsPerKey: [String: Int] = [:]
     /// Detached sessions and when they were detached (s).
     var detached: [SessionID: Double] = [:]
     /// Live nodes and when each was last heard (s).
@@ -249,8 +253,13 @@ struct ExchangeReplica: Sendable {
             outputs.append(.opened(attachment, .failure(.sessionQuotaExceeded(open.project.maxSessions))))
             return
         }
+        if let quota = open.keyMaxSessions, sessionsPerKey[open.keyID, default: 0] >= quota {
+            outputs.append(.opened(attachment, .failure(.sessionQuotaExceeded(quota))))
+            return
+        }
         sessions[id] = Session(project: open.project, keyID: open.keyID, secretHash: open.secretHash, attachment: attachment)
         sessionsPerProject[open.project.id, default: 0] += 1
+        sessionsPerKey[open.keyID, default: 0] += 1
         outputs.append(.deliver(attachment, .welcome(id, project: open.project.name, resumed: false)))
         handle(.openSession(id, appID: open.project.id, broadcasts: open.broadcasts), now: now, into: &outputs)
         outputs.append(.opened(attachment, .success(MatcherHost.Opened(session: id, resumed: false, stream: attachment.stream))))
@@ -267,6 +276,8 @@ struct ExchangeReplica: Sendable {
         detached[id] = nil
         sessionsPerProject[session.project.id, default: 1] -= 1
         if sessionsPerProject[session.project.id] == 0 { sessionsPerProject[session.project.id] = nil }
+        sessionsPerKey[session.keyID, default: 1] -= 1
+        if sessionsPerKey[session.keyID] == 0 { sessionsPerKey[session.keyID] = nil }
         handle(.closeSession(id), now: now, into: &outputs)
         outputs.append(.sessionClosed(id))
     }

@@ -78,6 +78,7 @@ extension ReplicaCommand {
             body.maxSessions = UInt32(clamping: open.project.maxSessions)
             body.keyID = open.keyID
             body.broadcasts = open.broadcasts
+            body.keyMaxSessions = UInt32(clamping: open.keyMaxSessions ?? 0)
             command.kind = .open(body)
         case .detach(let session, let stream):
             var body = Sotto_Exchange_Replication_V1_Detach()
@@ -142,7 +143,8 @@ extension ReplicaCommand {
             self = .open(Open(stream: body.attachment, session: SessionID(body.session), secretHash: Array(body.secretHash),
                               resume: resume,
                               project: Project(id: body.projectID, name: body.projectName, maxSessions: Int(body.maxSessions)),
-                              keyID: body.keyID, broadcasts: body.broadcasts))
+                              keyID: body.keyID, broadcasts: body.broadcasts,
+                              keyMaxSessions: body.keyMaxSessions == 0 ? nil : Int(body.keyMaxSessions)))
         case .detach(let body): self = .detach(SessionID(body.session), stream: body.attachment)
         case .end(let body): self = .end(SessionID(body.session), stream: body.attachment)
         case .request(let body):

@@ -60,6 +60,16 @@ public struct APIKeyRecord: Sendable, Hashable {
     public var expires: Double? = nil
     /// When the key last opened a session (seconds since 1970, to about a minute); nil: never.
     public var lastUsed: Double? = nil
+    /// Most sessions the key may hold at once, over every node (within its project's quota); nil: the project's
+    /// quota only.
+    public var maxSessions: Int? = nil
+
+    /// Checks a key's session quota: nil, or 1 to 10 000 000.
+    /// - Parameter maxSessions: the quota.
+    public static func checkQuota(_ maxSessions: Int?) throws(StoreError) {
+        guard let maxSessions else { return }
+        guard (1...10_000_000).contains(maxSessions) else { throw .invalid("a key's session quota is 1 to 10000000") }
+    }
 
     /// True when the key no longer opens sessions at `now`: revoked, or rotated and past its overlap.
     /// - Parameter now: seconds since 1970.
@@ -74,6 +84,8 @@ public struct AuthenticatedKey: Sendable, Hashable {
     public let burst: Double
     /// The web origins the key is bound to (``APIKeyRecord/origins``).
     public var origins: [String] = []
+    /// The key's own session quota (``APIKeyRecord/maxSessions``); nil: the project's only.
+    public var maxSessions: Int? = nil
 }
 
 /// A registered beacon (an ID a speaker loops, fixed or rotating) with its attachments.
@@ -216,6 +228,8 @@ public protocol ExchangeStore: Sendable {
     /// Rotates a key: a new key with the same project, label, limits and origins (its full text returned, shown
     /// once), while the old one keeps working for `overlap` seconds (then it stops, as if revoked).
     func rotateKey(id: String, overlap: Double) async throws(StoreError) -> (APIKeyRecord, key: String)
+    /// Sets a key's own session quota (nil: the project's only); a rotated key's successor inherits it.
+    func setKeySessionQuota(id: String, maxSessions: Int?) async throws(StoreError)
     /// Notes that a key opened a session now (at most one write a minute per key).
     func recordKeyUse(id: String) async throws(StoreError)
     /// Appends a line to the audit log.
@@ -283,7 +297,7 @@ public enum APIKeys {
         // Last use, for operators: at most one write a minute per key from this process, not waited for.
         if noteUse(of: record.id, at: now) { Task { try? await store.recordKeyUse(id: record.id) } }
         return AuthenticatedKey(keyID: record.id, project: project, ratePerSecond: record.ratePerSecond, burst: record.burst,
-                                origins: record.origins)
+                                origins: record.origins, maxSessions: record.maxSessions)
     }
 
     static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }

@@ -129,8 +129,9 @@ public final class PostgresStore: ExchangeStore {
             "ALTER TABLE api_key ADD COLUMN expires double precision",
             "ALTER TABLE api_key ADD COLUMN last_used double precision",
         ],
-        // Decommissioned beacons: kept (attachments and key gone) so that their IDs are never registered again (issue 34).
-        ["ALTER TABLE beacon ADD COLUMN decommissioned boolean NOT NULL DEFAULT false"],
+        // Decommissioned beacons: kept (attachments and key gone) so that their IDs are never registered again; keys'
+        // own session quotas (NULL: the project's only) (issue 34).
+        ["ALTER TABLE beacon ADD COLUMN decommissioned boolean NOT NULL DEFAULT false", "ALTER TABLE api_key ADD COLUMN max_sessions bigint"],
     ]
 
     /// The key of the transaction-level advisory lock that serialises migrations ("sotto" in ASCII).
@@ -243,12 +244,22 @@ public final class PostgresStore: ExchangeStore {
         return project
     }
 
-    private typealias KeyRow = (String, String, String, ByteBuffer, Bool, Double, Double, String, Double?, Double?)
-    private static let keyColumns = "id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins, expires, last_used"
+    private typealias KeyRow = (String, String, String, ByteBuffer, Bool, Double, Double, String, Double?, Double?, Int?)
+    private static let keyColumns = "id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins, expires, last_used, max_sessions"
 
     private static func key(_ row: KeyRow) -> APIKeyRecord {
-        APIKeyRecord(id: row.0, projectID: row.1, label: row.2, secretHash: Array(row.3.readableBytesView), revoked: row.4,
-                     ratePerSecond: row.5, burst: row.6, origins: WebOrigin.parseStored(row.7), expires: row.8, lastUsed: row.9)
+        var record = APIKeyRecord(id: row.0, projectID: row.1, label: row.2, secretHash: Array(row.3.readableBytesView), revoked: row.4,
+                                  ratePerSecond: row.5, burst: row.6, origins: WebOrigin.parseStored(row.7), expires: row.8, lastUsed: row.9)
+        record.maxSessions = row.10
+        return record
+    }
+
+    public func setKeySessionQuota(id: String, maxSessions: Int?) async throws(StoreError) {
+        try APIKeyRecord.checkQuota(maxSessions)
+        let updated = try await withConnection { connection in
+            try await Self.one(String.self, "UPDATE api_key SET max_sessions = \(maxSessions) WHERE id = \(id) RETURNING id", on: connection)
+        }
+        if updated == nil { throw .unknownKey(id) }
     }
 
     public func revokeKey(id: String) async throws(StoreError) {
@@ -416,14 +427,15 @@ public final class PostgresStore: ExchangeStore {
         guard let old = try await key(id: id) else { throw .unknownKey(id) }
         guard !old.isRetired(at: Date().timeIntervalSince1970) else { throw .invalid("key \(id) is revoked or expired: create a new one") }
         let (newID, key, hash) = APIKeys.generate()
-        let record = APIKeyRecord(id: newID, projectID: old.projectID, label: old.label, secretHash: hash, revoked: false,
+        var record = APIKeyRecord(id: newID, projectID: old.projectID, label: old.label, secretHash: hash, revoked: false,
                                   ratePerSecond: old.ratePerSecond, burst: old.burst, origins: old.origins)
+        record.maxSessions = old.maxSessions
         let stored = WebOrigin.stored(old.origins)
         try await transaction { connection in
             try await Self.run("""
-                INSERT INTO api_key (id, project_id, label, secret_hash, rate_per_second, burst, created, origins)
+                INSERT INTO api_key (id, project_id, label, secret_hash, rate_per_second, burst, created, origins, max_sessions)
                 VALUES (\(newID), \(old.projectID), \(old.label), \(ByteBuffer(bytes: hash)), \(old.ratePerSecond), \(old.burst),
-                        extract(epoch from clock_timestamp()), \(stored))
+                        extract(epoch from clock_timestamp()), \(stored), \(old.maxSessions))
                 """, on: connection)
             try await Self.run("""
                 UPDATE api_key SET expires = LEAST(COALESCE(expires, 'Infinity'), extract(epoch from clock_timestamp()) + \(overlap))

@@ -105,9 +105,13 @@ public final class SQLiteStore: ExchangeStore {
                 ALTER TABLE api_key ADD COLUMN last_used REAL;
                 """)
         }
-        // Decommissioned beacons: kept (attachments and key gone) so that their IDs are never registered again (issue 34).
-        migrator.registerMigration("v6-beacon-decommissioned") { db in
-            try db.execute(sql: "ALTER TABLE beacon ADD COLUMN decommissioned INTEGER NOT NULL DEFAULT 0")
+        // Decommissioned beacons: kept (attachments and key gone) so that their IDs are never registered again; keys'
+        // own session quotas (NULL: the project's only) (issue 34).
+        migrator.registerMigration("v6-beacon-decommissioned-key-quota") { db in
+            try db.execute(sql: """
+                ALTER TABLE beacon ADD COLUMN decommissioned INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE api_key ADD COLUMN max_sessions INTEGER;
+                """)
         }
         return migrator
     }
@@ -197,12 +201,22 @@ public final class SQLiteStore: ExchangeStore {
         }
     }
 
-    private static let keyColumns = "id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins, expires, last_used"
+    private static let keyColumns = "id, project_id, label, secret_hash, revoked, rate_per_second, burst, origins, expires, last_used, max_sessions"
 
     private static func key(_ row: Row) -> APIKeyRecord {
         let hash: Data = row[3]
-        return APIKeyRecord(id: row[0], projectID: row[1], label: row[2], secretHash: Array(hash), revoked: row[4] as Bool,
-                            ratePerSecond: row[5], burst: row[6], origins: WebOrigin.parseStored(row[7]), expires: row[8], lastUsed: row[9])
+        var record = APIKeyRecord(id: row[0], projectID: row[1], label: row[2], secretHash: Array(hash), revoked: row[4] as Bool,
+                                  ratePerSecond: row[5], burst: row[6], origins: WebOrigin.parseStored(row[7]), expires: row[8], lastUsed: row[9])
+        record.maxSessions = row[10]
+        return record
+    }
+
+    public func setKeySessionQuota(id: String, maxSessions: Int?) async throws(StoreError) {
+        try APIKeyRecord.checkQuota(maxSessions)
+        try await write { db in
+            try db.execute(sql: "UPDATE api_key SET max_sessions = ? WHERE id = ?", arguments: [maxSessions, id])
+            if db.changesCount == 0 { throw StoreError.unknownKey(id) }
+        }
     }
 
     public func revokeKey(id: String) async throws(StoreError) {
@@ -347,11 +361,13 @@ public final class SQLiteStore: ExchangeStore {
         guard !old.isRetired(at: Date().timeIntervalSince1970) else { throw .invalid("key \(id) is revoked or expired: create a new one") }
         let (newID, key, hash) = APIKeys.generate()
         let now = Date().timeIntervalSince1970
-        let record = APIKeyRecord(id: newID, projectID: old.projectID, label: old.label, secretHash: hash, revoked: false,
+        var record = APIKeyRecord(id: newID, projectID: old.projectID, label: old.label, secretHash: hash, revoked: false,
                                   ratePerSecond: old.ratePerSecond, burst: old.burst, origins: old.origins)
+        record.maxSessions = old.maxSessions
         try await write { db in
-            try db.execute(sql: "INSERT INTO api_key (id, project_id, label, secret_hash, revoked, rate_per_second, burst, created, origins) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)",
-                           arguments: [newID, old.projectID, old.label, Data(hash), old.ratePerSecond, old.burst, now, WebOrigin.stored(old.origins)])
+            try db.execute(sql: "INSERT INTO api_key (id, project_id, label, secret_hash, revoked, rate_per_second, burst, created, origins, max_sessions) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?)",
+                           arguments: [newID, old.projectID, old.label, Data(hash), old.ratePerSecond, old.burst, now, WebOrigin.stored(old.origins),
+                                       old.maxSessions])
             try db.execute(sql: "UPDATE api_key SET expires = MIN(COALESCE(expires, ?), ?) WHERE id = ?", arguments: [now + overlap, now + overlap, id])
         }
         return (record, key)

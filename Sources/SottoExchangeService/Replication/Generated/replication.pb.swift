@@ -170,6 +170,9 @@ nonisolated struct Sotto_Exchange_Replication_V1_Open: Sendable {
 
   var broadcasts: Bool = false
 
+  /// The key's own session quota (issue 34); 0: none, the project's only.
+  var keyMaxSessions: UInt32 = 0
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -850,7 +853,7 @@ nonisolated extension Sotto_Exchange_Replication_V1_Command: SwiftProtobuf.Messa
 
 nonisolated extension Sotto_Exchange_Replication_V1_Open: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Open"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}attachment\0\u{1}session\0\u{3}secret_hash\0\u{3}resume_session\0\u{3}resume_secret_hash\0\u{3}project_id\0\u{3}project_name\0\u{3}max_sessions\0\u{3}key_id\0\u{1}broadcasts\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}attachment\0\u{1}session\0\u{3}secret_hash\0\u{3}resume_session\0\u{3}resume_secret_hash\0\u{3}project_id\0\u{3}project_name\0\u{3}max_sessions\0\u{3}key_id\0\u{1}broadcasts\0\u{3}key_max_sessions\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -868,6 +871,7 @@ nonisolated extension Sotto_Exchange_Replication_V1_Open: SwiftProtobuf.Message,
       case 8: try { try decoder.decodeSingularUInt32Field(value: &self.maxSessions) }()
       case 9: try { try decoder.decodeSingularStringField(value: &self.keyID) }()
       case 10: try { try decoder.decodeSingularBoolField(value: &self.broadcasts) }()
+      case 11: try { try decoder.decodeSingularUInt32Field(value: &self.keyMaxSessions) }()
       default: break
       }
     }
@@ -904,6 +908,9 @@ nonisolated extension Sotto_Exchange_Replication_V1_Open: SwiftProtobuf.Message,
     if self.broadcasts != false {
       try visitor.visitSingularBoolField(value: self.broadcasts, fieldNumber: 10)
     }
+    if self.keyMaxSessions != 0 {
+      try visitor.visitSingularUInt32Field(value: self.keyMaxSessions, fieldNumber: 11)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -918,6 +925,7 @@ nonisolated extension Sotto_Exchange_Replication_V1_Open: SwiftProtobuf.Message,
     if lhs.maxSessions != rhs.maxSessions {return false}
     if lhs.keyID != rhs.keyID {return false}
     if lhs.broadcasts != rhs.broadcasts {return false}
+    if lhs.keyMaxSessions != rhs.keyMaxSessions {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
