@@ -65,6 +65,8 @@ async function main() {
   results.step = "live";
   results.sessionsChanged = await until(`${$("live-sessions")}.textContent === "2"`, 20);
   results.sightingsSeen = await until(`Number(${$("live-sightingsPerSecond")}.textContent) > 0`, 10);
+  const sparkPoints = `(document.querySelector("#spark-sessions polyline")?.getAttribute("points") || "").split(" ").filter(Boolean).length`;
+  await until(`${sparkPoints} >= 3`, 10);
   results.sparkPoints = await evaluate(`(document.querySelector("#spark-sessions polyline")?.getAttribute("points") || "").split(" ").filter(Boolean).length`);
   results.publicationsByType = await evaluate(`${$("live-publications-by-type")}.textContent`);
   console.log(JSON.stringify(results));

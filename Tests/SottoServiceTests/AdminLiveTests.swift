@@ -57,6 +57,25 @@ import Testing
         await subscriber.close(now: 0)
     }
 
+    @Test func framesRefusedOverAKeysRateAreCountedForItsProject() async throws {
+        let service = try await TestServer()
+        defer { Task { await service.stop() } }
+        let host = service.server.host
+        let live = LiveFeed { await host.statistics() }
+        await live.sample()
+        let slow = try await service.store.createKey(project: service.project.id, label: "slow", ratePerSecond: 0.5, burst: 2).key
+        let client = try RawClient(service.address)
+        defer { Task { await client.close() } }
+        let session = RawSession(client)
+        #expect(await session.hello(key: slow) != nil)
+        for op in 1...8 { session.send(Frames.publish(UInt32(op), content: [UInt8(op)])) }
+        #expect(await eventually { (await host.statistics().counters[service.project.id]?.rateLimited ?? 0) >= 4 })
+        await live.sample()
+        let view = await live.view(project: service.project.id)
+        #expect(view.current.rateLimitedPerSecond > 0 && view.current.sessions == 1, "\(view.current)")
+        session.cancel()
+    }
+
     @Test func theEventStreamDeliversAPointASecondAndStopsWhenItsClientLeaves() async throws {
         let service = try await TestServer()
         defer { Task { await service.stop() } }

@@ -160,10 +160,11 @@ enum ConsolePage {
 
         async function loadKeys() {
           const body = $("keys").tBodies[0];
-          body.replaceChildren();
           $("current-project").textContent = project ? project.name : "(choose a project)";
-          if (!project) return;
+          if (!project) { body.replaceChildren(); return; }
+          // Read first, then replace the rows at once (two loads at a time must not add up).
           const data = await api("GET", "/api/projects/" + encodeURIComponent(project.id) + "/keys");
+          const rows = [];
           for (const k of data.keys) {
             const row = document.createElement("tr");
             cell(row, k.id);
@@ -186,8 +187,9 @@ enum ConsolePage {
               });
               actions.appendChild(revoke);
             }
-            body.appendChild(row);
+            rows.push(row);
           }
+          body.replaceChildren(...rows);
         }
 
         // Live view: the project's history (sparklines) and its server-sent events, one point a second.
