@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 @testable import SottoExchangeService
 import SottoExchange
+import SottoExchangeClient
 import SottoExchangeWire
 import Testing
 
@@ -42,6 +43,31 @@ import Testing
         _ = replica.apply(ReplicaTests.entry("n1", [.end(SessionID("s_1"), stream: 1)]), at: 0.5)
         #expect(Self.refused(replica.apply(ReplicaTests.entry("n1", [Self.open("s_7", stream: 6, key: "k1", quota: 2)]), at: 0.6)).isEmpty)
         #expect(replica.sessionsPerKey["k1"] == 2)
+    }
+
+    /// Two nodes sharing PostgreSQL: the key's second session is refused on the other node; once the first ends,
+    /// it opens there; another key of the project is not held back.
+    @Test(.timeLimit(.minutes(1))) func overTwoNodesTheKeyHoldsItsQuotaOnce() async throws {
+        let cluster = try await TestCluster(nodes: 2)
+        defer { Task { await cluster.stop() } }
+        let (record, key) = try await cluster.admin.createKey(project: cluster.project.id, label: "kiosk", ratePerSecond: 100, burst: 100)
+        try await cluster.admin.setKeySessionQuota(id: record.id, maxSessions: 1)
+        let first = try await cluster.manager(node: 0, key: key)
+        let second = MessageManager(link: try RemoteMatcher(options: .init(endpoint: cluster.node(1).address, apiKey: key)))
+        await #expect(throws: ExchangeError.sessionQuotaExceeded(1)) { try await second.connect(timeout: 5) }
+        await second.close(now: 0)
+        let other = try await cluster.manager(node: 1)
+        await first.close(now: 0)
+        let address = cluster.node(1).address
+        let reopened = await eventually(10) {
+            guard let link = try? RemoteMatcher(options: .init(endpoint: address, apiKey: key)) else { return false }
+            let manager = MessageManager(link: link)  // a refused manager is done: a new one each time
+            let connected = (try? await manager.connect(timeout: 2)) != nil
+            await manager.close(now: 0)
+            return connected
+        }
+        #expect(reopened, "the slot is free once the first session ended")
+        await other.close(now: 0)
     }
 
     @Test func theQuotaIsSetThroughTheAPIAuditedAndInheritedByARotatedKey() async throws {
