@@ -261,8 +261,7 @@ public actor MatcherHost {
 
     /// Opens (or resumes) a session for an authenticated key on a new stream whose frames go to `outbox`.
     /// - Throws: `sessionQuotaExceeded` when the project (or the key, with a quota of its own) holds its quota of
-    ///   sessions; `unavailable` when this
-    ///   node cannot reach the shared database.
+    ///   sessions; `unavailable` when this node cannot reach the shared database.
     public func open(key: AuthenticatedKey, broadcasts: Bool, resume: (session: String, secret: [UInt8])?,
                      outbox: Outbox) async throws(ExchangeError) -> Opened {
         guard !stopped else { throw .unavailable("the service is shutting down; try another node") }

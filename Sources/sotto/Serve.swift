@@ -330,7 +330,7 @@ struct AdminKey: AsyncParsableCommand {
         func run() async throws {
             do {
                 for key in try await store.withStore({ try await $0.keys(project: project) }) {
-                    Output.line("\(key.id)\t\(key.projectID)\t\(key.revoked ? "revoked" : "active")\t\(key.ratePerSecond)/s burst \(key.burst)\t\(key.label)\(key.origins.isEmpty ? "" : "\torigins " + key.origins.joined(separator: " "))")
+                    Output.line("\(key.id)\t\(key.projectID)\t\(key.revoked ? "revoked" : "active")\t\(key.ratePerSecond)/s burst \(key.burst)\t\(key.label)\(key.origins.isEmpty ? "" : "\torigins " + key.origins.joined(separator: " "))\(key.maxSessions.map { "\tmax \($0) sessions" } ?? "")")
                 }
             } catch let error as StoreError { throw CommandError(error.description) }
         }

@@ -40,6 +40,11 @@ import Testing
         #expect(key.0 == 0 && key.1.first?.hasPrefix("sotto_") == true, "\(key.2)")
         let listed = try await Self.run(["admin", "key", "list", "museum", "--secret-file", file] + server)
         #expect(listed.1.count == 1 && listed.1.first?.contains("\tkiosk") == true)
+        // A key with its own session quota, listed with it.
+        let quota = try await Self.run(["admin", "key", "create", "museum", "--label", "screen", "--max-sessions", "3", "--secret-file", file] + server)
+        #expect(quota.0 == 0, "\(quota.2)")
+        let quotas = try await Self.run(["admin", "key", "list", "museum", "--secret-file", file] + server)
+        #expect(quotas.1.count == 2 && quotas.1.last?.hasSuffix("\tscreen\tmax 3 sessions") == true, "\(quotas.1)")
 
         // No credential, a project key as one, both --store and --server: each said plainly.
         let none = try await Self.run(["admin", "project", "list"] + server)

@@ -42,11 +42,12 @@ enum ConsolePage {
             <button type="submit">Create</button>
           </form>
           <h2>Keys of <span id="current-project">(choose a project)</span></h2>
-          <table id="keys"><thead><tr><th>Id</th><th>Label</th><th>Rate /s</th><th>Burst</th><th>State</th><th>Last use</th><th></th></tr></thead><tbody></tbody></table>
+          <table id="keys"><thead><tr><th>Id</th><th>Label</th><th>Rate /s</th><th>Burst</th><th>State</th><th>Last use</th><th>Max sessions</th><th></th></tr></thead><tbody></tbody></table>
           <form id="new-key">
             <label>Label <input id="key-label" maxlength="200"></label>
             <label>Requests/s <input id="key-rate" type="number" min="0.001" step="any" value="50"></label>
             <label>Burst <input id="key-burst" type="number" min="1" step="any" value="200"></label>
+            <label>Max sessions <input id="key-max-sessions" type="number" min="1" max="10000000" step="1" placeholder="project's"></label>
             <button type="submit">Create key</button>
           </form>
           <p id="new-secret-box" hidden>New key, shown once: <code id="new-secret"></code></p>
@@ -173,6 +174,7 @@ enum ConsolePage {
             cell(row, k.burst);
             cell(row, k.revoked ? "revoked" : (k.expires ? "until " + time(k.expires) : "active"));
             cell(row, time(k.lastUsed));
+            cell(row, k.maxSessions === null || k.maxSessions === undefined ? "project's" : k.maxSessions);
             const actions = cell(row, "");
             if (!k.revoked) {
               const revoke = document.createElement("button");
@@ -367,8 +369,9 @@ enum ConsolePage {
             event.preventDefault();
             if (!project) { say("choose a project first"); return; }
             try {
-              const data = await api("POST", "/api/projects/" + encodeURIComponent(project.id) + "/keys", {
-                label: $("key-label").value, requestsPerSecond: Number($("key-rate").value), burst: Number($("key-burst").value) });
+              const body = { label: $("key-label").value, requestsPerSecond: Number($("key-rate").value), burst: Number($("key-burst").value) };
+              if ($("key-max-sessions").value) body.maxSessions = Number($("key-max-sessions").value);
+              const data = await api("POST", "/api/projects/" + encodeURIComponent(project.id) + "/keys", body);
               $("new-secret").textContent = data.secret;
               $("new-secret-box").hidden = false;
               $("key-label").value = "";
