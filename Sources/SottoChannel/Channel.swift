@@ -80,26 +80,16 @@ public enum Channel {
         from == to ? x : Resampler.resample(x, ratio: to / from)
     }
 
-    /// Speaker and microphone roll-off: a cascade of second-order Butterworth low-pass sections at
-    /// `cornerHz`, 12 dB/octave each, rounded to the nearest whole number of sections.
-    public static func rollOff(_ x: inout [Float], sampleRate: Double, cornerHz: Double, slopeDBPerOctave: Double = 24) {
-        guard cornerHz < sampleRate / 2 else { return }
-        let sections = max(1, Int((slopeDBPerOctave / 12).rounded()))
-        let w0 = 2 * Double.pi * cornerHz / sampleRate
-        let alpha = Double.sin(w0) / (2 * 0.7071067811865476)
-        let cosW = Double.cos(w0)
-        let a0 = 1 + alpha
-        let b0 = (1 - cosW) / 2 / a0, b1 = (1 - cosW) / a0, b2 = b0
-        let a1 = -2 * cosW / a0, a2 = (1 - alpha) / a0
-        for _ in 0..<sections {
-            var x1 = 0.0, x2 = 0.0, y1 = 0.0, y2 = 0.0
-            for i in x.indices {
-                let input = Double(x[i])
-                let output = b0 * input + b1 * x1 + b2 * x2 - a1 * y1 - a2 * y2
-                x2 = x1; x1 = input; y2 = y1; y1 = output
-                x[i] = Float(output)
-            }
-        }
+    /// Speaker and microphone roll-off (``RollOffFilter``): a cascade of second-order Butterworth low-pass sections
+    /// at `cornerHz`, 12 dB/octave each, rounded to the nearest whole number of sections.
+    /// - Parameters:
+    ///   - x: the samples, filtered in place.
+    ///   - sampleRate: their rate (Hz).
+    ///   - cornerHz: the corner (Hz).
+    ///   - slopeDBPerOctave: the slope above it (dB per octave).
+    public static func rollOff(_ x: inout [Float], sampleRate: Double, cornerHz: Double, slopeDBPerOctave: Double = RollOffFilter.defaultSlope) {
+        var filter = RollOffFilter(cornerHz: cornerHz, slopeDBPerOctave: slopeDBPerOctave, sampleRate: sampleRate)
+        filter.process(&x)
     }
 
     /// Hard clipping at +-`level` (full scale = 1).

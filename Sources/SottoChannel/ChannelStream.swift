@@ -21,9 +21,8 @@ public final class ChannelStream {
     private let convolver: OverlapAddConvolver?
     private var clock: StreamingResampler?
     private var rate: StreamingResampler?
-    /// Two sections' (x1, x2, y1, y2) for the roll-off.
-    private var rollOffState: [(Double, Double, Double, Double)] = []
-    private let rollOffCoefficients: (b0: Double, b1: Double, b2: Double, a1: Double, a2: Double)?
+    /// The speaker's and microphone's roll-off, with its state across blocks.
+    private var rollOffFilter: RollOffFilter?
     /// The interference at the output rate, read from its random offset on; the samples of it still to mix in,
     /// and its gain.
     private let interference: (any InterferenceSource)?
@@ -73,16 +72,8 @@ public final class ChannelStream {
         } else {
             convolver = nil
         }
-        if let corner = model.rollOffCornerHz, corner < sampleRate / 2 {
-            let w0 = 2 * Double.pi * corner / sampleRate
-            let alpha = Double.sin(w0) / (2 * 0.7071067811865476)
-            let cosW = Double.cos(w0)
-            let a0 = 1 + alpha
-            let b0 = (1 - cosW) / 2 / a0
-            rollOffCoefficients = (b0, (1 - cosW) / a0, b0, -2 * cosW / a0, (1 - alpha) / a0)
-            rollOffState = Array(repeating: (0, 0, 0, 0), count: max(1, Int((24.0 / 12).rounded())))
-        } else {
-            rollOffCoefficients = nil
+        rollOffFilter = model.rollOffCornerHz.map {
+            RollOffFilter(cornerHz: $0, slopeDBPerOctave: model.rollOffSlopeDBPerOctave ?? RollOffFilter.defaultSlope, sampleRate: sampleRate)
         }
         // The output's length, as apply's stages make it.
         var frames = inputFrames.map { $0 == 0 ? 0 : $0 + max(0, responseLength - 1) }
@@ -159,18 +150,9 @@ public final class ChannelStream {
     }
 
     private func rollOff(_ x: [Float]) -> [Float] {
-        guard let c = rollOffCoefficients else { return x }
+        guard rollOffFilter != nil else { return x }
         var y = x
-        for s in rollOffState.indices {
-            var (x1, x2, y1, y2) = rollOffState[s]
-            for i in y.indices {
-                let input = Double(y[i])
-                let output = c.b0 * input + c.b1 * x1 + c.b2 * x2 - c.a1 * y1 - c.a2 * y2
-                x2 = x1; x1 = input; y2 = y1; y1 = output
-                y[i] = Float(output)
-            }
-            rollOffState[s] = (x1, x2, y1, y2)
-        }
+        rollOffFilter!.process(&y)
         return y
     }
 

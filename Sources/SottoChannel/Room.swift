@@ -151,8 +151,10 @@ public struct ChannelModel: Sendable, Codable, Hashable {
     public var volume: Double = 60
     /// Source directivity factor Q (see ``Room/directivity``).
     public var directivity: Double = 4
-    /// Speaker/microphone roll-off corner (Hz), 24 dB/octave.
+    /// Speaker/microphone roll-off corner (Hz) (``RollOffFilter``).
     public var rollOffCornerHz: Double?
+    /// Slope of the roll-off above its corner (dB/octave, a multiple of 12); nil: 24.
+    public var rollOffSlopeDBPerOctave: Double?
     /// Receiver clock offset (ppm, positive = receiver fast: the signal arrives stretched).
     public var ppm: Double?
     /// Output sample rate (Hz).
@@ -187,7 +189,10 @@ public struct ChannelModel: Sendable, Codable, Hashable {
         } else if let rt60 {
             y = try fftConvolve(y, Room(rt60: rt60, distance: distance, volume: volume, directivity: directivity).impulseResponse(sampleRate: sampleRate, rng: &rng))
         }
-        if let rollOffCornerHz { Channel.rollOff(&y, sampleRate: sampleRate, cornerHz: rollOffCornerHz) }
+        if let rollOffCornerHz {
+            Channel.rollOff(&y, sampleRate: sampleRate, cornerHz: rollOffCornerHz,
+                            slopeDBPerOctave: rollOffSlopeDBPerOctave ?? RollOffFilter.defaultSlope)
+        }
         if let ppm, ppm != 0 { y = Channel.clockOffset(y, ppm: ppm) }
         var rate = sampleRate
         if let outputRate, outputRate != sampleRate {

@@ -142,7 +142,8 @@ public struct MatcherServer: Service {
             throw error
         }
         do {
-            try await serve(server, transport: transport, httpAddress: httpAddress, web: webListener.map { ($0, service) }, admin: adminListener)
+            try await serve(server, transport: transport, httpAddress: httpAddress, web: webListener.map { ($0, service) },
+                            connections: connections, admin: adminListener)
         } catch is DrainDeadlinePassed {
             logger.notice("drain time (\(configuration.drainTimeout) s) over: closed the connections left")
         } catch {
@@ -165,7 +166,7 @@ public struct MatcherServer: Service {
     /// streams get ``ServiceConfiguration/drainTimeout`` seconds to end before the connections left are closed.
     private func serve(_ server: GRPCServer<HTTP2ServerTransport.Custom<GuardedListener>>, transport: HTTP2ServerTransport.Custom<GuardedListener>,
                        httpAddress: String?, web webListener: (WebListener, ExchangeService)? = nil,
-                       admin adminListener: AdminListener? = nil) async throws {
+                       connections: ConnectionGuard, admin adminListener: AdminListener? = nil) async throws {
         let host = self.host, logger = self.logger, drain = configuration.drainTimeout
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Part.self) { group in
@@ -188,7 +189,8 @@ public struct MatcherServer: Service {
                     logger.info("serving web clients on \(listener.address)\(tls == nil ? "" : " (TLS)")")
                     web.onListening(listener.address)
                     group.addTask {
-                        try await listener.serve(service: service, page: web.page, limits: self.limits, metrics: self.metrics)
+                        try await listener.serve(service: service, page: web.page, connections: connections, limits: self.limits,
+                                                metrics: self.metrics)
                         return .web
                     }
                 }

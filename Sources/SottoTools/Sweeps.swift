@@ -6,7 +6,7 @@ import SottoModem
 
 /// The robustness sweeps.
 public enum SweepKind: String, CaseIterable, Sendable {
-    case snr, offset, reverb, rooms, longroom, hall, speech, `false`, latency, exchange, crowd, earshot, skew
+    case snr, offset, reverb, rooms, longroom, hall, rolloff, speech, `false`, latency, exchange, crowd, earshot, skew
 }
 
 /// Where a sweep's tables go, row by row as they are measured.
@@ -114,6 +114,7 @@ public struct SweepRunner {
         case .rooms: try sweepRooms(profiles, lengths)
         case .longroom: try sweepLongRooms(profiles, lengths)
         case .hall: try sweepHall(profiles, lengths)
+        case .rolloff: try sweepRollOff(profiles, lengths)
         case .speech: try sweepSpeech(profiles, lengths)
         case .false: try sweepFalse(profiles, seconds: seconds)
         case .latency: sweepLatency(profiles, lengths)
@@ -277,6 +278,43 @@ public struct SweepRunner {
                     Channel.addWhiteNoise(&x, snrDB: Self.hallSNR, signalPower: power, rng: &rng)
                 }
                 output.row(["\(profile.name)", "\(bytes)", "\(fixed(100 * r.rate, 1))%", "\(r.falseTokens)"])
+            }
+        }
+    }
+
+    // MARK: Weak speakers
+
+    /// The roll-off sweep's losses at 19 kHz (dB), one column each.
+    static let rollOffLosses: [Double] = [0, 5, 10, 15, 20, 25, 30]
+    /// Full-band SNR (dB) of the roll-off sweep: white noise against the sent frame's power, so that the noise
+    /// stays as the speaker weakens (about 9 dB in band without a loss).
+    static let rollOffSNR = 0.0
+
+    /// Weak speakers and microphones: a living room (synthetic, RT60 0.3 s, 2 m, 60 m^3, one room per frame), the
+    /// speaker and microphone together losing 0-30 dB at 19 kHz (``RollOffFilter``, 24 dB/octave, its corner set
+    /// for the loss: a tilt across the band as well), white noise at `rollOffSNR` against the sent frame. What a
+    /// session's profile has to survive on a small phone speaker (CHANNEL.md budgets 20-40 dB).
+    mutating func sweepRollOff(_ profiles: [Profile], _ lengths: [Int]) throws {
+        let rate = self.rate, directivity = self.directivity
+        let corners = Self.rollOffLosses.map { RollOffFilter.corner(forLossDB: $0, at: 19_000, sampleRate: rate) }
+        output.table("Weak speakers: a living room (RT60 0.3 s, 2 m, 60 m^3), speaker and microphone losing L dB at 19 kHz (24 dB/octave above a corner of \(corners.map { $0.map { "\(fixed($0 / 1000, 1)) kHz" } ?? "none" }.joined(separator: ", "))), white noise at \(fixed(Self.rollOffSNR, 0)) dB full-band SNR against the sent frame, \(trials) frames per point.",
+                     ["profile", "bytes"] + Self.rollOffLosses.map { "\(fixed($0, 0)) dB" } + ["false tokens"])
+        for profile in profiles {
+            for bytes in lengths {
+                var cells: [String] = [], falseTokens = 0
+                for (loss, corner) in zip(Self.rollOffLosses, corners) {
+                    output.status("\(profile.name), \(bytes) bytes, \(fixed(loss, 0)) dB at 19 kHz")
+                    let r = try successRate(profile, bytes) { x, rng, power in
+                        let room = Room(rt60: 0.3, distance: 2, volume: 60, directivity: directivity)
+                        x = try fftConvolve(x, room.impulseResponse(sampleRate: rate, rng: &rng))
+                        if let corner { Channel.rollOff(&x, sampleRate: rate, cornerHz: corner) }
+                        Channel.addWhiteNoise(&x, snrDB: Self.rollOffSNR, signalPower: power, rng: &rng)
+                    }
+                    falseTokens += r.falseTokens
+                    cells.append("\(fixed(100 * r.rate, 1))%")
+                    output.partial(["\(profile.name)", "\(bytes)"] + cells)
+                }
+                output.row(["\(profile.name)", "\(bytes)"] + cells + ["\(falseTokens)"])
             }
         }
     }

@@ -102,7 +102,9 @@ struct BenchSweep: ParsableCommand {
         abstract: "Run a robustness sweep through the channel simulator and print its table.",
         discussion: """
             snr: Eb/N0 and SNR for 90% and 99% per profile and token length. offset: clock / Doppler offsets. \
-            reverb: synthetic rooms. rooms: measured impulse responses with real noise, from --data. longroom: synthetic long rooms (seconds of tail, weak direct sound, late reflections). speech: speech \
+            reverb: synthetic rooms. rooms: measured impulse responses with real noise, from --data. longroom: synthetic long rooms (seconds of tail, weak direct sound, late reflections). hall: a reverberant \
+            hall (20 x 12 x 6 m, RT60 0.9 s, 5 m). rolloff: weak speakers and microphones (0-30 dB lost at 19 kHz) in \
+            a living room. speech: speech \
             interference. false: an hour of noise and speech (false tokens). latency: how long after its last \
             sample a frame is reported, fed in 1024-sample periods as from a device. exchange: three devices in a \
             simulated room through the modem and the matcher (found latency, stop-to-lost, walk-away-to-lost, \
@@ -157,7 +159,7 @@ struct BenchSweep: ParsableCommand {
     func expectedRows() throws -> Int? {
         let grid = try selectedProfiles().count * sizes().count
         switch kind {
-        case .snr, .offset, .reverb, .rooms, .speech, .latency, .hall: return grid
+        case .snr, .offset, .reverb, .rooms, .speech, .latency, .hall, .rolloff: return grid
         case .crowd: return try grid * rules.split(separator: ",").count * deviceCounts().count
         case .false, .exchange, .earshot, .skew, .longroom: return nil
         }
@@ -177,8 +179,8 @@ struct BenchSweep: ParsableCommand {
         // Every item is checked, empty ones too: '' or '8,,12' is a mistake, not an empty table.
         try lengths.split(separator: ",", omittingEmptySubsequences: false).map { s -> Int in
             // 0: the alias frame, in the sweeps of one frame per trial.
-            if s == "0", [.snr, .offset, .reverb, .rooms, .hall, .speech].contains(kind) { return 0 }
-            guard let n = Int(s), FrameFormat.payloadBytes.contains(n) else { throw ValidationError("--lengths: token lengths must be 1 to 16 (0: the alias frame, for snr, offset, reverb, rooms, hall and speech), got '\(s)'") }
+            if s == "0", [.snr, .offset, .reverb, .rooms, .hall, .rolloff, .speech].contains(kind) { return 0 }
+            guard let n = Int(s), FrameFormat.payloadBytes.contains(n) else { throw ValidationError("--lengths: token lengths must be 1 to 16 (0: the alias frame, for snr, offset, reverb, rooms, hall, rolloff and speech), got '\(s)'") }
             return n
         }
     }

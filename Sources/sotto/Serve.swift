@@ -196,9 +196,9 @@ struct Serve: AsyncParsableCommand {
 
 /// What peers can make `sotto serve` hold: connections, streams and the time they get to say something.
 struct TransportOptions: ParsableArguments {
-    @Option(parsing: .unconditional, help: "Most connections at once (lowered to the descriptor limit, ulimit -n, less 64).")
+    @Option(parsing: .unconditional, help: "Most connections at once, gRPC and --web together (lowered to the descriptor limit, ulimit -n, less 64).")
     var maxConnections: Int = TransportLimits().maxConnections
-    @Option(parsing: .unconditional, help: "Most connections at once from one IP address.")
+    @Option(parsing: .unconditional, help: "Most connections at once from one IP address, gRPC and --web together.")
     var maxConnectionsPerAddress: Int = TransportLimits().maxConnectionsPerAddress
     @Option(parsing: .unconditional, help: "Seconds a new connection has to send the HTTP/2 preface (after TLS) before it is closed.")
     var prefaceTimeout: Double = TransportLimits().prefaceTimeout

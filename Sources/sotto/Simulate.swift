@@ -20,7 +20,8 @@ struct Simulate: ParsableCommand {
     @Option(name: .customLong("volume"), parsing: .unconditional, help: ArgumentHelp(visibility: .hidden)) var deprecatedVolume: Double?
     @Option(parsing: .unconditional, help: "Directivity factor Q of the source for the synthetic room (1 = omnidirectional; default 4).") var directivity: Double?
     @Option(help: "Convolve with this measured room impulse response (audio file) instead: normalised to its peak; output that would then exceed full scale is scaled to -1 dBFS, with a note.") var rir: String?
-    @Option(parsing: .unconditional, help: "Speaker/microphone roll-off corner (Hz), 24 dB/octave above it.") var rollOff: Double?
+    @Option(parsing: .unconditional, help: "Speaker/microphone roll-off corner (Hz), --roll-off-slope above it.") var rollOff: Double?
+    @Option(parsing: .unconditional, help: "Slope of the roll-off above its corner (dB/octave: 12, 24, ... 96; default 24).") var rollOffSlope: Double?
     @Option(parsing: .unconditional, help: "Receiver sample-clock offset (ppm, positive: receiver clock fast, frame arrives stretched).") var ppm: Double?
     @Option(parsing: .unconditional, help: "Output sample rate (Hz).") var rate: Double?
     @Option(help: "Add this recording (speech, music) as interference, at --sir.") var interference: String?
@@ -52,6 +53,8 @@ struct Simulate: ParsableCommand {
         try NumericOption("--sir", -200...200, unit: "dB").check(sir)
         try NumericOption("--clip", above: 0, upTo: 1).check(clip)
         try NumericOption("--roll-off", above: 100, upTo: 1e6, unit: "Hz").check(rollOff)
+        try NumericOption("--roll-off-slope", 12...96, unit: "dB/octave").check(rollOffSlope)
+        if rollOffSlope != nil && rollOff == nil { throw ValidationError("--roll-off-slope needs --roll-off (the corner)") }
         if rt60 != nil && rir != nil { throw ValidationError("use either --rt60 (synthetic room) or --rir (measured), not both") }
         if interference == nil && sir != 0 { throw ValidationError("--sir is the level of --interference: give the recording with --interference") }
         if rt60 == nil && (distance != nil || volume != nil || directivity != nil) {
@@ -73,6 +76,7 @@ struct Simulate: ParsableCommand {
             model.ppm = ppm
             model.outputRate = rate
             model.rollOffCornerHz = rollOff
+            model.rollOffSlopeDBPerOctave = rollOffSlope
             model.clipLevel = clip.map { Float($0) }
             model.quantize16 = quantize16
             model.sirDB = interference == nil ? nil : sir

@@ -2,6 +2,7 @@ import Foundation
 import SottoAudio
 import SottoExchange
 import SottoTools
+import SottoTestSupport
 import Testing
 
 /// Runs the built `sotto` executable (next to the test bundle) and captures its output.
@@ -21,7 +22,7 @@ struct Sotto {
     /// directory (XDG_CONFIG_HOME, set once for this process and inherited by each child): the user's own
     /// consent is never read or changed. The consent tests give each command an XDG_CONFIG_HOME of their own.
     private static func grantConsentForTests() {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sotto-tests-config-\(getpid())")
+        let directory = URL(fileURLWithPath: processScratchDirectory("sotto-tests-config"))
         try? FileManager.default.createDirectory(at: directory.appendingPathComponent("sotto"), withIntermediateDirectories: true)
         try? Data("granted\n".utf8).write(to: directory.appendingPathComponent("sotto/consent"))
         setenv("XDG_CONFIG_HOME", directory.path, 1)
@@ -72,8 +73,9 @@ struct Sotto {
     }
 }
 
+/// A fresh directory inside this test process's scratch directory (removed when the process exits).
 func temporaryDirectory() throws -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("sotto-cli-\(UUID().uuidString)")
+    let url = URL(fileURLWithPath: processScratchDirectory("sotto-cli")).appendingPathComponent(UUID().uuidString)
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
 }

@@ -129,6 +129,44 @@ func tone(_ f: Double, rate: Double, seconds: Double, amplitude: Float = 0.5) ->
         #expect(abs(below) < 0.2, "\(below) dB")
     }
 
+    /// The roll-off's stated loss is the loss a tone meets, its slope is as asked, and the corner found for a loss
+    /// gives it (what the roll-off sweep's columns rely on).
+    @Test func rollOffLossIsWhatItSaysAndTheCornerForALossGivesIt() {
+        func measured(_ f: Double, _ filter: RollOffFilter) -> Double {
+            let x = tone(f, rate: 48_000, seconds: 0.3)
+            var y = x, copy = filter
+            copy.process(&y)
+            return -20 * log10(dominantTone(Array(y[2000...]), sampleRate: 48_000).amplitude
+                / dominantTone(Array(x[2000...]), sampleRate: 48_000).amplitude)
+        }
+        let steep = RollOffFilter(cornerHz: 4_000, slopeDBPerOctave: 48, sampleRate: 48_000)
+        let gentle = RollOffFilter(cornerHz: 4_000, slopeDBPerOctave: 24, sampleRate: 48_000)
+        #expect(steep.slopeDBPerOctave == 48 && gentle.slopeDBPerOctave == 24)
+        for f in [2_000.0, 6_000, 8_000, 12_000] {
+            #expect(abs(measured(f, steep) - steep.attenuationDB(at: f)) < 0.5, "\(f) Hz")
+        }
+        // Twice the sections: twice the loss, at every frequency.
+        #expect(abs(steep.attenuationDB(at: 8_000) - 2 * gentle.attenuationDB(at: 8_000)) < 0.01)
+        #expect(steep.attenuationDB(at: 8_000) > 45)
+        for loss in [5.0, 20, 35] {
+            let corner = RollOffFilter.corner(forLossDB: loss, at: 19_000, sampleRate: 48_000)!
+            let filter = RollOffFilter(cornerHz: corner, sampleRate: 48_000)
+            #expect(abs(filter.attenuationDB(at: 19_000) - loss) < 0.01, "\(loss) dB: corner \(corner) Hz")
+            #expect(abs(measured(19_000, filter) - loss) < 0.5)
+        }
+        #expect(RollOffFilter.corner(forLossDB: 0, at: 19_000, sampleRate: 48_000) == nil)
+        // Filtered in blocks, the same as filtered whole.
+        let x = tone(18_000, rate: 48_000, seconds: 0.1)
+        var whole = x, blocks: [Float] = [], blockFilter = steep, wholeFilter = steep
+        wholeFilter.process(&whole)
+        for start in stride(from: 0, to: x.count, by: 1000) {
+            var block = Array(x[start..<min(x.count, start + 1000)])
+            blockFilter.process(&block)
+            blocks += block
+        }
+        #expect(blocks == whole)
+    }
+
     @Test func clippingAndQuantisationStayInRange() {
         var g = SeededRandom(seed: 3)
         var x = (0..<10_000).map { _ in Float(3 * g.gaussian()) }

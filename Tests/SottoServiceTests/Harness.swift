@@ -41,9 +41,10 @@ func eventually(_ seconds: Double = 5, _ condition: @Sendable () async -> Bool) 
     return await condition()
 }
 
-/// A fresh temporary directory (short path: Unix socket paths are limited to about 100 bytes).
+/// A fresh temporary directory (short path: Unix socket paths are limited to about 100 bytes), inside this test
+/// process's scratch directory, which is removed when the process exits.
 func temporaryDirectory() throws -> String {
-    let path = "/tmp/sotto-svc-\(UUID().uuidString.prefix(8))"
+    let path = processScratchDirectory("sotto-svc") + "/\(UUID().uuidString.prefix(8))"
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     return path
 }

@@ -362,6 +362,34 @@ import Testing
         #expect(service.server.metric("sotto_http_timeouts_total") == 1)
     }
 
+    /// The gRPC and web listeners share one connection budget (the process's descriptors): under a cap of two per
+    /// address, a gRPC session and a page's session fill it, a second page is refused, and gets in once the gRPC
+    /// client has gone.
+    @Test func gRPCAndWebConnectionsCountAgainstOneCap() async throws {
+        var limits = TransportLimits()
+        limits.maxConnectionsPerAddress = 2
+        let service = try await WebTestServer(limits: limits)
+        defer { Task { await service.stop() } }
+        let webKey = try await service.key(origins: [Self.page])
+        let manager = try await service.server.manager()
+        try await withDeadline(20, "the shared cap") {
+            try await WebClient.session(port: service.webPort, origin: Self.page) { first in
+                try await first.hello(key: webKey)
+                await #expect(throws: (any Error).self, "a page beyond the gRPC connection and the first page is refused") {
+                    try await WebClient.session(port: service.webPort, origin: Self.page) { second in try await second.hello(key: webKey) }
+                }
+                await manager.close(now: 0)
+                var admitted = false
+                for _ in 0..<50 where !admitted {
+                    admitted = (try? await WebClient.session(port: service.webPort, origin: Self.page) { again in try await again.hello(key: webKey) }) != nil
+                    if !admitted { try await Task.sleep(for: .milliseconds(100)) }
+                }
+                #expect(admitted, "room again once the gRPC client has gone")
+            }
+        }
+        #expect((service.server.metric("sotto_connections_refused_total") ?? 0) >= 1)
+    }
+
     /// A session refused for its project's session quota gets one fatal Error frame (quota exceeded), then the
     /// close: not a second Error for the same end.
     @Test func aRefusedSessionQuotaEndsWithOneFatalError() async throws {

@@ -4,14 +4,20 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// Keeps the connections of the gRPC listener within ``TransportLimits``: admits or refuses each accepted
-/// connection (``ConnectionTable``), counts the streams each holds, and sheds the oldest idle connections
-/// when the process runs out of descriptors. Called from the NIO event loops of the listener.
+/// Keeps the connections of the process's exchange listeners within ``TransportLimits``, as one budget: the gRPC
+/// listener's and the web listener's connections count against the same caps (in all and per address), since they
+/// share the process's descriptors. Admits or refuses each accepted connection (``ConnectionTable``), counts the
+/// streams each gRPC connection holds, and sheds the oldest idle gRPC connections when the process runs out of
+/// descriptors or a newcomer needs the room; a web connection holds a page's session or a request under way, and
+/// is never shed. Called from the NIO event loops of the listeners.
 final class ConnectionGuard: Sendable {
     private struct State {
         var table: ConnectionTable
         var channels: [UInt64: any Channel] = [:]
         var ids: [ObjectIdentifier: UInt64] = [:]
+        /// The web listener's connections (the rest are gRPC connections).
+        var web: Set<UInt64> = []
+        var grpcCount: Int { table.count - web.count }
     }
 
     let limits: TransportLimits
@@ -33,6 +39,7 @@ final class ConnectionGuard: Sendable {
         exhaustion = LogThrottle(interval: 60)
     }
 
+    /// Connections held, gRPC and web.
     var count: Int { state.withLock { $0.table.count } }
 
     /// A connection was accepted: true to let it in (it is then tracked until it closes); false when it was
@@ -54,7 +61,7 @@ final class ConnectionGuard: Sendable {
             case .refuse:
                 break
             }
-            return (admission, evicted, state.table.count)
+            return (admission, evicted, state.grpcCount)
         }
         metrics.connections.record(total)
         switch admission {
@@ -82,9 +89,52 @@ final class ConnectionGuard: Sendable {
                 state.channels[id] = nil
                 state.table.close(id)
             }
-            return state.table.count
+            return state.grpcCount
         }
         metrics.connections.record(total)
+    }
+
+    /// A connection of the web listener from `address` (nil: a Unix-socket peer) arrived: its number, counted busy
+    /// until ``closeWeb(_:)`` (never shed for a newer one), or why it is refused. An idle gRPC connection may be
+    /// closed to make room for it. The caller closes a refused connection.
+    func admitWeb(address: String?) -> Result<UInt64, ConnectionTable.Refusal> {
+        let (result, evicted, webCount, grpcCount) = state.withLock { state -> (Result<UInt64, ConnectionTable.Refusal>, (any Channel)?, Int, Int) in
+            var evicted: (any Channel)?
+            let result: Result<UInt64, ConnectionTable.Refusal>
+            switch state.table.arrive(address: address, now: Self.now()) {
+            case .admit(let id):
+                result = .success(id)
+            case .admitEvicting(let id, let old):
+                // Only gRPC connections are ever idle: web ones count busy from their start.
+                evicted = state.channels.removeValue(forKey: old)
+                if let evicted { state.ids[ObjectIdentifier(evicted)] = nil }
+                result = .success(id)
+            case .refuse(let refusal):
+                result = .failure(refusal)
+            }
+            if case .success(let id) = result {
+                state.table.streamOpened(id)
+                state.web.insert(id)
+            }
+            return (result, evicted, state.web.count, state.grpcCount)
+        }
+        metrics.webConnections.record(webCount)
+        if let evicted {
+            evicted.close(promise: nil)
+            metrics.connectionsShed.increment()
+            metrics.connections.record(grpcCount)
+        }
+        if case .failure = result { metrics.connectionsRefused.increment() }
+        return result
+    }
+
+    /// A web connection admitted by ``admitWeb(address:)`` closed.
+    func closeWeb(_ id: UInt64) {
+        let webCount = state.withLock { state -> Int in
+            if state.web.remove(id) != nil { state.table.close(id) }
+            return state.web.count
+        }
+        metrics.webConnections.record(webCount)
     }
 
     /// An HTTP/2 stream opened on one of the connections (its parent channel): counted until it closes.
@@ -112,7 +162,7 @@ final class ConnectionGuard: Sendable {
             }
         }
         for channel in expired { channel.close(promise: nil) }
-        if !expired.isEmpty { metrics.connections.record(count) }
+        if !expired.isEmpty { metrics.connections.record(state.withLock { $0.grpcCount }) }
     }
 
     /// Runs ``closeIdle()`` on `loop` every second (or quarter of the idle time-out, if shorter) until `until`

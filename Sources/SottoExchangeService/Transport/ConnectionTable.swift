@@ -22,7 +22,7 @@ struct ConnectionTable: Sendable {
     }
 
     /// Why a connection was refused.
-    enum Refusal: Sendable, Equatable, CustomStringConvertible {
+    enum Refusal: Error, Sendable, Equatable, CustomStringConvertible {
         /// The node holds its most connections (the limit).
         case full(Int)
         /// Its address holds its most connections (the limit).

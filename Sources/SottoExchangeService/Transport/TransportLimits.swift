@@ -5,8 +5,8 @@ import Foundation
 /// have not said Hello yet. Every bound is a number an attacker meets first; the defaults fit a node serving
 /// 10 000 sessions over a few hundred connections.
 public struct TransportLimits: Sendable, Equatable {
-    /// Most connections held at once. The process's descriptor limit (`RLIMIT_NOFILE`) lowers it, leaving
-    /// ``reservedDescriptors`` for the store, the metrics listener and the runtime.
+    /// Most connections held at once, gRPC and web together. The process's descriptor limit (`RLIMIT_NOFILE`)
+    /// lowers it, leaving ``reservedDescriptors`` for the store, the metrics listener and the runtime.
     public var maxConnections = 4_096
     /// Most connections from one IP address (Unix-socket peers are not counted per address).
     public var maxConnectionsPerAddress = 256

@@ -102,38 +102,27 @@ struct WebListener {
     }
 
     /// Accepts connections until cancelled (or the listener fails); each runs in its own child task and is
-    /// closed when this ends. A connection over the cap, in all or from its IP address (the gRPC listener's
-    /// `maxConnections` and `maxConnectionsPerAddress`), is closed at once; a web connection is never shed
-    /// for a newer one (each holds a page's session or a request under way).
+    /// closed when this ends. A connection over the caps, in all or from its IP address (``TransportLimits``'
+    /// `maxConnections` and `maxConnectionsPerAddress`, one budget with the gRPC listener's connections), is closed
+    /// at once; a web connection is never shed for a newer one (each holds a page's session or a request under way).
     /// - Parameters:
     ///   - service: the session logic.
     ///   - page: the page's files, if served.
-    ///   - limits: the connection caps and the time a connection has to send its request.
+    ///   - connections: the process's connection budget, shared with the gRPC listener.
+    ///   - limits: the time a connection has to send its request.
     ///   - metrics: the transport's counters.
-    func serve(service: ExchangeService, page: WebPage?, limits: TransportLimits, metrics: ServiceMetrics) async throws {
-        let held = HeldConnections(table: ConnectionTable(maxConnections: limits.effectiveMaxConnections(),
-                                                          maxPerAddress: limits.maxConnectionsPerAddress))
+    func serve(service: ExchangeService, page: WebPage?, connections: ConnectionGuard, limits: TransportLimits,
+               metrics: ServiceMetrics) async throws {
         let refusals = LogThrottle(interval: 60)
         try await withThrowingDiscardingTaskGroup { group in
             try await channel.executeThenClose { inbound in
                 for try await connection in inbound {
                     let address = connection.channel.remoteAddress?.ipAddress
-                    let (admitted, refusal, count) = held.table.withLock { table -> (UInt64?, ConnectionTable.Refusal, Int) in
-                        switch table.arrive(address: address) {
-                        case .admit(let id):
-                            // Counted busy from the start, so that the table never evicts a web connection.
-                            table.streamOpened(id)
-                            return (id, .full(table.maxConnections), table.count)
-                        case .admitEvicting(let id, _):  // (not reached: no entry is ever idle)
-                            table.close(id)
-                            return (nil, .full(table.maxConnections), table.count)
-                        case .refuse(let refusal):
-                            return (nil, refusal, table.count)
-                        }
-                    }
-                    metrics.transport.webConnections.record(count)
-                    guard let id = admitted else {
-                        metrics.transport.connectionsRefused.increment()
+                    let id: UInt64
+                    switch connections.admitWeb(address: address) {
+                    case .success(let admitted):
+                        id = admitted
+                    case .failure(let refusal):
                         connection.channel.close(promise: nil)
                         refusals.log { suppressed in
                             service.logger.warning("web: refused a connection from \(address ?? "a Unix socket"): \(refusal)\(suppressed > 0 ? " (\(suppressed) more refused since the last line)" : "")")
@@ -141,13 +130,7 @@ struct WebListener {
                         continue
                     }
                     group.addTask {
-                        defer {
-                            let left = held.table.withLock { table in
-                                table.close(id)
-                                return table.count
-                            }
-                            metrics.transport.webConnections.record(left)
-                        }
+                        defer { connections.closeWeb(id) }
                         await Self.handle(connection, service: service, page: page, limits: limits, metrics: metrics)
                     }
                 }
@@ -178,12 +161,6 @@ struct WebListener {
             }
         }
     }
-}
-
-/// The web listener's connections held now, and who gets in (``ConnectionTable``, as for the gRPC listener).
-final class HeldConnections: Sendable {
-    let table: Mutex<ConnectionTable>
-    init(table: ConnectionTable) { self.table = Mutex(table) }
 }
 
 extension WebConnection {
