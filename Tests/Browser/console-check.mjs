@@ -45,7 +45,7 @@ async function main() {
   // The page's script has wired its forms (before that, a submit would be the browser's own).
   results.loginShown = await until(`document.documentElement.dataset.ready === "yes" && !document.getElementById("login-view").hidden`);
   await evaluate(`document.getElementById("secret").value = ${JSON.stringify(secret)}; document.getElementById("login").requestSubmit(); true`);
-  results.loggedIn = await until(`!document.getElementById("main-view").hidden`);
+  results.loggedIn = await until(`!document.getElementById("main-view").hidden`, 20);
   results.operator = await evaluate(`document.getElementById("who").textContent`);
   await evaluate(`document.getElementById("project-name").value = "museum"; document.getElementById("new-project").requestSubmit(); true`);
   results.projectListed = await until(`document.getElementById("current-project").textContent === "museum"`);
