@@ -132,7 +132,10 @@ let package = Package(
                                // HMAC-SHA256 of rotating beacon IDs (BeaconRotation.swift).
                                .product(name: "Crypto", package: "swift-crypto"),
                                .product(name: "HeapModule", package: "swift-collections"),
-                               .product(name: "Logging", package: "swift-log")],
+                               .product(name: "Logging", package: "swift-log"),
+                               // Snapshots of the core's state (Snapshot/matcher_snapshot.proto).
+                               .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+                exclude: ["Snapshot/matcher_snapshot.proto"],
                 swiftSettings: strict),
         // The exchange on the sound card: capture feeds the manager, playback loops its tokens.
         .target(name: "SottoExchangeRadio",

@@ -1,23 +1,29 @@
 import HeapModule
+import SwiftProtobuf
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // Data, protobuf's bytes
+#else
+import Foundation
+#endif
 
 // Snapshots: the whole state of a core as bytes, so that a replica that joins late (or restarts) starts
 // from the state at some log position instead of replaying the whole log. Everything round-trips exactly
 // except the random generator, which the restoring caller supplies.
 //
-// Layout (encodings in SnapshotCoding.swift):
+// Layout:
 //
 //     magic "SMCS" | format version (UInt32, little-endian) | state length (UInt64, little-endian)
 //     | FNV-1a 64 checksum of the state (UInt64, little-endian) | state
 //
-// and the state is, in this order: token length, rotation interval, rotation grace, sessions, beacons,
-// rotations, token owners, retired tokens, sightings, hearers, the matching deadlines and the token
-// deadlines (each heap's elements as an array, in the heap's storage order) and the deadline sequence.
+// and the state is a protobuf message, `MatcherState` of Snapshot/matcher_snapshot.proto (format 5). Format
+// 4, written by hand before, is still read (Snapshot/LegacySnapshot.swift).
 
 /// Why ``MatcherCore/init(snapshot:generator:)`` refused a snapshot.
 public enum MatcherSnapshotError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The bytes do not start with a matcher snapshot's magic ("SMCS").
     case notASnapshot
-    /// The snapshot was written in format `found`; this build reads format `supported` only.
+    /// The snapshot was written in format `found`; this build writes format `supported` (and reads it and
+    /// the formats before it that ``MatcherCore/legacySnapshotFormatVersions`` lists).
     case unsupportedVersion(found: UInt32, supported: UInt32)
     /// The snapshot is `size` bytes, shorter than the `expected` its header announces: cut off.
     case truncated(size: Int, expected: UInt64)
@@ -39,9 +45,12 @@ public enum MatcherSnapshotError: Error, Sendable, Hashable, CustomStringConvert
 }
 
 extension MatcherCore {
-    /// The snapshot format this build writes and reads. Bump it on any change to what is encoded (or how):
-    /// a snapshot of another format is then refused with ``MatcherSnapshotError/unsupportedVersion(found:supported:)``.
-    public static let snapshotFormatVersion: UInt32 = 4
+    /// The snapshot format this build writes (protobuf, matcher_snapshot.proto). Bump it on a change to what
+    /// is encoded that older builds must not read: a snapshot of an unknown format is refused with
+    /// ``MatcherSnapshotError/unsupportedVersion(found:supported:)``.
+    public static let snapshotFormatVersion: UInt32 = 5
+    /// Older formats this build still reads: 4, written by hand (read by Snapshot/LegacySnapshot.swift).
+    public static let legacySnapshotFormatVersions: Set<UInt32> = [4]
     /// First bytes of every snapshot.
     static let snapshotMagic: [UInt8] = Array("SMCS".utf8)
     /// Header size (bytes): magic, format version, state length, checksum.
@@ -60,42 +69,28 @@ extension MatcherCore {
     /// which follows dictionary order). Never fails, though a core made with a token length beyond 1024
     /// bytes could not be restored from it.
     public func snapshot() -> [UInt8] {
-        var writer = SnapshotWriter()
-        writer.bytes = Self.snapshotMagic
-        writer.bytes.append(contentsOf: [UInt8](repeating: 0, count: Self.snapshotHeaderSize - Self.snapshotMagic.count))
-        writer.write(tokenLength)
-        writer.write(rotationInterval)
-        writer.write(rotationGrace)
-        writer.write(sessions)
-        writer.write(beacons)
-        writer.write(rotations)
-        writer.write(tokenOwners)
-        writer.write(retired)
-        writer.write(sightings)
-        writer.write(hearers)
-        writer.write(Array(matchingDeadlines.unordered))
-        writer.write(Array(tokenDeadlines.unordered))
-        writer.write(deadlineSequence)
-        writer.write(turns)
-
-        var header: [UInt8] = []
-        Self.append(Self.snapshotFormatVersion, to: &header)
-        Self.append(UInt64(writer.bytes.count - Self.snapshotHeaderSize), to: &header)
-        Self.append(Self.checksum(writer.bytes[Self.snapshotHeaderSize...]), to: &header)
-        writer.bytes.replaceSubrange(Self.snapshotMagic.count..<Self.snapshotHeaderSize, with: header)
-        return writer.bytes
+        // Encoding a message of plain fields cannot fail (no required fields, no Any).
+        let state: [UInt8] = (try? stateMessage().serializedBytes()) ?? []
+        var bytes = Self.snapshotMagic
+        Self.append(Self.snapshotFormatVersion, to: &bytes)
+        Self.append(UInt64(state.count), to: &bytes)
+        Self.append(Self.checksum(state[...]), to: &bytes)
+        return bytes + state
     }
 
-    /// A core in the state `snapshot` (made by ``snapshot()``) describes, drawing its tokens from
-    /// `generator` (not part of the snapshot).
+    /// A core in the state `snapshot` (made by ``snapshot()``, of this build or of one writing an older format
+    /// this build reads) describes, drawing its tokens from `generator` (not part of the snapshot).
+    /// - Parameters:
+    ///   - snapshot: the bytes ``snapshot()`` made.
+    ///   - generator: where the restored core draws its tokens from.
     /// - Throws: ``MatcherSnapshotError`` for anything but a whole, undamaged snapshot of
-    ///   ``snapshotFormatVersion``; never traps, whatever the bytes.
+    ///   ``snapshotFormatVersion`` or one of ``legacySnapshotFormatVersions``; never traps, whatever the bytes.
     public init(snapshot: [UInt8], generator: any RandomNumberGenerator & Sendable) throws(MatcherSnapshotError) {
         guard snapshot.starts(with: Self.snapshotMagic) else { throw .notASnapshot }
         let versionEnd = Self.snapshotMagic.count + MemoryLayout<UInt32>.size
         guard snapshot.count >= versionEnd else { throw .truncated(size: snapshot.count, expected: UInt64(Self.snapshotHeaderSize)) }
         let version = Self.readLittleEndian(UInt32.self, from: snapshot, at: Self.snapshotMagic.count)
-        guard version == Self.snapshotFormatVersion else {
+        guard version == Self.snapshotFormatVersion || Self.legacySnapshotFormatVersions.contains(version) else {
             throw .unsupportedVersion(found: version, supported: Self.snapshotFormatVersion)
         }
         guard snapshot.count >= Self.snapshotHeaderSize else {
@@ -110,28 +105,16 @@ extension MatcherCore {
             throw .corrupt("\(UInt64(snapshot.count) - expected) bytes past the end its header announces")
         }
         guard Self.checksum(snapshot[Self.snapshotHeaderSize...]) == checksum else { throw .corrupt("its checksum does not match") }
-
-        var reader = SnapshotReader(snapshot, from: Self.snapshotHeaderSize)
-        let tokenLength = try reader.read(Int.self)
-        guard Self.snapshotTokenLengths.contains(tokenLength) else { throw .corrupt("token length \(tokenLength)") }
-        self.init(tokenLength: tokenLength, rotationInterval: try reader.read(), rotationGrace: try reader.read(),
-                  generator: generator)
-        sessions = try reader.read()
-        beacons = try reader.read()
-        rotations = try reader.read()
-        tokenOwners = try reader.read()
-        retired = try reader.read()
-        sightings = try reader.read()
-        hearers = try reader.read()
-        let matching: [Deadline] = try reader.read(), token: [Deadline] = try reader.read()
-        // A deadline is scheduled only when finite; a NaN would break the heap's order.
-        guard matching.allSatisfy(\.due.isFinite), token.allSatisfy(\.due.isFinite) else { throw .corrupt("a deadline is never due") }
-        matchingDeadlines = Heap(matching)
-        tokenDeadlines = Heap(token)
-        deadlineSequence = try reader.read()
-        turns = try reader.read()
+        if version == Self.snapshotFormatVersion {
+            let state: SnapshotState
+            do { state = try SnapshotState(serializedBytes: Array(snapshot[Self.snapshotHeaderSize...])) } catch {
+                throw .corrupt("the state does not decode (\(error))")
+            }
+            try self.init(state: state, generator: generator)
+        } else {
+            try self.init(legacyState: snapshot, from: Self.snapshotHeaderSize, generator: generator)
+        }
         recountPublicationBytes()
-        guard reader.remaining == 0 else { throw .corrupt("\(reader.remaining) bytes after the state") }
     }
 
     // MARK: Header
@@ -155,328 +138,429 @@ extension MatcherCore {
         for index in 0..<MemoryLayout<T>.size { value |= T(bytes[offset + index]) << (8 * index) }
         return value
     }
+
+    // MARK: The state as a message (matcher_snapshot.proto)
+
+    func stateMessage() -> SnapshotState {
+        var state = SnapshotState()
+        state.tokenLength = Int64(tokenLength)
+        state.rotationInterval = rotationInterval
+        state.rotationGrace = rotationGrace
+        state.sessions = Dictionary(uniqueKeysWithValues: sessions.map { ($0.key.value, $0.value.message) })
+        state.beacons = beacons.map { id, beacon in beacon.message(id: id, rotation: rotations[id]) }
+        state.tokenOwners = tokenOwners.map { token, owner in
+            var message = SnapshotProto.TokenOwner()
+            message.token = Data(token)
+            message.session = owner.session.value
+            if let validUntil = owner.validUntil { message.validUntil = validUntil }
+            return message
+        }
+        state.retired = retired.map { SnapshotProto.TokenTime(token: $0.key, time: $0.value) }
+        state.sightings = Dictionary(uniqueKeysWithValues: sightings.map { observer, heard in
+            (observer.value, SnapshotProto.Sightings.with { $0.sources = heard.map(SnapshotProto.SourceSighting.init) })
+        })
+        state.hearers = hearers.map { source, sessions in
+            SnapshotProto.Hearers.with {
+                $0.source = source.message
+                $0.sessions = sessions.map(\.value)
+            }
+        }
+        state.matchingDeadlines = matchingDeadlines.unordered.map(\.message)
+        state.tokenDeadlines = tokenDeadlines.unordered.map(\.message)
+        state.deadlineSequence = deadlineSequence
+        if let turns { state.turns = turns.message }
+        return state
+    }
+
+    /// A core in the state `state` describes; checked as the inputs that made it were.
+    init(state: SnapshotState, generator: any RandomNumberGenerator & Sendable) throws(MatcherSnapshotError) {
+        guard let tokenLength = Int(exactly: state.tokenLength), Self.snapshotTokenLengths.contains(tokenLength) else {
+            throw .corrupt("token length \(state.tokenLength)")
+        }
+        self.init(tokenLength: tokenLength, rotationInterval: state.rotationInterval, rotationGrace: state.rotationGrace,
+                  generator: generator)
+        for (id, session) in state.sessions { sessions[SessionID(id)] = try Session(session) }
+        for beacon in state.beacons {
+            beacons[Array(beacon.id)] = RegisteredBeacon(appID: beacon.appID, attachments: beacon.attachments.map(\.value), isPublic: beacon.public)
+            if beacon.hasRotationKey {
+                do {
+                    rotations[Array(beacon.id)] = try BeaconRotation(key: try BeaconIdentityKey(bytes: Array(beacon.rotationKey)),
+                                                                     period: beacon.rotationPeriod)
+                } catch {
+                    throw .corrupt("a beacon rotation is invalid (\(error))")
+                }
+            }
+        }
+        for owner in state.tokenOwners {
+            tokenOwners[Array(owner.token)] = TokenOwner(session: SessionID(owner.session), validUntil: owner.hasValidUntil ? owner.validUntil : nil)
+        }
+        for token in state.retired { retired[Array(token.token)] = token.time }
+        for (observer, heard) in state.sightings {
+            for item in heard.sources { sightings[SessionID(observer), default: [:]][try Source(item.source)] = Sighting(item.sighting) }
+        }
+        for item in state.hearers { hearers[try Source(item.source)] = Set(item.sessions.map(SessionID.init)) }
+        let matching = try state.matchingDeadlines.map(Deadline.init), token = try state.tokenDeadlines.map(Deadline.init)
+        // A deadline is scheduled only when finite; a NaN would break the heap's order.
+        guard matching.allSatisfy(\.due.isFinite), token.allSatisfy(\.due.isFinite) else { throw .corrupt("a deadline is never due") }
+        matchingDeadlines = Heap(matching)
+        tokenDeadlines = Heap(token)
+        deadlineSequence = state.deadlineSequence
+        turns = state.hasTurns ? try BroadcastCoordinator(state.turns) : nil
+    }
 }
 
-// MARK: Encoding of the state's types (fields in declaration order; enum tags in case order)
+/// The generated messages of matcher_snapshot.proto, by shorter names.
+typealias SnapshotState = Sotto_Exchange_Snapshot_V1_MatcherState
+enum SnapshotProto {
+    typealias Session = Sotto_Exchange_Snapshot_V1_Session
+    typealias Message = Sotto_Exchange_Snapshot_V1_Message
+    typealias Strategy = Sotto_Exchange_Snapshot_V1_Strategy
+    typealias Filter = Sotto_Exchange_Snapshot_V1_Filter
+    typealias Publication = Sotto_Exchange_Snapshot_V1_Publication
+    typealias Subscription = Sotto_Exchange_Snapshot_V1_Subscription
+    typealias Supporters = Sotto_Exchange_Snapshot_V1_Supporters
+    typealias SupportedBy = Sotto_Exchange_Snapshot_V1_SupportedBy
+    typealias Reported = Sotto_Exchange_Snapshot_V1_Reported
+    typealias Source = Sotto_Exchange_Snapshot_V1_Source
+    typealias Sighting = Sotto_Exchange_Snapshot_V1_Sighting
+    typealias SourceSighting = Sotto_Exchange_Snapshot_V1_SourceSighting
+    typealias Sightings = Sotto_Exchange_Snapshot_V1_Sightings
+    typealias Hearers = Sotto_Exchange_Snapshot_V1_Hearers
+    typealias Beacon = Sotto_Exchange_Snapshot_V1_Beacon
+    typealias TokenOwner = Sotto_Exchange_Snapshot_V1_TokenOwner
+    typealias TokenTime = Sotto_Exchange_Snapshot_V1_TokenTime
+    typealias Deadline = Sotto_Exchange_Snapshot_V1_Deadline
+    typealias Turns = Sotto_Exchange_Snapshot_V1_Turns
+}
+
+// MARK: Values
+
+extension SnapshotProto.Message {
+    init(_ message: Message) {
+        self.init()
+        namespace = message.namespace
+        type = message.type
+        content = Data(message.content)
+    }
+
+    /// As the core holds it: checked when it entered the core (the reserved namespace is the core's own).
+    var value: Message { Message(delivered: namespace, type: type, content: Array(content)) }
+}
+
+extension SnapshotProto.Strategy {
+    /// The discovery modes by their number in the message.
+    static let modes: [Strategy.DiscoveryMode] = [.broadcast, .scan, .both]
+
+    init(_ strategy: Strategy) {
+        self.init()
+        discoveryMode = DiscoveryMode(rawValue: Self.modes.firstIndex(of: strategy.discoveryMode) ?? 0) ?? .broadcast
+        earshot = strategy.distanceType == .earshot
+        lowPower = strategy.lowPower
+        if case .seconds(let seconds) = strategy.ttl { ttlSeconds = Int64(seconds) }
+    }
+
+    /// Checked like a strategy made with ``Strategy/init(discoveryMode:distanceType:ttl:lowPower:)``.
+    func value() throws(MatcherSnapshotError) -> Strategy {
+        guard Self.modes.indices.contains(discoveryMode.rawValue) else { throw .corrupt("unknown discovery mode \(discoveryMode.rawValue)") }
+        let mode = Self.modes[discoveryMode.rawValue]
+        guard !hasTtlSeconds || Int(exactly: ttlSeconds) != nil else { throw .corrupt("a TTL of \(ttlSeconds) s") }
+        do {
+            return try Strategy(discoveryMode: mode, distanceType: earshot ? .earshot : .default,
+                                ttl: hasTtlSeconds ? .seconds(Int(ttlSeconds)) : .infinite, lowPower: lowPower)
+        } catch {
+            throw .corrupt("a strategy is invalid (\(error))")
+        }
+    }
+}
+
+extension SnapshotProto.Filter {
+    init(_ filter: MessageFilter) {
+        self.init()
+        includes = filter.includes.map { include in
+            SnapshotProto.Filter.Include.with {
+                switch include {
+                case .allMyTypes: $0.allMyTypes = true
+                case .namespacedType(let namespace, let type): $0.namespacedType = .with { $0.namespace = namespace; $0.type = type }
+                case .audioBytes(let length): $0.audioBytes = Int64(length)
+                case .beaconIDs: $0.beaconIds = true
+                }
+            }
+        }
+    }
+
+    /// Checked like a filter made with ``MessageFilter/init(_:)``.
+    func value() throws(MatcherSnapshotError) -> MessageFilter {
+        var values: [MessageFilter.Include] = []
+        for include in includes {
+            switch include.kind {
+            case .allMyTypes: values.append(.allMyTypes)
+            case .namespacedType(let body): values.append(.namespacedType(namespace: body.namespace, type: body.type))
+            case .audioBytes(let length): values.append(.audioBytes(Int(clamping: length)))
+            case .beaconIds: values.append(.beaconIDs)
+            case nil: throw .corrupt("a filter include of no kind")
+            }
+        }
+        do { return try MessageFilter(values) } catch { throw .corrupt("a filter is invalid (\(error))") }
+    }
+}
+
+extension SnapshotProto.TokenTime {
+    init(token: [UInt8], time: Double) {
+        self.init()
+        self.token = Data(token)
+        self.time = time
+    }
+}
+
+extension MatcherCore.Source {
+    var message: SnapshotProto.Source {
+        SnapshotProto.Source.with {
+            switch self {
+            case .session(let id): $0.session = id.value
+            case .beacon(let id): $0.beacon = Data(id)
+            case .audio(let bytes): $0.audio = Data(bytes)
+            }
+        }
+    }
+
+    init(_ message: SnapshotProto.Source) throws(MatcherSnapshotError) {
+        switch message.kind {
+        case .session(let id): self = .session(SessionID(id))
+        case .beacon(let id): self = .beacon(Array(id))
+        case .audio(let bytes): self = .audio(Array(bytes))
+        case nil: throw .corrupt("a source of no kind")
+        }
+    }
+}
+
+extension MatcherCore.Sighting {
+    init(_ message: SnapshotProto.Sighting) { self.init(last: message.last, snr: message.snr, level: message.level) }
+}
+
+extension SnapshotProto.SourceSighting {
+    init(_ source: MatcherCore.Source, _ sighting: MatcherCore.Sighting) {
+        self.init()
+        self.source = source.message
+        self.sighting = .with {
+            $0.last = sighting.last
+            $0.snr = sighting.snr
+            $0.level = sighting.level
+        }
+    }
+}
+
+// MARK: Sessions
+
+extension MatcherCore.Session {
+    var message: SnapshotProto.Session {
+        var message = SnapshotProto.Session()
+        message.appID = appID
+        message.broadcasts = broadcasts
+        if let token { message.token = Data(token) }
+        message.tokenIssued = tokenIssued
+        message.publications = Dictionary(uniqueKeysWithValues: publications.map { op, publication in
+            (Int64(op.value), SnapshotProto.Publication.with {
+                $0.message = .init(publication.message)
+                $0.strategy = .init(publication.strategy)
+                if let expires = publication.expires { $0.expires = expires }
+            })
+        })
+        message.subscriptions = Dictionary(uniqueKeysWithValues: subscriptions.map { (Int64($0.key.value), $0.value.message) })
+        return message
+    }
+
+    init(_ message: SnapshotProto.Session) throws(MatcherSnapshotError) {
+        self.init(appID: message.appID, broadcasts: message.broadcasts, token: message.hasToken ? Array(message.token) : nil,
+                  tokenIssued: message.tokenIssued)
+        for (op, publication) in message.publications {
+            publications[OperationID(Int(op))] = MatcherCore.Publication(message: publication.message.value, strategy: try publication.strategy.value(),
+                                                                         expires: publication.hasExpires ? publication.expires : nil)
+        }
+        for (op, subscription) in message.subscriptions { subscriptions[OperationID(Int(op))] = try MatcherCore.Subscription(subscription) }
+    }
+}
+
+extension MatcherCore.Subscription {
+    var message: SnapshotProto.Subscription {
+        var message = SnapshotProto.Subscription()
+        message.filter = .init(filter)
+        message.strategy = .init(strategy)
+        message.lostTimeout = lostTimeout
+        if let expires { message.expires = expires }
+        message.supporters = supporters.map { held, sources in
+            SnapshotProto.Supporters.with {
+                $0.message = .init(held)
+                $0.sources = sources.map(SnapshotProto.SourceSighting.init)
+            }
+        }
+        message.supportedBy = supportedBy.map { source, messages in
+            SnapshotProto.SupportedBy.with {
+                $0.source = source.message
+                $0.messages = messages.map(SnapshotProto.Message.init)
+            }
+        }
+        message.reported = reported.map { held, snr in
+            SnapshotProto.Reported.with {
+                $0.message = .init(held)
+                $0.snr = snr
+            }
+        }
+        return message
+    }
+
+    init(_ message: SnapshotProto.Subscription) throws(MatcherSnapshotError) {
+        self.init(filter: try message.filter.value(), strategy: try message.strategy.value(), lostTimeout: message.lostTimeout,
+                  expires: message.hasExpires ? message.expires : nil)
+        for item in message.supporters {
+            var sources: [MatcherCore.Source: MatcherCore.Sighting] = [:]
+            for source in item.sources { sources[try MatcherCore.Source(source.source)] = MatcherCore.Sighting(source.sighting) }
+            supporters[item.message.value] = sources
+        }
+        for item in message.supportedBy { supportedBy[try MatcherCore.Source(item.source)] = item.messages.map(\.value) }
+        for item in message.reported { reported[item.message.value] = item.snr }
+    }
+}
+
+extension MatcherCore.RegisteredBeacon {
+    func message(id: [UInt8], rotation: BeaconRotation?) -> SnapshotProto.Beacon {
+        var message = SnapshotProto.Beacon()
+        message.id = Data(id)
+        message.appID = appID
+        message.attachments = attachments.map(SnapshotProto.Message.init)
+        message.public = isPublic
+        if let rotation {
+            message.rotationKey = Data(rotation.key.bytes)
+            message.rotationPeriod = rotation.period
+        }
+        return message
+    }
+}
+
+// MARK: Deadlines
+
+extension MatcherCore.Deadline {
+    var message: SnapshotProto.Deadline {
+        var message = SnapshotProto.Deadline()
+        message.due = due
+        message.sequence = sequence
+        func expiry(_ id: SessionID, _ op: OperationID, _ expires: Double) -> SnapshotProto.Deadline.OperationExpiry {
+            .with {
+                $0.session = id.value
+                $0.operation = Int64(op.value)
+                $0.expires = expires
+            }
+        }
+        switch kind {
+        case .edgeTimeout(let observer, let source, let heardAt, let lostTimeout):
+            message.edgeTimeout = .with {
+                $0.observer = observer.value
+                $0.source = source.message
+                $0.heardAt = heardAt
+                $0.lostTimeout = lostTimeout
+            }
+        case .publicationExpiry(let id, let op, let expires): message.publicationExpiry = expiry(id, op, expires)
+        case .subscriptionExpiry(let id, let op, let expires): message.subscriptionExpiry = expiry(id, op, expires)
+        case .rotation(let id, let issuedAt):
+            message.rotation = .with {
+                $0.session = id.value
+                $0.issuedAt = issuedAt
+            }
+        case .graceEnd(let token, let validUntil): message.graceEnd = .init(token: token, time: validUntil)
+        case .retiredMemoryEnd(let token, let retiredAt): message.retiredMemoryEnd = .init(token: token, time: retiredAt)
+        }
+        return message
+    }
+
+    init(_ message: SnapshotProto.Deadline) throws(MatcherSnapshotError) {
+        let kind: Kind
+        switch message.kind {
+        case .edgeTimeout(let body):
+            kind = .edgeTimeout(observer: SessionID(body.observer), source: try MatcherCore.Source(body.source), heardAt: body.heardAt,
+                                lostTimeout: body.lostTimeout)
+        case .publicationExpiry(let body): kind = .publicationExpiry(SessionID(body.session), OperationID(Int(body.operation)), expires: body.expires)
+        case .subscriptionExpiry(let body): kind = .subscriptionExpiry(SessionID(body.session), OperationID(Int(body.operation)), expires: body.expires)
+        case .rotation(let body): kind = .rotation(SessionID(body.session), issuedAt: body.issuedAt)
+        case .graceEnd(let body): kind = .graceEnd(token: Array(body.token), validUntil: body.time)
+        case .retiredMemoryEnd(let body): kind = .retiredMemoryEnd(token: Array(body.token), retiredAt: body.time)
+        case nil: throw .corrupt("a deadline of no kind")
+        }
+        self.init(due: message.due, sequence: message.sequence, kind: kind)
+    }
+}
+
+// MARK: Turns
 
 /// The turns are part of the replicated state: every replica of a cluster, restored or not, plans the same
 /// rounds for the same hearings.
-extension BroadcastCoordinator: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        for value in [rules.slotGuard, rules.lead, rules.openGap, rules.refresh, rules.memory, rules.hold] { writer.write(value) }
-        writer.write(rules.aliasRoomSize)
-        for value in [rules.horizon, rules.settle, rules.fullTokenEvery] { writer.write(value) }
-        writer.write(heard)
-        writer.write(airtimes)
-        writer.write(aliasAirtimes)
-        writer.write(aliases.mapValues { Int($0) })
-        writer.write(roomOf)
-        writer.write(lastFullToken)
-        writer.write(followUntil)
-        writer.write(slotsEnd)
-        writer.write(lastSlot)
-        writer.write(quietUntil)
-        writer.write(lastPlan)
+extension BroadcastCoordinator {
+    var message: SnapshotProto.Turns {
+        var message = SnapshotProto.Turns()
+        message.rules = .with {
+            $0.slotGuard = rules.slotGuard
+            $0.lead = rules.lead
+            $0.openGap = rules.openGap
+            $0.refresh = rules.refresh
+            $0.memory = rules.memory
+            $0.hold = rules.hold
+            $0.aliasRoomSize = Int64(rules.aliasRoomSize)
+            $0.horizon = rules.horizon
+            $0.settle = rules.settle
+            $0.fullTokenEvery = rules.fullTokenEvery
+        }
+        message.heard = Dictionary(uniqueKeysWithValues: heard.map { speaker, listeners in
+            (speaker.value, SnapshotProto.Turns.Heard.with { $0.listeners = Self.byID(listeners) })
+        })
+        message.airtimes = Self.byID(airtimes)
+        message.aliasAirtimes = Self.byID(aliasAirtimes)
+        message.aliases = Self.byID(aliases.mapValues(UInt32.init))
+        message.roomOf = Self.byID(roomOf.mapValues(\.value))
+        message.lastFullToken = Self.byID(lastFullToken)
+        message.followUntil = Self.byID(followUntil)
+        message.slotsEnd = Self.byID(slotsEnd)
+        message.lastSlot = Self.byID(lastSlot)
+        message.quietUntil = Self.byID(quietUntil)
+        if let lastPlan { message.lastPlan = lastPlan }
+        return message
     }
 
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        var values: [Double] = []
-        for _ in 0..<6 { values.append(try reader.read(Double.self)) }
-        guard values.allSatisfy({ $0.isFinite && $0 >= 0 }) else { throw .corrupt("the turns' rules \(values)") }
-        let aliasRoomSize = try reader.read(Int.self)
-        guard aliasRoomSize >= 0 else { throw .corrupt("the turns' alias room size \(aliasRoomSize)") }
-        for _ in 0..<3 { values.append(try reader.read(Double.self)) }
-        guard values.allSatisfy({ $0.isFinite && $0 >= 0 }) else { throw .corrupt("the turns' rules \(values)") }
-        self.init(rules: Rules(slotGuard: values[0], lead: values[1], openGap: values[2], refresh: values[3],
-                               memory: values[4], hold: values[5], aliasRoomSize: aliasRoomSize, horizon: values[6],
-                               settle: values[7], fullTokenEvery: values[8]))
-        heard = try reader.read()
-        airtimes = try reader.read()
-        aliasAirtimes = try reader.read()
-        let aliasValues: [SessionID: Int] = try reader.read()
-        guard aliasValues.values.allSatisfy({ (0...Int(Payload.maxRoomAlias)).contains($0) }) else { throw .corrupt("a room alias is out of range") }
-        for (session, alias) in aliasValues { setAlias(UInt16(alias), of: session) }
-        roomOf = try reader.read()
-        lastFullToken = try reader.read()
-        followUntil = try reader.read()
-        slotsEnd = try reader.read()
-        lastSlot = try reader.read()
-        quietUntil = try reader.read()
-        lastPlan = try reader.read()
-        // Times that would turn into NaN or overflow when a schedule is put on the wire.
-        let times = heard.values.flatMap(\.values) + slotsEnd.values + lastSlot.values + quietUntil.values + lastFullToken.values + followUntil.values + [lastPlan ?? 0]
+    init(_ message: SnapshotProto.Turns) throws(MatcherSnapshotError) {
+        let r = message.rules
+        let times = [r.slotGuard, r.lead, r.openGap, r.refresh, r.memory, r.hold, r.horizon, r.settle, r.fullTokenEvery]
+        guard times.allSatisfy({ $0.isFinite && $0 >= 0 }) else { throw .corrupt("the turns' rules \(times)") }
+        guard let aliasRoomSize = Int(exactly: r.aliasRoomSize), aliasRoomSize >= 0 else { throw .corrupt("the turns' alias room size \(r.aliasRoomSize)") }
+        self.init(rules: Rules(slotGuard: r.slotGuard, lead: r.lead, openGap: r.openGap, refresh: r.refresh, memory: r.memory, hold: r.hold,
+                               aliasRoomSize: aliasRoomSize, horizon: r.horizon, settle: r.settle, fullTokenEvery: r.fullTokenEvery))
+        heard = Self.bySession(message.heard.mapValues { Self.bySession($0.listeners) })
+        airtimes = Self.bySession(message.airtimes)
+        aliasAirtimes = Self.bySession(message.aliasAirtimes)
+        guard message.aliases.values.allSatisfy({ $0 <= UInt32(Payload.maxRoomAlias) }) else { throw .corrupt("a room alias is out of range") }
+        for (session, alias) in message.aliases { setAlias(UInt16(alias), of: SessionID(session)) }
+        roomOf = Self.bySession(message.roomOf.mapValues(SessionID.init))
+        lastFullToken = Self.bySession(message.lastFullToken)
+        followUntil = Self.bySession(message.followUntil)
+        slotsEnd = Self.bySession(message.slotsEnd)
+        lastSlot = Self.bySession(message.lastSlot)
+        quietUntil = Self.bySession(message.quietUntil)
+        lastPlan = message.hasLastPlan ? message.lastPlan : nil
+        try validateRestoredTimes()
+    }
+
+    /// Refuses restored times that would turn into NaN or overflow when a schedule is put on the wire, and
+    /// frame airtimes out of range.
+    func validateRestoredTimes() throws(MatcherSnapshotError) {
+        let times = heard.values.flatMap(\.values) + slotsEnd.values + lastSlot.values + quietUntil.values + lastFullToken.values
+            + followUntil.values + [lastPlan ?? 0]
         guard times.allSatisfy({ $0.isFinite && abs($0) < 1e12 }) else { throw .corrupt("a time of the turns is not finite") }
         guard (Array(airtimes.values) + aliasAirtimes.values).allSatisfy({ $0 > 0 && $0 <= Double(ExchangeLimits.maxFrameAirtimeMs) / 1000 }) else {
             throw .corrupt("a frame airtime of the turns is out of range")
         }
     }
-}
 
-extension SessionID: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) { writer.write(value) }
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self.init(try reader.read(String.self)) }
-}
-
-extension OperationID: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) { writer.write(value) }
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) { self.init(try reader.read(Int.self)) }
-}
-
-extension Message: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        writer.write(namespace)
-        writer.write(type)
-        writer.write(content)
+    static func byID<Value>(_ values: [SessionID: Value]) -> [String: Value] {
+        Dictionary(uniqueKeysWithValues: values.map { ($0.key.value, $0.value) })
     }
 
-    /// As the core holds it: checked when it entered the core (the reserved namespace is the core's own).
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        self.init(delivered: try reader.read(), type: try reader.read(), content: try reader.read())
-    }
-}
-
-extension MessageFilter: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        writer.writeVarint(UInt64(includes.count))
-        for include in includes {
-            switch include {
-            case .allMyTypes: writer.writeByte(0)
-            case .namespacedType(let namespace, let type):
-                writer.writeByte(1)
-                writer.write(namespace)
-                writer.write(type)
-            case .audioBytes(let length):
-                writer.writeByte(2)
-                writer.write(length)
-            case .beaconIDs: writer.writeByte(3)
-            }
-        }
-    }
-
-    /// Checked like a filter made with ``init(_:)``.
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        var includes: [Include] = []
-        for _ in 0..<(try reader.readCount()) {
-            switch try reader.readTag(upTo: 3, of: "filter include") {
-            case 0: includes.append(.allMyTypes)
-            case 1: includes.append(.namespacedType(namespace: try reader.read(), type: try reader.read()))
-            case 2: includes.append(.audioBytes(try reader.read()))
-            default: includes.append(.beaconIDs)
-            }
-        }
-        do {
-            try self.init(includes)
-        } catch {
-            throw .corrupt("a filter is invalid (\(error)), before byte \(reader.offset)")
-        }
-    }
-}
-
-extension Strategy: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        switch discoveryMode {
-        case .broadcast: writer.writeByte(0)
-        case .scan: writer.writeByte(1)
-        case .both: writer.writeByte(2)
-        }
-        // The distance type, and low power in bit 1 (a snapshot without low power reads as before it existed).
-        let low: UInt8 = lowPower ? 2 : 0
-        switch distanceType {
-        case .default: writer.writeByte(0 | low)
-        case .earshot: writer.writeByte(1 | low)
-        }
-        switch ttl {
-        case .seconds(let seconds):
-            writer.writeByte(0)
-            writer.write(seconds)
-        case .infinite: writer.writeByte(1)
-        }
-    }
-
-    /// Checked like a strategy made with ``init(discoveryMode:distanceType:ttl:lowPower:)``.
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        let modes: [DiscoveryMode] = [.broadcast, .scan, .both], distances: [DistanceType] = [.default, .earshot]
-        let mode = modes[Int(try reader.readTag(upTo: UInt8(modes.count - 1), of: "discovery mode"))]
-        let distanceTag = try reader.readTag(upTo: 3, of: "distance type")
-        let distance = distances[Int(distanceTag & 1)]
-        let ttl: TTL = try reader.readTag(upTo: 1, of: "TTL") == 0 ? .seconds(try reader.read()) : .infinite
-        do {
-            try self.init(discoveryMode: mode, distanceType: distance, ttl: ttl, lowPower: distanceTag & 2 != 0)
-        } catch {
-            throw .corrupt("a strategy is invalid (\(error)), before byte \(reader.offset)")
-        }
-    }
-}
-
-extension BeaconRotation: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        writer.writeBytes(key.bytes)
-        writer.write(period)
-    }
-
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        let key = Array(try reader.readBytes())
-        let period: Double = try reader.read()
-        do {
-            try self.init(key: try BeaconIdentityKey(bytes: key), period: period)
-        } catch {
-            throw .corrupt("a beacon rotation is invalid (\(error)), before byte \(reader.offset)")
-        }
-    }
-}
-
-extension MatcherCore.Publication: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        writer.write(message)
-        writer.write(strategy)
-        writer.write(expires)
-    }
-
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        self.init(message: try reader.read(), strategy: try reader.read(), expires: try reader.read())
-    }
-}
-
-extension MatcherCore.Subscription: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        writer.write(filter)
-        writer.write(strategy)
-        writer.write(lostTimeout)
-        writer.write(expires)
-        writer.write(supporters)
-        writer.write(supportedBy)
-        writer.write(reported)
-    }
-
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        self.init(filter: try reader.read(), strategy: try reader.read(), lostTimeout: try reader.read(),
-                  expires: try reader.read(), supporters: try reader.read(), supportedBy: try reader.read(),
-                  reported: try reader.read())
-    }
-}
-
-extension MatcherCore.Session: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        writer.write(appID)
-        writer.write(broadcasts)
-        writer.write(token)
-        writer.write(tokenIssued)
-        writer.write(publications)
-        writer.write(subscriptions)
-    }
-
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        self.init(appID: try reader.read(), broadcasts: try reader.read(), token: try reader.read(),
-                  tokenIssued: try reader.read(), publications: try reader.read(), subscriptions: try reader.read())
-    }
-}
-
-extension MatcherCore.RegisteredBeacon: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        writer.write(appID)
-        writer.write(attachments)
-        writer.write(isPublic)
-    }
-
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        self.init(appID: try reader.read(), attachments: try reader.read(), isPublic: try reader.read())
-    }
-}
-
-extension MatcherCore.TokenOwner: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        writer.write(session)
-        writer.write(validUntil)
-    }
-
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        self.init(session: try reader.read(), validUntil: try reader.read())
-    }
-}
-
-extension MatcherCore.Source: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        switch self {
-        case .session(let id):
-            writer.writeByte(0)
-            writer.write(id)
-        case .beacon(let id):
-            writer.writeByte(1)
-            writer.write(id)
-        case .audio(let bytes):
-            writer.writeByte(2)
-            writer.write(bytes)
-        }
-    }
-
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        switch try reader.readTag(upTo: 2, of: "source") {
-        case 0: self = .session(try reader.read())
-        case 1: self = .beacon(try reader.read())
-        default: self = .audio(try reader.read())
-        }
-    }
-}
-
-extension MatcherCore.Sighting: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        writer.write(last)
-        writer.write(snr)
-        writer.write(level)
-    }
-
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        self.init(last: try reader.read(), snr: try reader.read(), level: try reader.read())
-    }
-}
-
-extension MatcherCore.Deadline: SnapshotCodable {
-    package func write(to writer: inout SnapshotWriter) {
-        writer.write(due)
-        writer.write(sequence)
-        switch kind {
-        case .edgeTimeout(let observer, let source, let heardAt, let lostTimeout):
-            writer.writeByte(0)
-            writer.write(observer)
-            writer.write(source)
-            writer.write(heardAt)
-            writer.write(lostTimeout)
-        case .publicationExpiry(let id, let operation, let expires):
-            writer.writeByte(1)
-            writer.write(id)
-            writer.write(operation)
-            writer.write(expires)
-        case .subscriptionExpiry(let id, let operation, let expires):
-            writer.writeByte(2)
-            writer.write(id)
-            writer.write(operation)
-            writer.write(expires)
-        case .rotation(let id, let issuedAt):
-            writer.writeByte(3)
-            writer.write(id)
-            writer.write(issuedAt)
-        case .graceEnd(let token, let validUntil):
-            writer.writeByte(4)
-            writer.write(token)
-            writer.write(validUntil)
-        case .retiredMemoryEnd(let token, let retiredAt):
-            writer.writeByte(5)
-            writer.write(token)
-            writer.write(retiredAt)
-        }
-    }
-
-    package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
-        let due = try reader.read(Double.self), sequence = try reader.read(UInt64.self)
-        let kind: Kind
-        switch try reader.readTag(upTo: 5, of: "deadline") {
-        case 0: kind = .edgeTimeout(observer: try reader.read(), source: try reader.read(), heardAt: try reader.read(), lostTimeout: try reader.read())
-        case 1: kind = .publicationExpiry(try reader.read(), try reader.read(), expires: try reader.read())
-        case 2: kind = .subscriptionExpiry(try reader.read(), try reader.read(), expires: try reader.read())
-        case 3: kind = .rotation(try reader.read(), issuedAt: try reader.read())
-        case 4: kind = .graceEnd(token: try reader.read(), validUntil: try reader.read())
-        default: kind = .retiredMemoryEnd(token: try reader.read(), retiredAt: try reader.read())
-        }
-        self.init(due: due, sequence: sequence, kind: kind)
+    static func bySession<Value>(_ values: [String: Value]) -> [SessionID: Value] {
+        Dictionary(uniqueKeysWithValues: values.map { (SessionID($0.key), $0.value) })
     }
 }
