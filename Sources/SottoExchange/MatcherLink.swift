@@ -1,3 +1,5 @@
+import SottoExchangeCore
+
 /// A connection from one client session to a matcher. The embedded ``LocalMatcher`` and the remote client
 /// of `sotto serve` both provide it, so ``MessageManager`` has one API for both.
 public protocol MatcherLink: Sendable {
@@ -88,21 +90,6 @@ public actor LocalMatcher {
         public let notices: AsyncStream<MatcherNotice>
         public func send(_ request: MatcherRequest) async { await matcher.handle(request, from: session) }
         public func close() async { await matcher.close(session) }
-    }
-}
-
-extension MatcherEvent {
-    /// The session an event is for, and what that session is told.
-    public var notice: (SessionID, MatcherNotice) {
-        switch self {
-        case .broadcastToken(let s, let token): return (s, .token(token))
-        case .found(let s, let op, let message): return (s, .found(op, message))
-        case .lost(let s, let op, let message): return (s, .lost(op, message))
-        case .signalChanged(let s, let op, let message, let snr, let level): return (s, .signalChanged(op, message, snr: snr, level: level))
-        case .expired(let s, let op): return (s, .expired(op))
-        case .invalidToken(let s, let token): return (s, .invalidToken(token))
-        case .broadcastTurns(let s, let offsets, let follow, let alias): return (s, .turns(slotOffsets: offsets, followFor: follow, alias: alias))
-        }
     }
 }
 

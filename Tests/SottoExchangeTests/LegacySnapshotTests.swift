@@ -1,6 +1,7 @@
 import HeapModule
 import Testing
 @testable import SottoExchange
+@testable import SottoExchangeCore
 
 // Snapshots of the hand-written format (4, before the protobuf format 5) are still read: a node of this build
 // starts from the snapshot an older node left in the shared database. The fixture below was written by the

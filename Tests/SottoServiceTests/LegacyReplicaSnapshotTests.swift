@@ -1,5 +1,6 @@
 @testable import SottoExchangeService
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 import Testing
 

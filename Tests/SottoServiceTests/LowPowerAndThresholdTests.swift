@@ -1,6 +1,7 @@
 import Foundation
 @testable import SottoExchangeService
 @testable import SottoExchange
+@testable import SottoExchangeCore
 import SottoExchangeWire
 import SwiftProtobuf
 import Testing

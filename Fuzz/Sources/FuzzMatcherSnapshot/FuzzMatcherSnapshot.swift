@@ -1,5 +1,5 @@
 import CFuzzerDriver
-import SottoExchange
+import SottoExchangeCore
 
 /// One input: a matcher snapshot as a node of a cluster reads it from the shared database
 /// (MatcherCore(snapshot:generator:)). The first byte picks how: 0, the bytes as a whole snapshot; else the

@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import SottoExchangeWire
-import SottoExchange
+import SottoExchangeCore
 
 /// The admin API of a running `sotto serve --admin`, as a store: what `sotto admin --server URL` works on.
 /// Projects, keys and the audit log go through the API (which audits them as the operator); beacons and

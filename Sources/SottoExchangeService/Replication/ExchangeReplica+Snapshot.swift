@@ -1,5 +1,5 @@
 import Foundation
-import SottoExchange
+import SottoExchangeCore
 import SwiftProtobuf
 
 // A replica's whole state as bytes, so that a node that joins a cluster late (or falls behind a truncated
