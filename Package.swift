@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "SottoModem", targets: ["SottoModem"]),
         .library(name: "SottoAudio", targets: ["SottoAudio"]),
         .library(name: "SottoLive", targets: ["SottoLive"]),
+        .library(name: "SottoExchangeCore", targets: ["SottoExchangeCore"]),
         .library(name: "SottoExchange", targets: ["SottoExchange"]),
         .library(name: "SottoExchangeRadio", targets: ["SottoExchangeRadio"]),
         .library(name: "SottoExchangeWire", targets: ["SottoExchangeWire"]),
@@ -116,31 +117,40 @@ let package = Package(
         // What the `sotto` command does, for programs that embed Sotto: decoding recordings and streams, the
         // JSON Lines records, robustness sweeps, the simulated room, fixtures and their benchmark.
         .target(name: "SottoTools",
-                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange", "SottoExchangeRadio",
+                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange", "SottoExchangeCore", "SottoExchangeRadio",
                                "SottoSupport", .product(name: "RealModule", package: "swift-numerics")],
                 swiftSettings: strict),
         // The per-user daemon (`sotto daemon`): the control socket and its protocol, the operations it runs on
         // the shared devices, consent, persistence. Matcher services plug in as a closure (no network here).
         .target(name: "SottoDaemon",
-                dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoTools", "SottoLive", "SottoAudio", "SottoModem", "SottoSupport",
+                dependencies: ["SottoExchange", "SottoExchangeCore", "SottoExchangeRadio", "SottoTools", "SottoLive", "SottoAudio", "SottoModem", "SottoSupport",
                                "CSottoShims"],
                 swiftSettings: strict),
-        // Nearby-style publish/subscribe: messages, the pure matcher core, the manager an app talks to.
-        // No audio, no network: the embedded core and the remote client plug in behind one protocol.
-        .target(name: "SottoExchange",
+        // The exchange's pure core: messages, filters and strategies, the matcher (MatcherCore, its turns), what a
+        // session asks of it and is told, snapshots of its state. No clock, no Task, no logging, no I/O (nothing
+        // here depends on swift-log or NIO; time is an argument): hosts wrap it.
+        .target(name: "SottoExchangeCore",
                 dependencies: ["SottoSupport",
                                // HMAC-SHA256 of rotating beacon IDs (BeaconRotation.swift).
                                .product(name: "Crypto", package: "swift-crypto"),
                                .product(name: "HeapModule", package: "swift-collections"),
+                               // Snapshots of the core's state (Snapshot/matcher_snapshot.proto).
+                               .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+                exclude: ["Snapshot/matcher_snapshot.proto"],
+                swiftSettings: strict),
+        // Nearby-style publish/subscribe for an app: the manager it talks to, the embedded matcher (LocalMatcher)
+        // and the link the remote client plugs in behind, consent. No audio, no network.
+        .target(name: "SottoExchange",
+                dependencies: ["SottoExchangeCore", "SottoSupport",
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         // The exchange on the sound card: capture feeds the manager, playback loops its tokens.
         .target(name: "SottoExchangeRadio",
-                dependencies: ["SottoExchange", "SottoModem", "SottoLive", "SottoAudio"],
+                dependencies: ["SottoExchange", "SottoExchangeCore", "SottoModem", "SottoLive", "SottoAudio"],
                 swiftSettings: strict),
         // The wire contract (Protos/exchange.proto) and its generated Swift code, shared by service and client.
         .target(name: "SottoExchangeWire",
-                dependencies: ["SottoExchange",
+                dependencies: ["SottoExchangeCore",
                                .product(name: "GRPCCore", package: "grpc-swift-2"),
                                .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
                                .product(name: "SwiftProtobuf", package: "swift-protobuf")],
@@ -148,7 +158,7 @@ let package = Package(
                 swiftSettings: strict),
         // The matcher as a network service: gRPC sessions, projects and keys, limits, metrics; stores.
         .target(name: "SottoExchangeService",
-                dependencies: ["SottoExchange", "SottoExchangeWire", "SottoSupport",
+                dependencies: ["SottoExchange", "SottoExchangeCore", "SottoExchangeWire", "SottoSupport",
                                .product(name: "GRPCCore", package: "grpc-swift-2"),
                                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                                .product(name: "NIOCore", package: "swift-nio"),
@@ -176,7 +186,7 @@ let package = Package(
                 swiftSettings: strict),
         // A MessageManager backed by `sotto serve`: one gRPC stream per session, reconnecting.
         .target(name: "SottoExchangeClient",
-                dependencies: ["SottoExchange", "SottoExchangeWire",
+                dependencies: ["SottoExchange", "SottoExchangeCore", "SottoExchangeWire",
                                .product(name: "GRPCCore", package: "grpc-swift-2"),
                                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                                // TLSCheck: a handshake that verifies the certificate as the client does, before it connects.
@@ -188,7 +198,7 @@ let package = Package(
                 swiftSettings: strict),
         // The load generator of `sotto load`: simulated devices on raw gRPC streams, measuring a service.
         .target(name: "SottoExchangeLoad",
-                dependencies: ["SottoExchange", "SottoExchangeWire",
+                dependencies: ["SottoExchange", "SottoExchangeCore", "SottoExchangeWire",
                                .product(name: "GRPCCore", package: "grpc-swift-2"),
                                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport")],
                 swiftSettings: strict),
@@ -213,9 +223,9 @@ let package = Package(
                 swiftSettings: strict),
         // The daemon's notifications: its subscription events as SottoNotify events (desktop, --exec). Apart
         // from SottoDaemon, so that a program embedding the daemon or the modem links no D-Bus.
-        .target(name: "SottoDaemonNotify", dependencies: ["SottoDaemon", "SottoNotify", "SottoExchange"], swiftSettings: strict),
+        .target(name: "SottoDaemonNotify", dependencies: ["SottoDaemon", "SottoNotify", "SottoExchange", "SottoExchangeCore"], swiftSettings: strict),
         .executableTarget(name: "sotto",
-                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoSupport", "CSottoShims",
+                dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeCore", "SottoSupport", "CSottoShims",
                                "SottoExchangeRadio", "SottoExchangeService", "SottoExchangeClient", "SottoExchangeWire",
                                "SottoDSP", "SottoExchangeLoad",
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -237,13 +247,13 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SottoAudioTests", dependencies: ["SottoAudio"], swiftSettings: strict),
         .testTarget(name: "SottoExchangeTests",
-                    dependencies: ["SottoExchange", "SottoExchangeRadio", "SottoLive", "SottoModem", "SottoAudio", "SottoSupport", "SottoCodes",
+                    dependencies: ["SottoExchange", "SottoExchangeCore", "SottoExchangeRadio", "SottoLive", "SottoModem", "SottoAudio", "SottoSupport", "SottoCodes",
                                    .product(name: "HeapModule", package: "swift-collections")],
                     swiftSettings: strict),
         // Test harnesses shared by test targets (a real PostgreSQL server in a temporary directory).
         .target(name: "SottoTestSupport", path: "Tests/SottoTestSupport", swiftSettings: strict),
         .testTarget(name: "SottoServiceTests",
-                    dependencies: ["SottoExchange", "SottoExchangeWire", "SottoExchangeService", "SottoExchangeClient", "SottoTestSupport",
+                    dependencies: ["SottoExchange", "SottoExchangeCore", "SottoExchangeWire", "SottoExchangeService", "SottoExchangeClient", "SottoTestSupport",
                                    "SottoExchangeLoad",  // the DocC catalog's worked example
                                    .product(name: "GRPCCore", package: "grpc-swift-2"),
                                    .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
@@ -267,7 +277,7 @@ let package = Package(
                                    .product(name: "NIOHTTP1", package: "swift-nio")],
                     swiftSettings: strict),
         .testTarget(name: "SottoCLITests",
-                    dependencies: ["sotto", "SottoTools", "SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeRadio",
+                    dependencies: ["sotto", "SottoTools", "SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeCore", "SottoExchangeRadio",
                                    "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport", "SottoDaemon", "SottoSupport",
                                    "SottoNotify", "SottoDaemonNotify",
                                    .product(name: "GRPCCore", package: "grpc-swift-2"),

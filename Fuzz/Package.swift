@@ -22,7 +22,7 @@ let package = Package(
         .executableTarget(name: "FuzzFrameCodec", dependencies: ["CFuzzerDriver", .product(name: "SottoModem", package: "sotto")]),
         // Client and server frames of the exchange protocol through the service's validating conversions.
         .executableTarget(name: "FuzzClientFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoExchangeWire", package: "sotto"),
-                                                                    .product(name: "SottoExchange", package: "sotto")]),
+                                                                    .product(name: "SottoExchangeCore", package: "sotto")]),
         // The browser transport (`sotto serve --web`): bytes on a WebSocket through NIO's frame decoder and the
         // transport's aggregator and classification, and as an Origin header.
         .executableTarget(name: "FuzzWebFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoExchangeService", package: "sotto"),
@@ -33,7 +33,7 @@ let package = Package(
         // The daemon's control socket: a byte stream split into frames and decoded into requests.
         .executableTarget(name: "FuzzControlFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoDaemon", package: "sotto")]),
         // Matcher snapshots as a node reads them from the shared database (whole, or a busy core's state overwritten).
-        .executableTarget(name: "FuzzMatcherSnapshot", dependencies: ["CFuzzerDriver", .product(name: "SottoExchange", package: "sotto")]),
+        .executableTarget(name: "FuzzMatcherSnapshot", dependencies: ["CFuzzerDriver", .product(name: "SottoExchangeCore", package: "sotto")]),
         // The whole program: recipes of commands, formats, cuts, flips, stdin and outputs, run as `sotto` processes.
         .executableTarget(name: "FuzzCommandLine", dependencies: ["CFuzzerDriver"]),
         // The command line's hex, text and number parsers (Sources/sotto/Arguments.swift, linked here).

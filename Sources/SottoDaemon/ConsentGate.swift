@@ -1,5 +1,6 @@
 import Foundation
 import SottoExchange
+import SottoExchangeCore
 
 /// The rule every command that plays or listens follows before it touches a device (seed 000's
 /// permission dialog): with consent it goes on; never asked and on an interactive terminal, it asks once;

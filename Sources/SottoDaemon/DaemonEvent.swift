@@ -1,5 +1,6 @@
 import Foundation
 import SottoExchange
+import SottoExchangeCore
 import SottoTools
 
 /// Something the daemon reports to its clients and sinks: a subscription event of an operation, or a status

@@ -1,5 +1,6 @@
 import Foundation
 import SottoExchange
+import SottoExchangeCore
 import SottoTools
 
 /// The daemon's operations as a pure state machine (no devices, matcher, files or clock of its own): each

@@ -1,5 +1,6 @@
 import Foundation
 import SottoExchange
+import SottoExchangeCore
 import SottoSupport
 
 /// What an operation handed to the daemon does: a publication, a subscription or a beacon, with the

@@ -1,6 +1,7 @@
 import Foundation
 import SottoDaemon
 import SottoExchange
+import SottoExchangeCore
 import SottoNotify
 import Synchronization
 

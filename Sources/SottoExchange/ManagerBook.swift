@@ -1,3 +1,5 @@
+import SottoExchangeCore
+
 /// What a ``MessageManager`` knows, as a value: its operations, the link's state and the tokens to ignore.
 /// The matcher's notices change it through ``receive(_:now:)``, which returns what the manager must do
 /// (deliver events, answer waiting callers, call its handlers); it does no I/O and reads no clock, so

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SottoExchangeCore
 import SottoSupport
 
 /// An event of one subscription.
@@ -64,7 +65,7 @@ public final class SubscriptionHandle: Sendable {
 
 /// The exchange for one app: publish, subscribe, and feed it what the radio heard.
 ///
-/// Backed either by an embedded ``MatcherCore`` owned by this manager (one process; time comes from the
+/// Backed either by an embedded `MatcherCore` owned by this manager (one process; time comes from the
 /// caller's `now` (s): the monotonic clock live, the sample clock of a recording offline, so a recording
 /// yields exactly the timeline it would have produced live), or by a ``MatcherLink``: a ``LocalMatcher``
 /// shared by several managers in one process, or a connection to `sotto serve`. The API, the handles, the

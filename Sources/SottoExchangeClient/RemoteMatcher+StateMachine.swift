@@ -1,4 +1,5 @@
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 
 extension RemoteMatcher {

@@ -3,6 +3,7 @@ import GRPCCore
 import GRPCNIOTransportHTTP2
 import Logging
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 import Synchronization
 

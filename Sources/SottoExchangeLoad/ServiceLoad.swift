@@ -2,6 +2,7 @@ import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 import Synchronization
 

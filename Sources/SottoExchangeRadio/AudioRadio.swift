@@ -3,6 +3,7 @@ import SottoAudio
 import SottoLive
 import SottoModem
 import SottoExchange
+import SottoExchangeCore
 
 /// An audio device problem, as the exchange reports it to the app.
 public enum AudioDeviceError: Error, Sendable, Equatable {

@@ -1,4 +1,5 @@
 import SottoExchange
+import SottoExchangeCore
 
 /// Duty-cycled listening, the low-power scan of a subscription that prefers low power
 /// (`Strategy/lowPower`, the seeds' `lowPowerPreferred`): the capture device is open for the first

@@ -2,7 +2,7 @@ import CoreMetrics
 import Foundation
 import GRPCCore
 import Logging
-import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 import Synchronization
 

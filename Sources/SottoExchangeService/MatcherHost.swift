@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import Logging
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 
 /// Timings and limits of the matcher service. Nodes sharing one PostgreSQL must use the same session grace,

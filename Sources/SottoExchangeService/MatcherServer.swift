@@ -6,7 +6,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
-import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 
 /// What `sotto serve` runs: the gRPC exchange service on a TCP port or a Unix socket, the matcher host, the

@@ -1,5 +1,5 @@
 import Foundation
-import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 
 extension ServerFrame {

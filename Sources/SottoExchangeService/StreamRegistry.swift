@@ -1,4 +1,4 @@
-import SottoExchange
+import SottoExchangeCore
 
 /// The client streams of one node, by number (numbers are never reused): what each holds (its session, or
 /// the open it waits for) and the queries the host makes over them. A value; the host owns the one copy.

@@ -1,4 +1,4 @@
-import SottoExchange
+import SottoExchangeCore
 
 /// Why a client frame carries no request for the matcher: checked at the edge (the transport that received
 /// it), before anything is written to the replication log.

@@ -1,5 +1,5 @@
 import Foundation
-import SottoExchange
+import SottoExchangeCore
 
 /// Wire names for the generated protocol types.
 public typealias ClientFrame = Sotto_Exchange_V1_ClientFrame

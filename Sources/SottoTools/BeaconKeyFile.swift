@@ -1,5 +1,6 @@
 import Foundation
 import SottoExchange
+import SottoExchangeCore
 
 /// A rotating beacon's provisioning file (`BeaconProvisioning`) on disk: written once, private to its
 /// owner (mode 600), and refused, as ssh refuses a private key, when group or others may read it.

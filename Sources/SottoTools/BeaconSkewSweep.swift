@@ -1,5 +1,6 @@
 import SottoChannel
 import SottoExchange
+import SottoExchangeCore
 
 extension SweepRunner {
     /// The skew sweep: a rotating beacon and the matcher with clocks `skew` s apart (0 to twice

@@ -2,6 +2,7 @@ import Foundation
 import SottoChannel
 import SottoDSP
 import SottoExchange
+import SottoExchangeCore
 import SottoModem
 
 /// A room full of devices, end to end: every device broadcasts its matcher token on the sender's rules

@@ -2,6 +2,7 @@ import Foundation
 import SottoChannel
 import SottoDSP
 import SottoExchange
+import SottoExchangeCore
 import SottoModem
 
 /// The earshot sweep: the receiver's in-band SNR of one frame against the true distance, in synthetic rooms

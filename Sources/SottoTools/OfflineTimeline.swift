@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import SottoExchange
+import SottoExchangeCore
 
 /// The exchange over a recording: frames become observations at their end time on the sample clock,
 /// and time advances in 50 ms steps between them, so lost and expired happen when they would have live.

@@ -2,6 +2,7 @@ import Foundation
 import SottoChannel
 import SottoDSP
 import SottoExchange
+import SottoExchangeCore
 import SottoModem
 
 /// Several virtual devices in one simulated room, end to end: each broadcasts its matcher token through

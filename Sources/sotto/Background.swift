@@ -4,6 +4,7 @@ import SottoAudio
 import SottoDaemon
 import SottoDaemonNotify
 import SottoExchange
+import SottoExchangeCore
 import SottoLive
 import SottoNotify
 import SottoSupport

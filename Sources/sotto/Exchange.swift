@@ -3,6 +3,7 @@ import Foundation
 import SottoAudio
 import SottoDaemon
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeRadio
 import SottoLive
 import SottoModem

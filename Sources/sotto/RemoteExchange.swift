@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeClient
 import SottoExchangeWire
 import SottoSupport

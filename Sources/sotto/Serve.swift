@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import UnixSignals
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeService
 import SottoExchangeWire
 import SottoTools

@@ -4,6 +4,7 @@ import Glibc
 #endif
 import SottoDaemon
 import SottoExchange
+import SottoExchangeCore
 import Testing
 
 /// A Unix datagram socket the test binds, standing in for the journal's native socket: it receives what a

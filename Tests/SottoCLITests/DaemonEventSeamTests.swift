@@ -2,6 +2,7 @@ import Foundation
 import SottoAudio
 import SottoDaemon
 import SottoExchange
+import SottoExchangeCore
 import SottoSupport
 import SottoTools
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import SottoDaemon
 import SottoDaemonNotify
 import SottoExchange
+import SottoExchangeCore
 @testable import SottoNotify
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import SottoAudio
 import SottoDaemon
 import SottoExchange
+import SottoExchangeCore
 import SottoModem
 @testable import SottoNotify
 import SottoSupport

@@ -1,5 +1,6 @@
 import Foundation
 import SottoExchange
+import SottoExchangeCore
 import SottoModem
 import SottoTools
 import Testing

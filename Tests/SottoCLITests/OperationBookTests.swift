@@ -1,6 +1,7 @@
 import Foundation
 @testable import SottoDaemon
 import SottoExchange
+import SottoExchangeCore
 import SottoTools
 import Testing
 

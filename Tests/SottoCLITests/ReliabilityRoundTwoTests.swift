@@ -1,5 +1,6 @@
 import Foundation
 import SottoExchange
+import SottoExchangeCore
 import Testing
 
 /// Runs `sotto` with its standard output on `stdoutPath` (e.g. /dev/full) or, with `closedPipe`, on a pipe

@@ -5,6 +5,7 @@ import FoundationNetworking
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeClient
 import SottoExchangeWire
 import Synchronization

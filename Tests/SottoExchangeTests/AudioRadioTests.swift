@@ -3,6 +3,7 @@ import SottoAudio
 import SottoModem
 import Testing
 @testable import SottoExchange
+@testable import SottoExchangeCore
 import SottoExchangeRadio
 
 /// The exchange on real ALSA PCMs: the project's paced test plugin for capture and the file plugin over a

@@ -1,6 +1,7 @@
 import Foundation
 import SottoCodes
 import SottoExchange
+import SottoExchangeCore
 import Testing
 
 /// Rotating beacons (issue 29): IDs from HMAC-SHA256 of Unix time slots under a 128-256-bit identity key,

@@ -1,5 +1,6 @@
 import SottoCodes
 import SottoExchange
+import SottoExchangeCore
 import Testing
 
 /// The matcher's turns for sessions that hear each other: rooms from hearings, rounds that give the unheard

@@ -1,4 +1,5 @@
 import SottoExchange
+import SottoExchangeCore
 import SottoLive
 import SottoModem
 import Testing

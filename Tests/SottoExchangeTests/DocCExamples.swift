@@ -1,6 +1,7 @@
 import Foundation
 import SottoAudio
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeRadio
 import SottoSupport
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SottoExchange
+@testable import SottoExchangeCore
 
 /// Earshot (Nearby's DistanceType.EARSHOT) in the matcher core: a sighting counts for an earshot
 /// subscription, or carries an earshot publication, only at an SNR of at least `earshotSNR`.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SottoExchange
+@testable import SottoExchangeCore
 
 /// A deterministic generator for tokens in tests.
 struct CountingGenerator: RandomNumberGenerator, Sendable {

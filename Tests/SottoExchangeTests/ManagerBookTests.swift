@@ -1,4 +1,5 @@
 @testable import SottoExchange
+@testable import SottoExchangeCore
 import SottoSupport
 import Testing
 

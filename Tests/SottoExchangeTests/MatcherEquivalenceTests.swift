@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SottoExchange
+@testable import SottoExchangeCore
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,7 @@
 import HeapModule
 import Testing
 @testable import SottoExchange
+@testable import SottoExchangeCore
 
 // Snapshots of the matcher core: a core restored from a snapshot (with a generator in the same state)
 // answers every later input as the original does; damaged, cut or foreign snapshots are refused with a

@@ -1,5 +1,6 @@
 import SottoCodes
 import SottoExchange
+import SottoExchangeCore
 import Testing
 
 /// The matcher core's turns (`MatcherCore.turns`): hearings it resolves put sessions in rooms, and ticks give

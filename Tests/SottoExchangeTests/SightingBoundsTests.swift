@@ -1,5 +1,6 @@
 import SottoCodes
 import SottoExchange
+import SottoExchangeCore
 import Testing
 
 /// A session's sightings are bounded in number and aged out, whatever IDs it reports; an edge that goes

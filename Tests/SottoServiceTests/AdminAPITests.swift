@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import GRPCCore
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeService
 import SottoExchangeWire
 import Synchronization

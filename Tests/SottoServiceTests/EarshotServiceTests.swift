@@ -1,5 +1,6 @@
 import Foundation
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeService
 import SottoExchangeWire
 import SwiftProtobuf
@@ -50,7 +51,7 @@ import Testing
 struct EarshotPair {
     let server: TestServer
     let publisher: Device, subscriber: Device
-    let message: SottoExchange.Message
+    let message: SottoExchangeCore.Message
     let events = EventRecorder()
     let frame: [UInt8]
     private let handles: (PublicationHandle, SubscriptionHandle)

@@ -2,6 +2,7 @@ import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeClient
 import SottoExchangeService
 import SottoExchangeWire

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 @testable import SottoExchangeService
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeClient
 import SottoExchangeWire
 import Testing

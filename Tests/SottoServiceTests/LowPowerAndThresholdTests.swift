@@ -1,6 +1,7 @@
 import Foundation
 @testable import SottoExchangeService
-import SottoExchange
+@testable import SottoExchange
+@testable import SottoExchangeCore
 import SottoExchangeWire
 import SwiftProtobuf
 import Testing
@@ -15,10 +16,9 @@ import Testing
         for strategy in strategies {
             let bytes: [UInt8] = try Sotto_Exchange_V1_Strategy(strategy).serializedBytes()
             #expect(try Sotto_Exchange_V1_Strategy(serializedBytes: bytes).validated(subscription: true) == strategy)
-            var writer = SnapshotWriter()
-            strategy.write(to: &writer)
-            var reader = SnapshotReader(writer.bytes, from: 0)
-            #expect(try Strategy(from: &reader) == strategy)
+            #expect(try SnapshotProto.Strategy(strategy).value() == strategy)
+            let roundTrip = try SnapshotProto.Strategy(serializedBytes: try SnapshotProto.Strategy(strategy).serializedBytes() as [UInt8])
+            #expect(try roundTrip.value() == strategy)
         }
         // Field 5, varint 1: what any protobuf implementation of the .proto sends; absent when false.
         let low = Sotto_Exchange_V1_Strategy(try Strategy(ttl: .infinite, lowPower: true))
@@ -28,17 +28,20 @@ import Testing
         let plainBytes: [UInt8] = try Sotto_Exchange_V1_Strategy(try Strategy(ttl: .infinite)).serializedBytes()
         #expect(!plainBytes.contains(0x28))
         #expect(lowBytes.count == plainBytes.count + 2)
-        // A snapshot written before low power existed (distance tag 0 or 1) reads as not low power; the same
-        // bytes are written for a strategy without it; a tag beyond the two bits is refused.
-        var writer = SnapshotWriter()
-        try Strategy(distanceType: .earshot, ttl: .seconds(60)).write(to: &writer)
-        #expect(writer.bytes[1] == 1)
-        var reader = SnapshotReader(writer.bytes, from: 0)
-        #expect(try Strategy(from: &reader).lowPower == false)
-        var damaged = writer.bytes
-        damaged[1] = 4
-        var damagedReader = SnapshotReader(damaged, from: 0)
+        // A hand-written snapshot (format 4) of a strategy: mode (2: both), distance tag (1: earshot; bit 1: low
+        // power), TTL tag (0: seconds) and zigzag seconds (120: 60 s). One written before low power existed (distance
+        // tag 0 or 1) reads as not low power; a tag beyond the two bits is refused.
+        let legacy: [UInt8] = [2, 1, 0, 120]
+        var reader = SnapshotReader(legacy, from: 0)
+        #expect(try Strategy(from: &reader) == Strategy(distanceType: .earshot, ttl: .seconds(60)))
+        var lowReader = SnapshotReader([2, 3, 0, 120], from: 0)
+        #expect(try Strategy(from: &lowReader) == Strategy(distanceType: .earshot, ttl: .seconds(60), lowPower: true))
+        var damagedReader = SnapshotReader([2, 4, 0, 120], from: 0)
         #expect(throws: MatcherSnapshotError.self) { try Strategy(from: &damagedReader) }
+        // Protobuf (format 5): low power is field 3, absent when false.
+        let plainSnapshot: [UInt8] = try SnapshotProto.Strategy(try Strategy(distanceType: .earshot, ttl: .seconds(60))).serializedBytes()
+        let lowSnapshot: [UInt8] = try SnapshotProto.Strategy(try Strategy(distanceType: .earshot, ttl: .seconds(60), lowPower: true)).serializedBytes()
+        #expect(!plainSnapshot.contains(0x18) && lowSnapshot.count == plainSnapshot.count + 2)
     }
 
     /// The threshold is the service's: at 20 dB a 25 dB sighting supports an earshot subscription (the

@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeService
 import SottoTestSupport
 import Testing

@@ -1,4 +1,5 @@
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeClient
 import SottoExchangeWire
 import Testing

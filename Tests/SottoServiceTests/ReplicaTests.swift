@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 @testable import SottoExchangeService
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 import SwiftProtobuf
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeClient
 import SottoExchangeService
 import SottoExchangeWire

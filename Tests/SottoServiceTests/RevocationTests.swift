@@ -1,6 +1,7 @@
 import Foundation
 import GRPCCore
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeService
 import SottoExchangeWire
 import Testing

@@ -4,6 +4,7 @@ import GRPCCore
 import FoundationNetworking
 #endif
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeClient
 import SottoExchangeService
 import SottoExchangeWire

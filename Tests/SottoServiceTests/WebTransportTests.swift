@@ -6,6 +6,7 @@ import NIOPosix
 import NIOSSL
 import NIOWebSocket
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeService
 import SottoExchangeWire
 import Synchronization

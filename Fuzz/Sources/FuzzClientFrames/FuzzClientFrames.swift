@@ -1,6 +1,6 @@
 import CFuzzerDriver
 import Foundation
-import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 
 /// One input: the bytes as a client frame of the exchange protocol, decoded and checked at the service's edge

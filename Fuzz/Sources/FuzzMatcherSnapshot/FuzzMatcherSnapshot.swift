@@ -1,11 +1,13 @@
 import CFuzzerDriver
-import SottoExchange
+import SottoExchangeCore
 
 /// One input: a matcher snapshot as a node of a cluster reads it from the shared database
 /// (MatcherCore(snapshot:generator:)). The first byte picks how: 0, the bytes as a whole snapshot; else the
 /// state of a busy core's snapshot with the input written over it at an offset the next two bytes give, and
 /// sealed again with a correct header and checksum, so that the fuzzer reaches the state decoder rather than
-/// stopping at the checksum. A core that restores must then take inputs and snapshot again without trapping.
+/// stopping at the checksum: the state is this build's protobuf (format 5); whole snapshots of the hand-written
+/// format 4 (corpus: legacy-format-4) reach the old format's reader. A core that restores must then take inputs
+/// and snapshot again without trapping.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzMatcherSnapshot(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data, size > 0 else { return 0 }

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import SottoExchange
+import SottoExchangeCore
 import SottoSupport
 
 /// One HTTP request to the admin API, as the listener read it: what ``AdminAPI/handle(_:)`` needs, nothing of

@@ -1,5 +1,5 @@
 import Foundation
-import SottoExchange
+import SottoExchangeCore
 import SottoSupport
 
 /// The admin API's beacon endpoints (issue 34), audited as the operator like the rest:

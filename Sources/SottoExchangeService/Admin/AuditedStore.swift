@@ -1,5 +1,5 @@
 import Foundation
-import SottoExchange
+import SottoExchangeCore
 import SottoSupport
 
 /// A store whose admin operations are written to its audit log (who, what, when, outcome): the store that

@@ -1,5 +1,5 @@
 import Foundation
-import SottoExchange
+import SottoExchangeCore
 
 /// One second of a project's live view: what it holds at `time` and what it did per second since the sample before.
 public struct LivePoint: Sendable, Hashable {

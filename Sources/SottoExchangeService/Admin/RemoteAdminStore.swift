@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import SottoExchangeWire
-import SottoExchange
+import SottoExchangeCore
 import SottoSupport
 
 /// The admin API of a running `sotto serve --admin`, as a store: what `sotto admin --server URL` works on.

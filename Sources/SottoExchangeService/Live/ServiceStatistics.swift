@@ -1,4 +1,4 @@
-import SottoExchange
+import SottoExchangeCore
 import Synchronization
 
 /// What one project did since the service started, counted by the service as it happens (not from its metrics).

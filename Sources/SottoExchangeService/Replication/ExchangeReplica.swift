@@ -1,5 +1,5 @@
 import Foundation
-import SottoExchange
+import SottoExchangeCore
 
 /// One stream of one node: where a session's frames go. A node numbers its streams; the pair is unique in
 /// a cluster because every node process (and every rejoin) has a fresh random id.

@@ -1,6 +1,6 @@
 import Foundation
 import PostgresNIO
-import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 import SwiftProtobuf
 
@@ -253,7 +253,7 @@ extension Sotto_Exchange_Replication_V1_Request {
 }
 
 extension Sotto_Exchange_Replication_V1_Attachment {
-    init(_ message: SottoExchange.Message) {
+    init(_ message: SottoExchangeCore.Message) {
         self.init()
         namespace = message.namespace
         type = message.type

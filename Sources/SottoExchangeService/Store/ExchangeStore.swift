@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import SottoExchange
+import SottoExchangeCore
 import SottoSupport
 import Synchronization
 

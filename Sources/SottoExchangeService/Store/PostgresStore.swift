@@ -4,7 +4,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import PostgresNIO
-import SottoExchange
+import SottoExchangeCore
 import SottoExchangeWire
 import Synchronization
 

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import SottoExchange
+import SottoExchangeCore
 
 /// The embedded store of a single `sotto serve` node: one SQLite file (WAL), through GRDB. The default
 /// location is `$XDG_DATA_HOME/sotto/exchange.sqlite` (else `~/.local/share/sotto/exchange.sqlite`).

@@ -1,5 +1,6 @@
 import Foundation
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeService
 import Synchronization
 import Testing

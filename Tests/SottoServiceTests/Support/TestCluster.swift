@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 import SottoExchange
+import SottoExchangeCore
 import SottoExchangeService
 import SottoExchangeWire
 import SottoTestSupport

@@ -633,6 +633,93 @@ nonisolated struct Sotto_Exchange_Replication_V1_Attachment: Sendable {
   init() {}
 }
 
+/// A replica's whole state (ExchangeReplica.snapshot()), saved in the log's table exchange_snapshot so that a
+/// node that joins late (or falls behind a truncated log) starts from it. Format 1 was written by hand (its
+/// first byte is 0x01; read by ExchangeReplica+Snapshot.swift); this message is format 2 and always starts
+/// with the tag of `format` (0x08).
+nonisolated struct Sotto_Exchange_Replication_V1_ReplicaSnapshot: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 2.
+  var format: UInt32 = 0
+
+  /// The matcher core's own snapshot (MatcherCore.snapshot(): versioned and checksummed).
+  var core: Data = Data()
+
+  /// By session id.
+  var sessions: Dictionary<String,Sotto_Exchange_Replication_V1_ReplicaSession> = [:]
+
+  /// Open sessions per project id.
+  var sessionsPerProject: Dictionary<String,Int64> = [:]
+
+  /// Detached sessions (by id) and when each was detached (s).
+  var detached: Dictionary<String,Double> = [:]
+
+  /// Live nodes and when each was last heard (s).
+  var nodes: Dictionary<String,Double> = [:]
+
+  /// Nodes declared dead and when (s).
+  var deadNodes: Dictionary<String,Double> = [:]
+
+  /// Time of the last entry applied (s); absent before the first.
+  var time: Double {
+    get {_time ?? 0}
+    set {_time = newValue}
+  }
+  /// Returns true if `time` has been explicitly set.
+  var hasTime: Bool {self._time != nil}
+  /// Clears the value of `time`. Subsequent reads from it will return its default value.
+  mutating func clearTime() {self._time = nil}
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+
+  fileprivate var _time: Double? = nil
+}
+
+nonisolated struct Sotto_Exchange_Replication_V1_ReplicaSession: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var projectID: String = String()
+
+  var projectName: String = String()
+
+  var maxSessions: Int64 = 0
+
+  var keyID: String = String()
+
+  /// SHA-256 of the session's resume secret.
+  var secretHash: Data = Data()
+
+  /// The stream holding the session; absent while detached.
+  var attachedNode: String {
+    get {_attachedNode ?? String()}
+    set {_attachedNode = newValue}
+  }
+  /// Returns true if `attachedNode` has been explicitly set.
+  var hasAttachedNode: Bool {self._attachedNode != nil}
+  /// Clears the value of `attachedNode`. Subsequent reads from it will return its default value.
+  mutating func clearAttachedNode() {self._attachedNode = nil}
+
+  var attachedStream: UInt64 = 0
+
+  /// The session's live operations, as the requests that made them.
+  var publications: [Sotto_Exchange_Replication_V1_Publish] = []
+
+  var subscriptions: [Sotto_Exchange_Replication_V1_Subscribe] = []
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+
+  fileprivate var _attachedNode: String? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "sotto.exchange.replication.v1"
@@ -1702,6 +1789,149 @@ nonisolated extension Sotto_Exchange_Replication_V1_Attachment: SwiftProtobuf.Me
     if lhs.namespace != rhs.namespace {return false}
     if lhs.type != rhs.type {return false}
     if lhs.content != rhs.content {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_ReplicaSnapshot: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".ReplicaSnapshot"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}core\0\u{1}sessions\0\u{3}sessions_per_project\0\u{1}detached\0\u{1}nodes\0\u{3}dead_nodes\0\u{1}time\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.format) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.core) }()
+      case 3: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Replication_V1_ReplicaSession>.self, value: &self.sessions) }()
+      case 4: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufInt64>.self, value: &self.sessionsPerProject) }()
+      case 5: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: &self.detached) }()
+      case 6: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: &self.nodes) }()
+      case 7: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: &self.deadNodes) }()
+      case 8: try { try decoder.decodeSingularDoubleField(value: &self._time) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.format != 0 {
+      try visitor.visitSingularUInt32Field(value: self.format, fieldNumber: 1)
+    }
+    if !self.core.isEmpty {
+      try visitor.visitSingularBytesField(value: self.core, fieldNumber: 2)
+    }
+    if !self.sessions.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Replication_V1_ReplicaSession>.self, value: self.sessions, fieldNumber: 3)
+    }
+    if !self.sessionsPerProject.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufInt64>.self, value: self.sessionsPerProject, fieldNumber: 4)
+    }
+    if !self.detached.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: self.detached, fieldNumber: 5)
+    }
+    if !self.nodes.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: self.nodes, fieldNumber: 6)
+    }
+    if !self.deadNodes.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: self.deadNodes, fieldNumber: 7)
+    }
+    try { if let v = self._time {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 8)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_ReplicaSnapshot, rhs: Sotto_Exchange_Replication_V1_ReplicaSnapshot) -> Bool {
+    if lhs.format != rhs.format {return false}
+    if lhs.core != rhs.core {return false}
+    if lhs.sessions != rhs.sessions {return false}
+    if lhs.sessionsPerProject != rhs.sessionsPerProject {return false}
+    if lhs.detached != rhs.detached {return false}
+    if lhs.nodes != rhs.nodes {return false}
+    if lhs.deadNodes != rhs.deadNodes {return false}
+    if lhs._time != rhs._time {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Replication_V1_ReplicaSession: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".ReplicaSession"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}project_id\0\u{3}project_name\0\u{3}max_sessions\0\u{3}key_id\0\u{3}secret_hash\0\u{3}attached_node\0\u{3}attached_stream\0\u{1}publications\0\u{1}subscriptions\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.projectID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.projectName) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.maxSessions) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.keyID) }()
+      case 5: try { try decoder.decodeSingularBytesField(value: &self.secretHash) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self._attachedNode) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.attachedStream) }()
+      case 8: try { try decoder.decodeRepeatedMessageField(value: &self.publications) }()
+      case 9: try { try decoder.decodeRepeatedMessageField(value: &self.subscriptions) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.projectID.isEmpty {
+      try visitor.visitSingularStringField(value: self.projectID, fieldNumber: 1)
+    }
+    if !self.projectName.isEmpty {
+      try visitor.visitSingularStringField(value: self.projectName, fieldNumber: 2)
+    }
+    if self.maxSessions != 0 {
+      try visitor.visitSingularInt64Field(value: self.maxSessions, fieldNumber: 3)
+    }
+    if !self.keyID.isEmpty {
+      try visitor.visitSingularStringField(value: self.keyID, fieldNumber: 4)
+    }
+    if !self.secretHash.isEmpty {
+      try visitor.visitSingularBytesField(value: self.secretHash, fieldNumber: 5)
+    }
+    try { if let v = self._attachedNode {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 6)
+    } }()
+    if self.attachedStream != 0 {
+      try visitor.visitSingularUInt64Field(value: self.attachedStream, fieldNumber: 7)
+    }
+    if !self.publications.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.publications, fieldNumber: 8)
+    }
+    if !self.subscriptions.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.subscriptions, fieldNumber: 9)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Replication_V1_ReplicaSession, rhs: Sotto_Exchange_Replication_V1_ReplicaSession) -> Bool {
+    if lhs.projectID != rhs.projectID {return false}
+    if lhs.projectName != rhs.projectName {return false}
+    if lhs.maxSessions != rhs.maxSessions {return false}
+    if lhs.keyID != rhs.keyID {return false}
+    if lhs.secretHash != rhs.secretHash {return false}
+    if lhs._attachedNode != rhs._attachedNode {return false}
+    if lhs.attachedStream != rhs.attachedStream {return false}
+    if lhs.publications != rhs.publications {return false}
+    if lhs.subscriptions != rhs.subscriptions {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
