@@ -13,7 +13,8 @@
 /// within the horizon. Once every member was heard by every other lately, the room goes quiet (after
 /// ``Rules/openGap``, in which devices the service does not yet place can be heard on their own rules) until the
 /// first hearing grows stale: the room slows down once everyone has found everyone and speeds up when a newcomer
-/// appears.
+/// appears. Rooms planned apart that a hearing joins are planned at once: a quiet spell one of them was given does
+/// not hold for the merged room.
 ///
 /// In a crowded room (``Rules/aliasRoomSize`` members taking turns or more) every member that can play one is given
 /// a **room alias** (``Payload/roomAlias(_:)``, 12 bits drawn from the matcher's generator, unique among the
