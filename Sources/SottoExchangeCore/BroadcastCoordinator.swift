@@ -13,7 +13,8 @@
 /// within the horizon. Once every member was heard by every other lately, the room goes quiet (after
 /// ``Rules/openGap``, in which devices the service does not yet place can be heard on their own rules) until the
 /// first hearing grows stale: the room slows down once everyone has found everyone and speeds up when a newcomer
-/// appears.
+/// appears. Rooms planned apart that a hearing joins are planned at once: a quiet spell one of them was given does
+/// not hold for the merged room.
 ///
 /// In a crowded room (``Rules/aliasRoomSize`` members taking turns or more) every member that can play one is given
 /// a **room alias** (``Payload/roomAlias(_:)``, 12 bits drawn from the matcher's generator, unique among the
@@ -273,12 +274,18 @@ public struct BroadcastCoordinator: Sendable {
             // Out of every room its alias names nobody; a new one is drawn when it joins one again.
             setAlias(nil, of: session); lastFullToken[session] = nil
         }
+        let previousRoomOf = roomOf
         roomOf = [:]
         for room in rooms { for member in room { roomOf[member] = room[0] } }
         for room in rooms {
+            // Rooms planned apart that a hearing joined: the members of the two have not heard each other, so a quiet
+            // spell one of them was given does not hold for the merged room (it would leave the band idle while its
+            // members' planned slots run out), and the room is planned at once, as for a newcomer.
+            let merged = Set(room.compactMap { previousRoomOf[$0] }).count > 1
+            if merged { for member in room { quietUntil[member] = nil } }
             let planned = room.compactMap { slotsEnd[$0] }.max()
             let quiet = room.compactMap { quietUntil[$0] }.max() ?? now
-            let newcomer = room.contains { airtimes[$0] != nil && slotsEnd[$0] == nil && quietUntil[$0] == nil }
+            let newcomer = merged || room.contains { airtimes[$0] != nil && slotsEnd[$0] == nil && quietUntil[$0] == nil }
             // Slots are planned a little at a time, `horizon` beyond the lead, so that each plan chooses from the
             // latest hearings: a member heard by everyone gets no more, one some member missed comes round again
             // soon, and a newcomer is placed within the horizon rather than after a whole round.

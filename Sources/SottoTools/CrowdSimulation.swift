@@ -106,6 +106,8 @@ public struct CrowdSimulation: Sendable {
             public var device: Int
             public var start: Double
             public var airtime: Double
+            /// Whether the frame was played in a slot of the matcher's turns (not on the sender's own rules).
+            public var scheduled: Bool = false
         }
 
         /// A frame decoded by a device other than its sender.
@@ -267,6 +269,7 @@ public struct CrowdSimulation: Sendable {
                 let idleFor = monitor.isBusy ? 0 : Double(monitor.samplesSeen - monitor.lastBusyEnd) / rate
                 let action = schedulers[d].step(now: now, bandIdleFor: idleFor)
                 guard action != .wait else { continue }
+                let scheduled = schedulers[d].isFollowing
                 // The alias a slot names is the one the device holds (the schedule that named it came with it).
                 let alias = action == .transmitAlias ? aliasOf[d] : nil
                 let burst: [Float]
@@ -278,7 +281,8 @@ public struct CrowdSimulation: Sendable {
                 }
                 result.framesSent += 1
                 let start = first + period
-                result.transmissions.append(.init(device: d, start: Double(start) / rate, airtime: Double(burst.count) / rate))
+                result.transmissions.append(.init(device: d, start: Double(start) / rate, airtime: Double(burst.count) / rate,
+                                                  scheduled: scheduled))
                 busySamples += max(0, start + burst.count - max(start, busyUntil))
                 busyUntil = max(busyUntil, start + burst.count)
                 for to in 0..<n {

@@ -97,6 +97,30 @@ import Testing
         #expect(appended.contains { $0.session == s(6) })
     }
 
+    /// Two rooms planned apart, one gone quiet and one taking turns, that a hearing joins: the merged room is planned
+    /// at once, after the slots already given, not when the quiet room's spell was to end (the band stood idle for
+    /// almost 2 s in one twenty-device room of the crowd sweep while the two halves waited).
+    @Test func roomsThatMergeArePlannedAtOnceWhateverQuietOneOfThemWasGiven() {
+        var coordinator = joined()
+        var random = SplitMix64(seed: 1)
+        // s1 and s2 heard each other: a room with nothing to do, quiet until their hearings are 5 s old.
+        coordinator.heard(speaker: s(1), by: s(2), at: 1)
+        coordinator.heard(speaker: s(2), by: s(1), at: 1)
+        // s4 heard s3: s4 still has to be heard, and gets a slot at 1.4 (until 2.0).
+        coordinator.heard(speaker: s(3), by: s(4), at: 1)
+        let first = coordinator.tick(now: 1.1, using: &random)
+        #expect(first.filter { [s(1), s(2)].contains($0.session) }.allSatisfy { $0.slots.isEmpty && $0.until > 6 })
+        #expect(first.first { $0.session == s(4) }?.slots.count == 1)
+        // s1 hears s3: one room of four, whose members of the two halves have not heard each other.
+        coordinator.heard(speaker: s(3), by: s(1), at: 1.5)
+        let merged = coordinator.tick(now: 1.6, using: &random).flatMap { schedule in schedule.slots.map { (schedule.session, $0) } }
+        // Planned at once: slots right after s4's (2.0), for s1 and s2 (unheard by s3 and s4) first.
+        #expect(!merged.isEmpty)
+        #expect(merged.allSatisfy { $0.1 >= 2.0 - 1e-9 })
+        #expect(merged.map(\.1).min().map { abs($0 - 2.0) < 1e-9 } == true)
+        #expect(Set(merged.map(\.0)).isSubset(of: [s(1), s(2), s(3)]) && merged.contains { $0.0 == s(1) || $0.0 == s(2) })
+    }
+
     /// A minute of random hearings among twelve sessions kept in one room: its slots never overlap, within a
     /// round or across rounds.
     @Test func slotsOfOneRoomNeverOverlap() {
