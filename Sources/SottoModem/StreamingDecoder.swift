@@ -37,9 +37,9 @@ public final class StreamingDecoder {
     ///     the edge of decoding (the band filters differ slightly).
     ///   - cancelsInterference: after each frame, subtract it (made again, through the room estimated from the
     ///     input) and decode what is left for a frame it hid: two bursts of one band that overlap, the weaker
-    ///     one 6 dB or more under the other. A frame found so is reported up to the longest frame of the
-    ///     profiles plus 0.8 s after its neighbours (for the default profile alone, about 1.7 s after its own
-    ///     end), out of order; the frames found without it are the same. Costs a few milliseconds and a decode
+    ///     one 6 dB or more under the other. A frame found so is reported once the input reaches the end of the
+    ///     frame that hid it plus the longest frame of the profiles plus 0.8 s (for the default profile alone,
+    ///     about 1.6 s), out of order; the frames found without it are the same, reported at the same time. Costs a few milliseconds and a decode
     ///     of about three frames' audio for each frame heard (nothing on audio without frames).
     /// - Throws: `ModemError` when the rate is absurd or too low for one of the profiles, or when the
     ///   receiver's transforms cannot be made (``ModemError/transformFailed(_:)``: out of memory).
