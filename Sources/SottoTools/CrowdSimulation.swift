@@ -60,6 +60,9 @@ public struct CrowdSimulation: Sendable {
         public var coordinatorTick: Double = 0.1
         /// Whether the devices can play room aliases in their coordinated slots (`Payload.roomAlias`).
         public var roomAliases: Bool = true
+        /// Whether every device's decoder cancels the frames it decodes and looks under them for frames they hid
+        /// (`StreamingDecoder`'s `cancelsInterference`).
+        public var cancelsInterference: Bool = false
         /// Members taking turns from which the matcher gives a room aliases.
         public var aliasRoomSize: Int = BroadcastCoordinator.Rules().aliasRoomSize
         /// Seed of the room, the devices' draws and the noise.
@@ -208,7 +211,8 @@ public struct CrowdSimulation: Sendable {
             return p
         }
         // Devices that can play room aliases listen for their frames (the short alias frame).
-        let decoders = try (0..<n).map { _ in try StreamingDecoder(sampleRate: rate, profiles: listenProfiles, aliasFrames: c.roomAliases) }
+        let decoders = try (0..<n).map { _ in try StreamingDecoder(sampleRate: rate, profiles: listenProfiles, aliasFrames: c.roomAliases,
+                                                                         cancelsInterference: c.cancelsInterference) }
         let inaudible = listenProfiles.filter { $0.band.lowerBound > 10_000 }
         let senseBand = (inaudible.map(\.band.lowerBound).min() ?? profile.band.lowerBound)...(inaudible.map(\.band.upperBound).max() ?? profile.band.upperBound)
         let monitors = try (0..<n).map { _ in try BandActivityMonitor(band: senseBand, sampleRate: rate) }

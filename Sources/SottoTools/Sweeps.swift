@@ -6,7 +6,7 @@ import SottoModem
 
 /// The robustness sweeps.
 public enum SweepKind: String, CaseIterable, Sendable {
-    case snr, offset, reverb, rooms, longroom, hall, rolloff, speech, `false`, latency, exchange, crowd, earshot, skew
+    case snr, offset, reverb, rooms, longroom, hall, rolloff, speech, `false`, latency, exchange, crowd, earshot, skew, overlap
 }
 
 /// Where a sweep's tables go, row by row as they are measured.
@@ -56,6 +56,9 @@ public struct SweepRunner {
     public var crowdAliasRoomSize = 4
     /// Where the crowd sweep writes every room's whole result (JSON Lines: configuration and result), or nil.
     public var crowdTrace: String?
+    /// Whether the decoders of the crowd and false sweeps cancel the frames they decode and look under them
+    /// (`StreamingDecoder`'s `cancelsInterference`); the overlap sweep measures both ways.
+    public var cancelsInterference = false
 
     /// `trials` frames (or runs) per point, seeded; measured rooms and noise from `dataDirectory`, speech for
     /// the speech and false sweeps from `speechPath`; `directivity` is the source's Q in synthetic rooms.
@@ -122,6 +125,7 @@ public struct SweepRunner {
         case .crowd: try sweepCrowd(profiles, lengths)
         case .earshot: for profile in profiles { try sweepEarshot(profile) }
         case .skew: try sweepSkew()
+        case .overlap: try sweepOverlap(profiles, lengths)
         }
     }
 
@@ -465,6 +469,7 @@ public struct SweepRunner {
                         c.tokenLength = length
                         c.slotGuard = crowdSlotGuard
                         c.aliasRoomSize = crowdAliasRoomSize
+                        c.cancelsInterference = cancelsInterference
                         return c
                     })
                     if let crowdTrace { try CrowdSweep.appendTrace(results, rules: name, to: crowdTrace) }
@@ -478,6 +483,68 @@ public struct SweepRunner {
                                 "\(fixed(100 * summary.busyShare, 0))%"])
                 }
               }
+            }
+        }
+    }
+
+    // MARK: Overlapping frames
+
+    /// Level differences (dB) and overlaps (share of the weaker frame's airtime under the stronger one) of the
+    /// overlap sweep.
+    public static let overlapLevels = [0.0, 3, 6, 10, 20]
+    static let overlaps = [0.0, 0.25, 0.5, 0.75, 1.0]
+
+    /// Two frames of one profile and length, each through its own synthetic room (RT60 0.5 s, 2 m, the source's
+    /// directivity Q), the weaker `level` dB under the stronger, overlapping by a share of their airtime (the
+    /// weaker one starting after the stronger in odd trials, before it in even ones), clocks within 100 ppm,
+    /// white noise 10 dB under the weaker one's power (full band): the share of weaker and of stronger frames
+    /// decoded, by the decoder without interference cancellation and with it, from the same audio.
+    mutating func sweepOverlap(_ profiles: [Profile], _ lengths: [Int]) throws {
+        let overlaps = Self.overlaps
+        output.table("Two overlapping frames of one profile, each through its own synthetic room (RT60 0.5 s, 2 m, Q = \(fixed(directivity, 1))), clocks within 100 ppm, white noise 10 dB under the weaker frame, \(trials) pairs per point: weaker frames decoded without / with interference cancellation (stronger frames decoded without / with).",
+                     ["profile", "bytes", "weaker (dB)"] + overlaps.map { "overlap \(Int(100 * $0))%" } + ["false tokens"])
+        for profile in profiles {
+            for bytes in lengths {
+                let modulator = try Modulator(profile: profile, sampleRate: rate)
+                let length = Int((profile.airtime(payloadBytes: bytes) * rate).rounded(.up))
+                let power = Double(modulator.amplitude * modulator.amplitude) / 2
+                for level in Self.overlapLevels {
+                    var cells: [String] = []
+                    var falseTokens = 0
+                    for overlap in overlaps {
+                        output.status("\(profile.name), \(bytes) bytes, \(fixed(level, 0)) dB, overlap \(Int(100 * overlap))%")
+                        var weak = [0, 0], strong = [0, 0]
+                        for trial in 0..<trials {
+                            let tokens = (0..<2).map { _ in (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &random) } }
+                            let gain = Float(pow(10, -level / 20))
+                            var heard: [[Float]] = []
+                            for (k, token) in tokens.enumerated() {
+                                var burst = try modulator.modulate(token)
+                                if k == 1 { for i in burst.indices { burst[i] *= gain } }
+                                burst = Channel.clockOffset(burst, ppm: Double.random(in: -100...100, using: &random))
+                                let response = try Room(rt60: 0.5, distance: 2, directivity: directivity).impulseResponse(sampleRate: rate, rng: &random)
+                                heard.append(try fftConvolve(burst, response))
+                            }
+                            // The weaker frame's start against the stronger's: after it, or before it, by the overlap.
+                            let shift = Int(Double(length) * (1 - overlap)) * (trial % 2 == 1 ? 1 : -1)
+                            let lead = Int(0.3 * rate) + length
+                            let starts = [lead, lead + shift]
+                            var x = [Float](repeating: 0, count: lead + 2 * length + Int(1.5 * rate))
+                            for k in 0..<2 { for (i, v) in heard[k].enumerated() where starts[k] + i < x.count { x[starts[k] + i] += v } }
+                            Channel.addWhiteNoise(&x, snrDB: 10, signalPower: power * Double(gain * gain), rng: &random)
+                            for (way, cancels) in [false, true].enumerated() {
+                                let frames = try StreamingDecoder.decode(x, sampleRate: rate, profiles: [profile], cancelsInterference: cancels)
+                                if frames.contains(where: { $0.token == tokens[1] }) { weak[way] += 1 }
+                                if frames.contains(where: { $0.token == tokens[0] }) { strong[way] += 1 }
+                                falseTokens += frames.count { !tokens.contains($0.token) }
+                            }
+                        }
+                        func share(_ n: Int) -> String { "\(fixed(100 * Double(n) / Double(trials), 0))" }
+                        cells.append("\(share(weak[0])) / \(share(weak[1]))% (\(share(strong[0])) / \(share(strong[1]))%)")
+                        output.partial(["\(profile.name)", "\(bytes)", "\(fixed(level, 0))"] + cells)
+                    }
+                    output.row(["\(profile.name)", "\(bytes)", "\(fixed(level, 0))"] + cells + ["\(falseTokens)"])
+                }
             }
         }
     }
@@ -557,7 +624,8 @@ public struct SweepRunner {
         let block = Int(rate)
         for (name, clip) in sources where name == "white noise" || !clip.isEmpty {
             output.status("\(name)")
-            let decoder = try StreamingDecoder(sampleRate: rate, profiles: profiles, aliasFrames: true)
+            let decoder = try StreamingDecoder(sampleRate: rate, profiles: profiles, aliasFrames: true,
+                                               cancelsInterference: cancelsInterference)
             var buffer = [Float](repeating: 0, count: block)
             var position = 0, frames = 0, aliases = 0, cpu = 0.0
             for second in 0..<Int(seconds) {

@@ -112,7 +112,9 @@ struct BenchSweep: ParsableCommand {
             sender rules (--rules) and decoding everyone (ordered pairs heard and found within the 10 s lost timeout, \
             time to first hearing; --devices counts, --trials rooms). earshot: in-band SNR and estimated distance \
             against the true distance, in synthetic rooms and behind the measured responses of --data (8-byte frames). skew: \
-            rotating beacons' IDs resolved by the matcher with clocks 0 to 120 s apart (--trials IDs per point).
+            rotating beacons' IDs resolved by the matcher with clocks 0 to 120 s apart (--trials IDs per point). overlap: \
+            two frames of one profile overlapping by 0-100 % at 0-20 dB apart in a synthetic room, the weaker one's share \
+            decoded without and with interference cancellation (--trials pairs per point).
 
             Conventions: the burst's RMS is fixed over its active part; SNR is that power over the white-noise \
             power in the whole 0...fs/2 band; Eb/N0 = SNR + 10 log10(T_active x (fs / 2) / payload bits), charging \
@@ -134,6 +136,7 @@ struct BenchSweep: ParsableCommand {
     @Option(parsing: .unconditional, help: "Guard after the frame in a coordinated slot, for crowd (s).") var slotGuard: Double = 0.08
     @Option(help: "Members taking turns from which a room gets room aliases, for crowd's coordinated rules.") var aliasRoomSize: Int = 4
     @Option(help: "Write every crowd room's whole result to this file (JSON Lines), for analysis.") var trace: String?
+    @Flag(help: "For crowd and false: decoders cancel each frame they decode and look under it for frames it hid (overlap measures both ways).") var cancelInterference = false
     @OptionGroup var format: FormatOption
     @OptionGroup var progress: ProgressOptions
 
@@ -161,6 +164,7 @@ struct BenchSweep: ParsableCommand {
         switch kind {
         case .snr, .offset, .reverb, .rooms, .speech, .latency, .hall, .rolloff: return grid
         case .crowd: return try grid * rules.split(separator: ",").count * deviceCounts().count
+        case .overlap: return grid * SweepRunner.overlapLevels.count
         case .false, .exchange, .earshot, .skew, .longroom: return nil
         }
     }
@@ -213,6 +217,7 @@ struct BenchSweep: ParsableCommand {
         runner.crowdSlotGuard = slotGuard
         runner.crowdAliasRoomSize = aliasRoomSize
         runner.crowdTrace = trace
+        runner.cancelsInterference = cancelInterference
         // Ctrl-C (or SIGTERM): the rows printed are what was measured, and the row under way is printed with the
         // cells measured so far ("-" for the rest); stopped as the exit-status table says (0), with the progress
         // line erased, instead of dying with 130 mid-line. The sweep's thread prints nothing more meanwhile.

@@ -2,7 +2,8 @@ import CFuzzerDriver
 import SottoModem
 
 /// One input: the bytes as 16-bit little-endian samples at 48 kHz, decoded for the default profile in two
-/// chunks (split at the first byte's share), then finished, listening for alias frames too when the first byte is odd.
+/// chunks (split at the first byte's share), then finished, listening for alias frames too when the first byte is odd, and cancelling each frame decoded to
+/// look under it (`cancelsInterference`) when its second bit is set.
 /// Every frame must have a valid token length, and an alias frame an alias of 12 bits in its two bytes.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzFrameDecoder(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -15,7 +16,8 @@ public func fuzzFrameDecoder(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
         samples[i] = Float(value) / 32_768
     }
     let split = Int(data[0]) * count / 255
-    guard let decoder = try? StreamingDecoder(sampleRate: 48_000, profiles: [.standard], aliasFrames: data[0] & 1 == 1) else { fatalError("decoder") }
+    guard let decoder = try? StreamingDecoder(sampleRate: 48_000, profiles: [.standard], aliasFrames: data[0] & 1 == 1,
+                                                 cancelsInterference: data[0] & 2 == 2) else { fatalError("decoder") }
     var frames = samples.withUnsafeBufferPointer { decoder.process(UnsafeBufferPointer(rebasing: $0[0..<split])) }
     frames += samples.withUnsafeBufferPointer { decoder.process(UnsafeBufferPointer(rebasing: $0[split...])) }
     frames += decoder.finish()
