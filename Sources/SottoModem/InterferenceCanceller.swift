@@ -10,9 +10,9 @@ import SottoDSP
 /// The room of each frame is a filter of `tailDuration` (s) estimated over the frame and its tail by least
 /// squares in the frequency domain (the received spectrum over the frame's, regularised, kept in the frame's
 /// band only, then cut to `precursorDuration` before and `tailDuration` after the direct sound). The frame's
-/// time scale (the sender's clock against ours) is refined from the phase the residual keeps against the
-/// model along the frame: 20 ppm off turns the last symbols of a 0.54 s frame at 19 kHz by 1.3 rad, which
-/// leaves half of them uncancelled.
+/// time scale (the sender's clock against ours) is searched once, as the one that leaves the least residual
+/// energy (`scaleSearch`, then two parabolas): the preamble's estimate can be 100 ppm off in a room, and 20 ppm
+/// off turns the last symbols of a 0.54 s frame at 19 kHz by 1.3 rad, which leaves half of them uncancelled.
 ///
 /// A frame decoded at time t is cancelled, and its residual searched, once the input reaches its end plus the
 /// longest frame of the profiles listened for (a frame it hid may have started then) plus `settleDuration`: a
