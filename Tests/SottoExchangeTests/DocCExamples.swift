@@ -6,10 +6,33 @@ import SottoExchangeRadio
 import SottoSupport
 import Testing
 
-/// The worked examples of the SottoExchange, SottoExchangeRadio and SottoSupport catalogs, compiled (and the
-/// first and last run) here; `DocCExampleTests` (SottoCLITests) checks that each catalog shows its example
+/// The worked examples of the SottoExchangeCore, SottoExchange, SottoExchangeRadio and SottoSupport catalogs,
+/// compiled (and all but the radio's run) here; `DocCExampleTests` (SottoCLITests) checks that each catalog shows its example
 /// exactly as written here.
 struct DocCExamples {
+    /// SottoExchangeCore.md: the matcher as a pure state machine: inputs and the time in, events out.
+    @Test func core() throws {
+        var core = MatcherCore()
+        let guide = SessionID("guide"), visitor = SessionID("visitor")
+        // A session that broadcasts is given its token: what its radio plays.
+        var guideToken: [UInt8] = []
+        for case .broadcastToken(guide, let token) in core.handle(.openSession(guide, appID: "museum", broadcasts: true), now: 0) {
+            guideToken = token
+        }
+        _ = core.handle(.openSession(visitor, appID: "museum", broadcasts: true), now: 0)
+        let message = try Message(namespace: "museum", type: "exhibit", content: Array("The Night Watch".utf8))
+        _ = core.handle(.publish(guide, OperationID(1), message, .default), now: 0)
+        let filter = try MessageFilter([.namespacedType(namespace: "museum", type: "exhibit")])
+        _ = core.handle(.subscribe(visitor, OperationID(1), filter, .default, lostTimeout: 10), now: 0)
+        // The visitor's radio decoded the guide's token (in-band SNR 20 dB) a second later: found.
+        let heard = core.handle(.observe(visitor, .token(guideToken), snr: 20, level: -30), now: 1)
+        print(heard)  // [found(visitor, 1, museum/exhibit)]
+        // Nothing heard for the lost timeout (10 s): lost.
+        let later = core.handle(.tick, now: 12)
+        print(later)  // [lost(visitor, 1, museum/exhibit)]
+        #expect(heard == [.found(visitor, OperationID(1), message)] && later == [.lost(visitor, OperationID(1), message)])
+    }
+
     /// SottoExchange.md: two devices of one app through a matcher in the process; what a radio would hear is fed in.
     @Test(.timeLimit(.minutes(1))) func exchange() async throws {
         let matcher = LocalMatcher()
