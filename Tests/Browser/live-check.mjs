@@ -3,43 +3,14 @@
 // (shown as text), then waits for the live numbers to change (the test opens sessions meanwhile). Prints one
 // JSON object of what it saw (AdminLiveBrowserTests checks it).
 //   CONSOLE_SECRET=... node live-check.mjs CHROMIUM URL PROFILE-DIRECTORY PROJECT
-import { spawn } from "node:child_process";
+import { launch, openPage } from "./devtools.mjs";
 const [chromium, url, profile, projectName] = process.argv.slice(2);
 const secret = process.env.CONSOLE_SECRET || "";
-const browser = spawn(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-pipe",
-  `--user-data-dir=${profile}`, "about:blank"], { stdio: ["ignore", "ignore", "ignore", "pipe", "pipe"] });
-const out = browser.stdio[3], input = browser.stdio[4];
-let id = 0, buffer = "";
-const waiting = new Map();
-input.on("data", (chunk) => {
-  buffer += chunk.toString();
-  let end;
-  while ((end = buffer.indexOf("\0")) >= 0) {
-    const message = JSON.parse(buffer.slice(0, end));
-    buffer = buffer.slice(end + 1);
-    if (message.id && waiting.has(message.id)) { waiting.get(message.id)(message); waiting.delete(message.id); }
-  }
-});
-function send(method, params = {}, sessionId) {
-  const message = { id: ++id, method, params };
-  if (sessionId) message.sessionId = sessionId;
-  out.write(JSON.stringify(message) + "\0");
-  return new Promise((resolve) => waiting.set(message.id, resolve));
-}
+const { browser, send } = launch(chromium, profile);
 const results = {};
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function main() {
   results.step = "start";
-  const { result: { targetId } } = await send("Target.createTarget", { url: "about:blank" });
-  const { result: { sessionId } } = await send("Target.attachToTarget", { targetId, flatten: true });
-  const evaluate = async (expression) => {
-    const answer = await send("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true }, sessionId);
-    return answer.result?.result?.value;
-  };
-  const until = async (expression, seconds = 10) => {
-    for (let i = 0; i < seconds * 10; i++) { if (await evaluate(expression)) return true; await sleep(100); }
-    return false;
-  };
+  const { sessionId, evaluate, until } = await openPage(send);
   const $ = (id) => `document.getElementById(${JSON.stringify(id)})`;
   results.step = "login";
   await send("Page.navigate", { url }, sessionId);
