@@ -61,6 +61,9 @@ public struct SweepRunner {
     public var crowdWeakLoss = [20.0, 25.0]
     /// Whether the crowd sweep's matcher runs link adaptation.
     public var crowdLinkAdaptation = false
+    /// How long after both have started a pair counts as heard in time, in the crowd sweep (s; also the run's length
+    /// and the subscriptions' lost timeout).
+    public var crowdWindow = 10.0
     /// Whether the decoders of the crowd and false sweeps cancel the frames they decode and look under them
     /// (`StreamingDecoder`'s `cancelsInterference`); the overlap sweep measures both ways.
     public var cancelsInterference = false
@@ -463,7 +466,7 @@ public struct SweepRunner {
         let weak = crowdWeakDevices > 0
         let weakText = weak ? " \(crowdWeakDevices) devices a room have a weak speaker (roll-off loss at 19 kHz within \(fixed(crowdWeakLoss[0], 0))-\(fixed(crowdWeakLoss[1], 0)) dB); weak heard: pairs whose speaker is weak heard in time." : ""
         let adaptationText = crowdLinkAdaptation ? " The matcher's link adaptation switches each device's token frames between the profile and robust; profile changes: a room's mean." : ""
-        output.table("A room full of devices: 7 x 5 x 2.6 m, RT60 0.5 s, devices at random places, levels within 6 dB, clocks within 100 ppm, each listener's noise 10 dB under its mean received power, starts within 1 s; every device broadcasts its token (the matcher's token length: bytes) and decodes all profiles; coordinated slots are the frame plus \(fixed(crowdSlotGuard, 2)) s; \(trials) rooms a point. Heard: the listener decoded the speaker's token within 10 s of both starting; found: its subscription found the speaker's message.\(weakText)\(adaptationText)",
+        output.table("A room full of devices: 7 x 5 x 2.6 m, RT60 0.5 s, devices at random places, levels within 6 dB, clocks within 100 ppm, each listener's noise 10 dB under its mean received power, starts within 1 s; every device broadcasts its token (the matcher's token length: bytes) and decodes all profiles; coordinated slots are the frame plus \(fixed(crowdSlotGuard, 2)) s; \(trials) rooms a point. Heard: the listener decoded the speaker's token within \(fixed(crowdWindow, 0)) s of both starting; found: its subscription found the speaker's message.\(weakText)\(adaptationText)",
                      ["rules", "profile", "bytes", "devices", "pairs heard", "rooms all heard", "median first hearing (s)", "95th percentile (s)", "pairs found", "false tokens", "band busy"]
                         + (weak ? ["weak heard"] : []) + (crowdLinkAdaptation ? ["profile changes"] : []))
         for profile in profiles {
@@ -482,6 +485,7 @@ public struct SweepRunner {
                         c.weakDevices = crowdWeakDevices
                         c.weakLossDB = crowdWeakLoss
                         c.linkAdaptation = crowdLinkAdaptation
+                        c.window = crowdWindow
                         return c
                     })
                     if let crowdTrace { try CrowdSweep.appendTrace(results, rules: name, to: crowdTrace) }

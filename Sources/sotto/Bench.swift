@@ -139,6 +139,7 @@ struct BenchSweep: ParsableCommand {
     @Option(help: "Devices with a weak speaker, for crowd: a roll-off loss at 19 kHz drawn within --weak-loss.") var weakDevices: Int = 0
     @Option(help: "The weak speakers' loss at 19 kHz, for crowd (dB: LOW,HIGH).") var weakLoss: String = "20,25"
     @Flag(help: "For crowd: the matcher's link adaptation switches each device's token profile (default or robust).") var linkAdaptation = false
+    @Option(parsing: .unconditional, help: "For crowd: a pair counts as heard within this long after both started (s; the run's length).") var window: Double = 10
     @Flag(help: "For crowd and false: decoders cancel each frame they decode and look under it for frames it hid (overlap measures both ways).") var cancelInterference = false
     @OptionGroup var format: FormatOption
     @OptionGroup var progress: ProgressOptions
@@ -149,6 +150,7 @@ struct BenchSweep: ParsableCommand {
         try NumericOption("--alias-room-size", 2...1000).check(Double(aliasRoomSize))
         try NumericOption("--trials", 1...100_000).check(trials)
         try NumericOption("--weak-devices", 0...100).check(Double(weakDevices))
+        try NumericOption("--window", 1...600, unit: "s").check(window)
         _ = try weakLossRange()
         try NumericOption("--seconds", above: 0, upTo: 7 * 86_400, unit: "s").check(seconds)
         try NumericOption.directivity.check(directivity)
@@ -234,6 +236,7 @@ struct BenchSweep: ParsableCommand {
         runner.crowdWeakDevices = weakDevices
         runner.crowdWeakLoss = try weakLossRange()
         runner.crowdLinkAdaptation = linkAdaptation
+        runner.crowdWindow = window
         runner.cancelsInterference = cancelInterference
         // Ctrl-C (or SIGTERM): the rows printed are what was measured, and the row under way is printed with the
         // cells measured so far ("-" for the rest); stopped as the exit-status table says (0), with the progress
