@@ -11,6 +11,8 @@ struct ManagerBook {
     var link = LinkState()
     /// Tokens the matcher called invalid, ignored until the time (s) given.
     var invalidTokens: [[UInt8]: Double] = [:]
+    /// The profile the matcher directs this session to play its token frames in (link adaptation).
+    var broadcastProfile = BroadcastProfile.standard
 
     /// The linked backend's state.
     struct LinkState {
@@ -98,6 +100,8 @@ struct ManagerBook {
             link.connected = true
             link.resumed = resumed
             if !resumed {
+                // A new session starts in the default profile (a resumed one is told its profile again).
+                broadcastProfile = .standard
                 // A new session: what was found must be found again within the lost timeout, or it is lost.
                 for (op, operation) in operations {
                     guard let subscription = operation.subscription, !subscription.reported.isEmpty else { continue }
@@ -113,6 +117,9 @@ struct ManagerBook {
             if !link.closing { actions.append(.connectionChanged(notice)) }
         case .turns(let offsets, let follow, let alias):
             actions.append(.turns(slotOffsets: offsets, followFor: follow, alias: alias))
+        case .profile(let profile):
+            if profile != broadcastProfile { actions.append(.debug("token frames in the \(profile) profile")) }
+            broadcastProfile = profile
         case .failed(let error):
             link.connected = false
             link.failure = error

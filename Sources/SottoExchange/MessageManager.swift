@@ -476,6 +476,11 @@ public actor MessageManager {
         return plan
     }
 
+    /// The modem profile the matcher directs this session to play its token frames in (link adaptation,
+    /// ``MatcherNotice/profile(_:)``): the default profile until it says otherwise, and again on a new session.
+    /// The radio that plays the token reads it.
+    public var broadcastProfile: BroadcastProfile { book.broadcastProfile }
+
     /// The token this session broadcasts (nil until the matcher issued one).
     public var token: [UInt8]? {
         switch backend {

@@ -15,8 +15,9 @@ import Foundation
 //     magic "SMCS" | format version (UInt32, little-endian) | state length (UInt64, little-endian)
 //     | FNV-1a 64 checksum of the state (UInt64, little-endian) | state
 //
-// and the state is a protobuf message, `MatcherState` of Snapshot/matcher_snapshot.proto (format 5). Format
-// 4, written by hand before, is still read (Snapshot/LegacySnapshot.swift).
+// and the state is a protobuf message, `MatcherState` of Snapshot/matcher_snapshot.proto (format 6). Format 5,
+// the same message before link adaptation, is read as format 6 without it; format 4, written by hand before, is
+// still read (Snapshot/LegacySnapshot.swift).
 
 /// Why ``MatcherCore/init(snapshot:generator:)`` refused a snapshot.
 public enum MatcherSnapshotError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -48,9 +49,12 @@ extension MatcherCore {
     /// The snapshot format this build writes (protobuf, matcher_snapshot.proto). Bump it on a change to what
     /// is encoded that older builds must not read: a snapshot of an unknown format is refused with
     /// ``MatcherSnapshotError/unsupportedVersion(found:supported:)``.
-    public static let snapshotFormatVersion: UInt32 = 5
-    /// Older formats this build still reads: 4, written by hand (read by Snapshot/LegacySnapshot.swift).
-    public static let legacySnapshotFormatVersions: Set<UInt32> = [4]
+    public static let snapshotFormatVersion: UInt32 = 6
+    /// Older formats this build still reads: 5, the protobuf message before link adaptation (read as format 6
+    /// without it: link adaptation off), and 4, written by hand (read by Snapshot/LegacySnapshot.swift).
+    public static let legacySnapshotFormatVersions: Set<UInt32> = [4, 5]
+    /// The formats that are `MatcherState` messages (5 has no link adaptation).
+    static let protobufSnapshotFormatVersions: Set<UInt32> = [5, 6]
     /// First bytes of every snapshot.
     static let snapshotMagic: [UInt8] = Array("SMCS".utf8)
     /// Header size (bytes): magic, format version, state length, checksum.
@@ -105,7 +109,7 @@ extension MatcherCore {
             throw .corrupt("\(UInt64(snapshot.count) - expected) bytes past the end its header announces")
         }
         guard Self.checksum(snapshot[Self.snapshotHeaderSize...]) == checksum else { throw .corrupt("its checksum does not match") }
-        if version == Self.snapshotFormatVersion {
+        if Self.protobufSnapshotFormatVersions.contains(version) {
             let state: SnapshotState
             do { state = try SnapshotState(serializedBytes: Array(snapshot[Self.snapshotHeaderSize...])) } catch {
                 throw .corrupt("the state does not decode (\(error))")
@@ -169,6 +173,7 @@ extension MatcherCore {
         state.tokenDeadlines = tokenDeadlines.unordered.map(\.message)
         state.deadlineSequence = deadlineSequence
         if let turns { state.turns = turns.message }
+        if let linkAdaptation { state.linkAdaptation = linkAdaptation.message }
         return state
     }
 
@@ -206,6 +211,7 @@ extension MatcherCore {
         tokenDeadlines = Heap(token)
         deadlineSequence = state.deadlineSequence
         turns = state.hasTurns ? try BroadcastCoordinator(state.turns) : nil
+        linkAdaptation = state.hasLinkAdaptation ? try LinkAdaptation(state.linkAdaptation) : nil
     }
 }
 
@@ -231,6 +237,7 @@ enum SnapshotProto {
     typealias TokenTime = Sotto_Exchange_Snapshot_V1_TokenTime
     typealias Deadline = Sotto_Exchange_Snapshot_V1_Deadline
     typealias Turns = Sotto_Exchange_Snapshot_V1_Turns
+    typealias LinkAdaptation = Sotto_Exchange_Snapshot_V1_LinkAdaptation
 }
 
 // MARK: Values
@@ -562,5 +569,66 @@ extension BroadcastCoordinator {
 
     static func bySession<Value>(_ values: [String: Value]) -> [SessionID: Value] {
         Dictionary(uniqueKeysWithValues: values.map { (SessionID($0.key), $0.value) })
+    }
+}
+
+// MARK: Link adaptation
+
+/// Link adaptation is part of the replicated state: every replica, restored or not, moves the same sessions for
+/// the same hearings.
+extension LinkAdaptation {
+    var message: SnapshotProto.LinkAdaptation {
+        var message = SnapshotProto.LinkAdaptation()
+        message.rules = .with {
+            $0.window = rules.window
+            $0.minimumHearings = Int64(rules.minimumHearings)
+            $0.robustBelow = rules.robustBelow
+            $0.standardAbove = rules.standardAbove
+            $0.recovery = rules.recovery
+            $0.unheardFor = rules.unheardFor
+        }
+        message.links = Dictionary(uniqueKeysWithValues: links.map { session, link in
+            (session.value, SnapshotProto.LinkAdaptation.Link.with {
+                $0.profile = link.profile == .robust ? .robust : .default
+                $0.hearings = link.hearings.map { hearing in .with { $0.time = hearing.time; $0.snr = hearing.snr } }
+                $0.hears = BroadcastCoordinator.byID(link.hears)
+                $0.heardBy = BroadcastCoordinator.byID(link.heardBy)
+                if let strongSince = link.strongSince { $0.strongSince = strongSince }
+                if let unheardSince = link.unheardSince { $0.unheardSince = unheardSince }
+            })
+        })
+        return message
+    }
+
+    init(_ message: SnapshotProto.LinkAdaptation) throws(MatcherSnapshotError) {
+        let r = message.rules
+        let times = [r.window, r.recovery, r.unheardFor]
+        guard times.allSatisfy({ $0.isFinite && $0 >= 0 }), r.robustBelow.isFinite, r.standardAbove.isFinite else {
+            throw .corrupt("the link adaptation's rules \(times + [r.robustBelow, r.standardAbove])")
+        }
+        guard let minimumHearings = Int(exactly: r.minimumHearings), (0...Rules.maximumHearings).contains(minimumHearings) else {
+            throw .corrupt("the link adaptation's minimum hearings \(r.minimumHearings)")
+        }
+        self.init(rules: Rules(window: r.window, minimumHearings: minimumHearings, robustBelow: r.robustBelow,
+                               standardAbove: r.standardAbove, recovery: r.recovery, unheardFor: r.unheardFor))
+        for (session, item) in message.links {
+            var link = Link()
+            switch item.profile {
+            case .default: link.profile = .standard
+            case .robust: link.profile = .robust
+            case .UNRECOGNIZED(let value): throw .corrupt("an unknown link profile \(value)")
+            }
+            guard item.hearings.count <= Rules.maximumHearings else { throw .corrupt("\(item.hearings.count) hearings of one link") }
+            link.hearings = item.hearings.map { Hearing(time: $0.time, snr: $0.snr) }
+            link.hears = BroadcastCoordinator.bySession(item.hears)
+            link.heardBy = BroadcastCoordinator.bySession(item.heardBy)
+            link.strongSince = item.hasStrongSince ? item.strongSince : nil
+            link.unheardSince = item.hasUnheardSince ? item.unheardSince : nil
+            let linkTimes = link.hearings.flatMap { [$0.time, $0.snr] } + link.hears.values + link.heardBy.values
+                + [link.strongSince ?? 0, link.unheardSince ?? 0]
+            guard linkTimes.allSatisfy({ $0.isFinite && abs($0) < 1e12 }) else { throw .corrupt("a time of the link adaptation is not finite") }
+            links[SessionID(session)] = link
+        }
+        rebuildDue()
     }
 }

@@ -69,6 +69,9 @@ public enum MatcherEvent: Sendable, Hashable {
     /// frame) at each of `slotOffsets` (s after the input that made this event), nothing else for `followFor`
     /// (s), then the session's own rules again.
     case broadcastTurns(SessionID, slotOffsets: [Double], followFor: Double, alias: UInt16?)
+    /// Link adaptation (``MatcherCore/linkAdaptation``): the session should play its token frames in this profile
+    /// from now on (it changed).
+    case broadcastProfile(SessionID, BroadcastProfile)
 }
 
 /// The matcher: a pure state machine (inputs and the current time in, events out; no clock, no I/O),
@@ -109,6 +112,10 @@ public struct MatcherCore: Sendable {
     /// nil (the default): none, every device keeps its own sender's rules. Planned on ticks; part of snapshots,
     /// so that every replica of a cluster plans alike.
     public var turns: BroadcastCoordinator?
+    /// Link adaptation (``LinkAdaptation``): which profile each broadcasting session plays its token frames in,
+    /// from the SNRs at which it is heard and whom it hears; nil (the default): off, every session keeps the
+    /// profile its radio chose and no ``MatcherEvent/broadcastProfile(_:_:)`` is emitted. Part of snapshots.
+    public var linkAdaptation: LinkAdaptation?
 
     var generator: any RandomNumberGenerator & Sendable
     /// The Unix time (s) of the last input that gave one.
@@ -168,6 +175,7 @@ public struct MatcherCore: Sendable {
             // its edges stay.
             if sessions[id] != nil { markPeers(of: id, in: &work) }
             turns?.remove(id)
+            linkAdaptation?.remove(id)
             uncountPublications(of: id)
             sessions[id] = Session(appID: appID, broadcasts: broadcasts)
             if broadcasts { events += issueToken(for: id, now: now) }
@@ -222,6 +230,11 @@ public struct MatcherCore: Sendable {
                 source = .session(owner.session)
             }
             recordSighting(by: observer, of: source, snr: snr, level: level, now: now, work: &work)
+            if case .session(let speaker) = source,
+               let changes = linkAdaptation?.heard(speaker, by: observer, observerBroadcasts: sessions[observer]?.broadcasts == true,
+                                                   snr: snr, now: now) {
+                events += changes.map { .broadcastProfile($0.session, $0.profile) }
+            }
         case .takeTurns(let id, let airtime, let aliasAirtime):
             guard sessions[id]?.broadcasts == true, airtime > 0, airtime.isFinite else {
                 turns?.leave(id)
@@ -231,6 +244,9 @@ public struct MatcherCore: Sendable {
         case .tick:
             events += rotateTokens(now: now)
             sweepSightings(now: now, work: &work)
+            if let changes = linkAdaptation?.tick(now: now) {
+                events += changes.filter { sessions[$0.session] != nil }.map { .broadcastProfile($0.session, $0.profile) }
+            }
             // Mutated in place (a copy would copy its tables on every plan).
             if let schedules = turns?.tick(now: now, using: &generator) {
                 for schedule in schedules where sessions[schedule.session] != nil {
@@ -262,6 +278,13 @@ public struct MatcherCore: Sendable {
         return (snr, best?.level ?? 0)
     }
 
+    /// The profile link adaptation directs session `id` to play its token frames in (the default profile until
+    /// it moved it); nil when adaptation is off or the session is not open. A service sends it to a resumed client.
+    public func broadcastProfile(of id: SessionID) -> BroadcastProfile? {
+        guard let linkAdaptation, sessions[id] != nil else { return nil }
+        return linkAdaptation.profile(of: id)
+    }
+
     /// Number of open sessions.
     public var sessionCount: Int { sessions.count }
 
@@ -285,6 +308,7 @@ public struct MatcherCore: Sendable {
         uncountPublications(of: id)
         sessions[id] = nil
         turns?.remove(id)
+        linkAdaptation?.remove(id)
         if let heard = sightings.removeValue(forKey: id) {
             for source in heard.keys {
                 hearers[source]?.remove(id)

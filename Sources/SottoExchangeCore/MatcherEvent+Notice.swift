@@ -11,6 +11,7 @@ extension MatcherEvent {
         case .expired(let s, let op): return (s, .expired(op))
         case .invalidToken(let s, let token): return (s, .invalidToken(token))
         case .broadcastTurns(let s, let offsets, let follow, let alias): return (s, .turns(slotOffsets: offsets, followFor: follow, alias: alias))
+        case .broadcastProfile(let s, let profile): return (s, .profile(profile))
         }
     }
 }

@@ -48,6 +48,9 @@ public enum MatcherNotice: Sendable, Hashable {
     /// (s), then the sender's own rules again. With `alias`, the slots are for that room alias's frame
     /// (``Payload/roomAlias(_:)``) instead of the token's.
     case turns(slotOffsets: [Double], followFor: Double, alias: UInt16?)
+    /// Link adaptation: play this session's token frames in this profile from now on (sent when it changes, and
+    /// again to a resumed session).
+    case profile(BroadcastProfile)
     /// The link gave up for good (a wrong API key, a session quota): nothing more will come.
     case failed(ExchangeError)
 }

@@ -35,7 +35,9 @@ public enum AudioDeviceError: Error, Sendable, Equatable {
 /// frame to the manager, plays what the manager wants broadcast (its token and audio-bytes publications)
 /// on a playback device on the sender's rules (listen before talk, an interval that grows with the devices
 /// heard: `TransmitScheduler`) or with plain jittered repetition, checks that it hears its own token, and
-/// reports device problems. Time is the monotonic clock from `start`.
+/// reports device problems. The token frames are played in the profile the matcher directs the session to
+/// (`MessageManager.broadcastProfile`, link adaptation: the default profile or the robust one); audio-bytes
+/// publications in the default profile. Time is the monotonic clock from `start`.
 public final class AudioRadio: @unchecked Sendable {
     public let manager: MessageManager
     private let capture: PCMConfiguration
@@ -60,6 +62,8 @@ public final class AudioRadio: @unchecked Sendable {
     private var listener: Listener?
     private var broadcasters: [Broadcaster] = []
     private var planned: [Payload] = []
+    /// The profile the token broadcaster plays (the matcher's link adaptation, as last read from the manager).
+    private var plannedProfile = BroadcastProfile.standard
     private var ticker: Task<Void, Never>?
     private var pump: Task<Void, Never>?
     private var selfCheck: SelfCheck?
@@ -245,14 +249,24 @@ public final class AudioRadio: @unchecked Sendable {
     /// Whether the capture device is open (not paused).
     public var isListening: Bool { lock.withLock { listener != nil } }
 
-    /// Restarts the broadcasters when the manager's transmit plan changed (new publication, rotated token).
+    /// The modem profile of the token frames for a profile the matcher directs.
+    static func modemProfile(_ profile: BroadcastProfile) -> Profile {
+        switch profile {
+        case .standard: return .standard
+        case .robust: return .robust
+        }
+    }
+
+    /// Restarts the broadcasters when the manager's transmit plan changed (new publication, rotated token) or the
+    /// profile of its token frames did (link adaptation).
     private func updateBroadcasts() async {
         guard let playback else { return }
         let plan = await manager.transmitPlan
-        let current = lock.withLock { planned }
-        guard plan != current else { return }
+        let profile = await manager.broadcastProfile
+        let current = lock.withLock { (planned, plannedProfile) }
+        guard plan != current.0 || profile != current.1 else { return }
         let old = lock.withLock { () -> [Broadcaster] in
-            defer { broadcasters = []; accesses = []; tokenAccess = nil; planned = plan }
+            defer { broadcasters = []; accesses = []; tokenAccess = nil; planned = plan; plannedProfile = profile }
             return broadcasters
         }
         var tokenAirtime = 0.0
@@ -261,9 +275,10 @@ public final class AudioRadio: @unchecked Sendable {
         for broadcaster in old { broadcaster.stop() }
         for payload in plan {
             do {
-                let broadcaster = try Broadcaster(configuration: playback, token: payload.frameBytes)
                 var isToken = false
                 if case .token = payload { isToken = true }
+                let broadcaster = try Broadcaster(configuration: playback, token: payload.frameBytes,
+                                                  profile: isToken ? Self.modemProfile(profile) : .standard)
                 let check: SelfCheck? = isToken ? SelfCheck(token: payload.frameBytes) : nil
                 if let check { lock.withLock { selfCheck = check } }
                 let report = onOwnTokenNotHeard

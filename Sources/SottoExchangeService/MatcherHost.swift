@@ -28,6 +28,10 @@ public struct ServiceConfiguration: Sendable {
     /// (`BroadcastCoordinator`); nil: no turns, every device keeps its own sender's rules. Every node of a
     /// cluster must use the same.
     public var broadcastTurns: BroadcastCoordinator.Rules? = BroadcastCoordinator.Rules()
+    /// Link adaptation (`LinkAdaptation`): sessions heard weakly (or not at all by those they hear) are told to
+    /// play their token frames in the robust profile, and the default one again once heard well; nil: off, no
+    /// session is told a profile. Every node of a cluster must use the same.
+    public var linkAdaptation: LinkAdaptation.Rules? = LinkAdaptation.Rules()
     /// How often the beacon registry is checked for changes (s).
     public var registryPollInterval: Double = 1
     /// On shutdown (SIGINT, SIGTERM), how long the service waits for its streams to end once their sessions
@@ -84,7 +88,7 @@ public struct ServiceConfiguration: Sendable {
     var timings: ReplicaTimings {
         ReplicaTimings(sessionGrace: sessionGrace, heartbeatInterval: heartbeatInterval, defaultLostTimeout: defaultLostTimeout,
                        nodeTimeout: nodeTimeout, outageGap: outageGap, projectPublicationBytes: projectPublicationBytes,
-                       broadcastTurns: broadcastTurns, earshotSNR: earshotSNR)
+                       broadcastTurns: broadcastTurns, earshotSNR: earshotSNR, linkAdaptation: linkAdaptation)
     }
 }
 

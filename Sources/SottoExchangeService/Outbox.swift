@@ -82,7 +82,7 @@ public final class Outbox: Sendable {
         case .token(let body): return frameOverhead + body.token.count
         case .tokenStatus(let body): return frameOverhead + body.token.count
         case .turns(let body): return frameOverhead + 4 * body.slotOffsetsMs.count + (body.hasRoomAlias ? 4 : 0)
-        case .expired, .none: return frameOverhead
+        case .expired, .profile, .none: return frameOverhead
         }
     }
 

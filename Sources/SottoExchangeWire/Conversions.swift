@@ -290,6 +290,10 @@ extension ServerFrame {
             body.slotOffsetsMs = offsets.map(milliseconds)
             body.followMs = milliseconds(follow)
             kind = .turns(body)
+        case .profile(let profile):
+            var body = Sotto_Exchange_V1_BroadcastProfile()
+            body.profile = profile == .robust ? .robust : .default
+            kind = .profile(body)
         case .connected, .disconnected, .failed:
             break  // the link's own state, never sent
         }
@@ -318,6 +322,12 @@ extension ServerFrame {
             // An alias out of range is no alias: the token is played in those slots.
             let alias = body.hasRoomAlias && body.roomAlias <= UInt32(Payload.maxRoomAlias) ? UInt16(body.roomAlias) : nil
             return .turns(slotOffsets: offsets, followFor: follow, alias: alias)
+        case .profile(let body):
+            switch body.profile {
+            case .default: return .profile(.standard)
+            case .robust: return .profile(.robust)
+            case .UNRECOGNIZED: return nil  // a profile of a later service: keep playing the current one
+            }
         case .welcome, .error, .none: return nil
         }
     }

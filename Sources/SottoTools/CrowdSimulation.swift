@@ -65,6 +65,16 @@ public struct CrowdSimulation: Sendable {
         public var cancelsInterference: Bool = false
         /// Members taking turns from which the matcher gives a room aliases.
         public var aliasRoomSize: Int = BroadcastCoordinator.Rules().aliasRoomSize
+        /// Devices with a weak speaker (issue 37): this many devices, drawn from the seed, lose a roll-off loss at
+        /// 19 kHz drawn uniformly within ``weakLossDB`` (`RollOffFilter` at its default slope, 24 dB per octave),
+        /// instead of ``rollOffCornerHz``.
+        public var weakDevices: Int = 0
+        /// The range of the weak speakers' loss at 19 kHz (dB): low and high.
+        public var weakLossDB: [Double] = [20, 25]
+        /// Whether the embedded matcher runs link adaptation (`LinkAdaptation`): a device plays its token frames in
+        /// the profile the matcher directs it to (the configured profile, or the robust one). Its sender's rules keep
+        /// the configured frame's airtime for their intervals; room aliases stay in the configured profile.
+        public var linkAdaptation: Bool = false
         /// Seed of the room, the devices' draws and the noise.
         public var seed: UInt64
 
@@ -102,6 +112,30 @@ public struct CrowdSimulation: Sendable {
         /// Every frame decoded by another device: who heard whom, and when (s, the end of the period it
         /// was decoded in).
         public var hearings: [Hearing]
+        /// The devices with a weak speaker (``Configuration/weakDevices``), ascending.
+        public var weakDevices: [Int] = []
+        /// Link adaptation: every profile change the matcher directed (device, time in s, profile name).
+        public var profileChanges: [ProfileChange] = []
+
+        /// A change of a device's token profile, directed by the matcher's link adaptation.
+        public struct ProfileChange: Sendable, Hashable, Codable {
+            public var device: Int
+            public var time: Double
+            public var profile: String
+        }
+
+        /// Ordered pairs whose speaker is weak, and those of them heard within the window.
+        public var weakPairs: (pairs: Int, heard: Int) {
+            let weak = Set(weakDevices)
+            var pairs = 0, heard = 0
+            for listener in 0..<devices {
+                for speaker in weak where speaker != listener {
+                    pairs += 1
+                    if (firstHeard[listener][speaker] ?? .infinity) <= window { heard += 1 }
+                }
+            }
+            return (pairs, heard)
+        }
 
         /// A frame sent: by which device, when it started and how long it lasted (s; a room alias's frame is
         /// shorter than a token's).
@@ -159,9 +193,25 @@ public struct CrowdSimulation: Sendable {
         guard let profile = Profile.named(c.profile) else { throw ParameterError("unknown profile \(c.profile)") }
         let rate = c.sampleRate
         let n = c.devices
-        let room = CrowdRoom.random(count: n, size: [c.size[0], c.size[1], c.size[2]], rt60: c.rt60,
+        var room = CrowdRoom.random(count: n, size: [c.size[0], c.size[1], c.size[2]], rt60: c.rt60,
                                     levelSpreadDB: c.levelSpreadDB, ppmSpread: c.ppmSpread,
                                     rollOffCornerHz: c.rollOffCornerHz, seed: c.seed)
+        // Weak speakers, from a stream of their own (the other draws stay as without them).
+        var weak: [Int] = []
+        if c.weakDevices > 0 {
+            guard c.weakLossDB.count == 2, c.weakLossDB[0] <= c.weakLossDB[1], c.weakLossDB[0] >= 0 else {
+                throw ParameterError("the weak speakers' loss is LOW,HIGH (dB, 0 <= LOW <= HIGH)")
+            }
+            var weakRandom = SeededRandom(seed: c.seed ^ 0x3EA4_5EED)
+            var order = Array(0..<n)
+            for i in stride(from: n - 1, to: 0, by: -1) { order.swapAt(i, min(i, Int(weakRandom.uniform() * Double(i + 1)))) }
+            for d in order.prefix(min(c.weakDevices, n)) {
+                let loss = c.weakLossDB[0] + weakRandom.uniform() * (c.weakLossDB[1] - c.weakLossDB[0])
+                room.devices[d].rollOffCornerHz = RollOffFilter.corner(forLossDB: loss, at: 19_000, sampleRate: c.sampleRate)
+                weak.append(d)
+            }
+            weak.sort()
+        }
         var random = SeededRandom(seed: c.seed ^ 0x5EED_C0DE)
 
         // The matcher issues every device's token; every device publishes and subscribes.
@@ -177,6 +227,12 @@ public struct CrowdSimulation: Sendable {
         let modulator = try Modulator(profile: profile, sampleRate: rate)
         let bursts = try frames.enumerated().map { room.played(try modulator.modulate($0.element), by: $0.offset, sampleRate: rate) }
         let airtime = Double(bursts[0].count) / rate
+        // Link adaptation: each device's token profile now, and its robust frames (made when first needed).
+        if c.linkAdaptation { core.linkAdaptation = LinkAdaptation() }
+        var robust: [Bool] = Array(repeating: false, count: n)
+        var robustBursts: [Int: [Float]] = [:]
+        let robustModulator = try Modulator(profile: .robust, sampleRate: rate)
+        let robustAirtime = Profile.robust.airtime(payloadBytes: frames[0].count)
         // Room-alias frames, modulated when the matcher first hands an alias out: who holds which now, and its sound.
         var aliasBursts: [UInt16: [Float]] = [:]
         var aliasOf: [UInt16?] = Array(repeating: nil, count: n)
@@ -225,7 +281,7 @@ public struct CrowdSimulation: Sendable {
         var firstHeard: [[Double?]] = Array(repeating: Array(repeating: nil, count: n), count: n)
         var firstFound: [[Double?]] = Array(repeating: Array(repeating: nil, count: n), count: n)
         var result = Result(devices: n, firstHeard: [], firstFound: [], falseTokens: 0, framesSent: 0, framesHeard: 0,
-                            bandBusyShare: 0, window: c.window, starts: starts, transmissions: [], hearings: [])
+                            bandBusyShare: 0, window: c.window, starts: starts, transmissions: [], hearings: [], weakDevices: weak)
         var busyUntil = 0
         var busySamples = 0
         var noise = SeededRandom(seed: c.seed ^ 0xA0_15E)
@@ -238,6 +294,16 @@ public struct CrowdSimulation: Sendable {
         let ahead = Double(period) / rate
         func handle(_ events: [MatcherEvent], at now: Double) {
             for event in events {
+                if case .broadcastProfile(let session, let profile) = event, let d = Int(session.value) {
+                    robust[d] = profile == .robust
+                    result.profileChanges.append(.init(device: d, time: now, profile: robust[d] ? Profile.robust.name : c.profile))
+                    // The radio's token frame changed: its turns are for the new airtime.
+                    if c.coordinated {
+                        handle(core.handle(.takeTurns(session, frameAirtime: robust[d] ? robustAirtime : airtime,
+                                                      aliasAirtime: c.roomAliases ? aliasAirtime : nil), now: now), at: now)
+                    }
+                    continue
+                }
                 if case .broadcastTurns(let session, let offsets, let follow, let alias) = event, let d = Int(session.value) {
                     if let alias, aliasOf[d] != alias {
                         if let old = aliasOf[d], aliasHolder[old] == d { aliasHolder[old] = nil }
@@ -280,6 +346,9 @@ public struct CrowdSimulation: Sendable {
                 if let alias {
                     if aliasBursts[alias] == nil { aliasBursts[alias] = try modulator.modulate(alias: alias) }
                     burst = room.played(aliasBursts[alias]!, by: d, sampleRate: rate)
+                } else if robust[d] {
+                    if robustBursts[d] == nil { robustBursts[d] = room.played(try robustModulator.modulate(frames[d]), by: d, sampleRate: rate) }
+                    burst = robustBursts[d]!
                 } else {
                     burst = bursts[d]
                 }
@@ -296,8 +365,9 @@ public struct CrowdSimulation: Sendable {
                         arrivals[to].append(Arrival(start: start, samples: aliasPaths[key]!.samples))
                         continue
                     }
-                    let key = d * n + to
-                    if heardPaths[key] == nil { heardPaths[key] = try room.heard(bursts[d], from: d, to: to, sampleRate: rate) }
+                    // Paths of the configured profile's frame at even keys, of the robust one at odd keys.
+                    let key = 2 * (d * n + to) + (robust[d] ? 1 : 0)
+                    if heardPaths[key] == nil { heardPaths[key] = try room.heard(burst, from: d, to: to, sampleRate: rate) }
                     arrivals[to].append(Arrival(start: start, samples: heardPaths[key]!))
                 }
             }

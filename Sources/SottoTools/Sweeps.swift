@@ -56,6 +56,14 @@ public struct SweepRunner {
     public var crowdAliasRoomSize = 4
     /// Where the crowd sweep writes every room's whole result (JSON Lines: configuration and result), or nil.
     public var crowdTrace: String?
+    /// Devices with a weak speaker in each crowd room, and the range of their loss at 19 kHz (dB: low, high).
+    public var crowdWeakDevices = 0
+    public var crowdWeakLoss = [20.0, 25.0]
+    /// Whether the crowd sweep's matcher runs link adaptation.
+    public var crowdLinkAdaptation = false
+    /// How long after both have started a pair counts as heard in time, in the crowd sweep (s; also the run's length
+    /// and the subscriptions' lost timeout).
+    public var crowdWindow = 10.0
     /// Whether the decoders of the crowd and false sweeps cancel the frames they decode and look under them
     /// (`StreamingDecoder`'s `cancelsInterference`); the overlap sweep measures both ways.
     public var cancelsInterference = false
@@ -455,8 +463,12 @@ public struct SweepRunner {
         for name in crowdRules where CrowdSweep.rules(named: name) == nil {
             throw ToolError("unknown sender rules '\(name)': \(CrowdSweep.ruleNames.joined(separator: ", "))")
         }
-        output.table("A room full of devices: 7 x 5 x 2.6 m, RT60 0.5 s, devices at random places, levels within 6 dB, clocks within 100 ppm, each listener's noise 10 dB under its mean received power, starts within 1 s; every device broadcasts its token (the matcher's token length: bytes) and decodes all profiles; coordinated slots are the frame plus \(fixed(crowdSlotGuard, 2)) s; \(trials) rooms a point. Heard: the listener decoded the speaker's token within 10 s of both starting; found: its subscription found the speaker's message.",
-                     ["rules", "profile", "bytes", "devices", "pairs heard", "rooms all heard", "median first hearing (s)", "95th percentile (s)", "pairs found", "false tokens", "band busy"])
+        let weak = crowdWeakDevices > 0
+        let weakText = weak ? " \(crowdWeakDevices) devices a room have a weak speaker (roll-off loss at 19 kHz within \(fixed(crowdWeakLoss[0], 0))-\(fixed(crowdWeakLoss[1], 0)) dB); weak heard: pairs whose speaker is weak heard in time." : ""
+        let adaptationText = crowdLinkAdaptation ? " The matcher's link adaptation switches each device's token frames between the profile and robust; profile changes: a room's mean." : ""
+        output.table("A room full of devices: 7 x 5 x 2.6 m, RT60 0.5 s, devices at random places, levels within 6 dB, clocks within 100 ppm, each listener's noise 10 dB under its mean received power, starts within 1 s; every device broadcasts its token (the matcher's token length: bytes) and decodes all profiles; coordinated slots are the frame plus \(fixed(crowdSlotGuard, 2)) s; \(trials) rooms a point. Heard: the listener decoded the speaker's token within \(fixed(crowdWindow, 0)) s of both starting; found: its subscription found the speaker's message.\(weakText)\(adaptationText)",
+                     ["rules", "profile", "bytes", "devices", "pairs heard", "rooms all heard", "median first hearing (s)", "95th percentile (s)", "pairs found", "false tokens", "band busy"]
+                        + (weak ? ["weak heard"] : []) + (crowdLinkAdaptation ? ["profile changes"] : []))
         for profile in profiles {
             for name in crowdRules {
               for length in lengths {
@@ -470,6 +482,10 @@ public struct SweepRunner {
                         c.slotGuard = crowdSlotGuard
                         c.aliasRoomSize = crowdAliasRoomSize
                         c.cancelsInterference = cancelsInterference
+                        c.weakDevices = crowdWeakDevices
+                        c.weakLossDB = crowdWeakLoss
+                        c.linkAdaptation = crowdLinkAdaptation
+                        c.window = crowdWindow
                         return c
                     })
                     if let crowdTrace { try CrowdSweep.appendTrace(results, rules: name, to: crowdTrace) }
@@ -480,11 +496,19 @@ public struct SweepRunner {
                     output.row([name, profile.name, "\(length)", "\(devices)", share(summary.heardShare),
                                 devices < 2 ? "-" : "\(summary.roomsAllHeard) of \(results.count)", q(0.5), q(0.95),
                                 share(summary.foundShare), "\(summary.falseTokens)",
-                                "\(fixed(100 * summary.busyShare, 0))%"])
+                                "\(fixed(100 * summary.busyShare, 0))%"]
+                               + (weak ? [weakShare(results)] : [])
+                               + (crowdLinkAdaptation ? [fixed(Double(results.map(\.profileChanges.count).reduce(0, +)) / Double(max(1, results.count)), 1)] : []))
                 }
               }
             }
         }
+    }
+
+    /// The share of ordered pairs whose speaker is weak that were heard within the window, over `results`.
+    func weakShare(_ results: [CrowdSimulation.Result]) -> String {
+        let counts = results.map(\.weakPairs).reduce((pairs: 0, heard: 0)) { ($0.pairs + $1.pairs, $0.heard + $1.heard) }
+        return counts.pairs == 0 ? "-" : "\(fixed(100 * Double(counts.heard) / Double(counts.pairs), 1))%"
     }
 
     // MARK: Overlapping frames

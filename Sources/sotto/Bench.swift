@@ -136,6 +136,10 @@ struct BenchSweep: ParsableCommand {
     @Option(parsing: .unconditional, help: "Guard after the frame in a coordinated slot, for crowd (s).") var slotGuard: Double = 0.08
     @Option(help: "Members taking turns from which a room gets room aliases, for crowd's coordinated rules.") var aliasRoomSize: Int = 4
     @Option(help: "Write every crowd room's whole result to this file (JSON Lines), for analysis.") var trace: String?
+    @Option(help: "Devices with a weak speaker, for crowd: a roll-off loss at 19 kHz drawn within --weak-loss.") var weakDevices: Int = 0
+    @Option(help: "The weak speakers' loss at 19 kHz, for crowd (dB: LOW,HIGH).") var weakLoss: String = "20,25"
+    @Flag(help: "For crowd: the matcher's link adaptation switches each device's token profile (default or robust).") var linkAdaptation = false
+    @Option(parsing: .unconditional, help: "For crowd: a pair counts as heard within this long after both started (s; the run's length).") var window: Double = 10
     @Flag(help: "For crowd and false: decoders cancel each frame they decode and look under it for frames it hid (overlap measures both ways).") var cancelInterference = false
     @OptionGroup var format: FormatOption
     @OptionGroup var progress: ProgressOptions
@@ -145,6 +149,9 @@ struct BenchSweep: ParsableCommand {
         try NumericOption("--slot-guard", 0...2, unit: "s").check(slotGuard)
         try NumericOption("--alias-room-size", 2...1000).check(Double(aliasRoomSize))
         try NumericOption("--trials", 1...100_000).check(trials)
+        try NumericOption("--weak-devices", 0...100).check(Double(weakDevices))
+        try NumericOption("--window", 1...600, unit: "s").check(window)
+        _ = try weakLossRange()
         try NumericOption("--seconds", above: 0, upTo: 7 * 86_400, unit: "s").check(seconds)
         try NumericOption.directivity.check(directivity)
         _ = try selectedProfiles()
@@ -156,6 +163,15 @@ struct BenchSweep: ParsableCommand {
         if (kind == .speech || kind == .false) && speech == nil {
             throw ValidationError("the \(kind.rawValue) sweep needs a speech recording: --speech FILE (scripts/make-fixtures makes one with espeak-ng)")
         }
+    }
+
+    /// --weak-loss as (low, high) dB.
+    func weakLossRange() throws -> [Double] {
+        let values = weakLoss.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+        guard values.count == 2, let low = values[0], let high = values[1], low.isFinite, high.isFinite, 0 <= low, low <= high, high <= 80 else {
+            throw ValidationError("--weak-loss is LOW,HIGH in dB (0 <= LOW <= HIGH <= 80), e.g. 20,25")
+        }
+        return [low, high]
     }
 
     /// The rows the sweep prints, for the progress line (nil where they depend on data found at run time).
@@ -217,6 +233,10 @@ struct BenchSweep: ParsableCommand {
         runner.crowdSlotGuard = slotGuard
         runner.crowdAliasRoomSize = aliasRoomSize
         runner.crowdTrace = trace
+        runner.crowdWeakDevices = weakDevices
+        runner.crowdWeakLoss = try weakLossRange()
+        runner.crowdLinkAdaptation = linkAdaptation
+        runner.crowdWindow = window
         runner.cancelsInterference = cancelInterference
         // Ctrl-C (or SIGTERM): the rows printed are what was measured, and the row under way is printed with the
         // cells measured so far ("-" for the rest); stopped as the exit-status table says (0), with the progress

@@ -97,6 +97,10 @@ struct Serve: AsyncParsableCommand {
         "Give sessions that hear each other turns to broadcast in (those whose radio asks for them).",
         discussion: "Every node of a shared store must agree. Without turns each device keeps its own sender's rules."))
     var broadcastTurns = true
+    @Flag(inversion: .prefixedNo, help: ArgumentHelp(
+        "Tell sessions heard weakly to play their token in the robust profile, and the default one once heard well.",
+        discussion: "Link adaptation; every node of a shared store must agree. Without it each device keeps its profile."))
+    var linkAdaptation = true
     @Flag(help: "Log every session.") var verbose = false
 
     func validate() throws {
@@ -157,6 +161,7 @@ struct Serve: AsyncParsableCommand {
         configuration.projectBurst = projectBurst
         configuration.projectPublicationBytes = projectPublicationBytes
         if !broadcastTurns { configuration.broadcastTurns = nil }
+        if !linkAdaptation { configuration.linkAdaptation = nil }
         configuration.earshotSNR = earshotSnr
         let following = timeShiftFile.map { file in
             let shift = ServiceTimeShift()

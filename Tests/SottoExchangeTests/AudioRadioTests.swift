@@ -23,6 +23,8 @@ import SottoExchangeRadio
         pcm.sotto_radio_turns_playback { type sottofault; rate 48000; outfile "\(url.path)/turns-out.raw" }
         pcm.sotto_radio_alias_capture { type sottofault; rate 48000; infile "\(url.path)/alias-in.raw" }
         pcm.sotto_radio_alias_playback { type sottofault; rate 48000; outfile "\(url.path)/alias-out.raw" }
+        pcm.sotto_radio_profile_capture { type sottofault; rate 48000; infile "\(url.path)/profile-in.raw" }
+        pcm.sotto_radio_profile_playback { type sottofault; rate 48000; outfile "\(url.path)/profile-out.raw" }
         """
         // ALSA keeps one configuration per process, and the live-audio suites of another test target run in
         // this process at the same time: every in-process suite sets the same list of files (see
@@ -74,6 +76,67 @@ import SottoExchangeRadio
         var core = MatcherCore()
         core.turns = BroadcastCoordinator(rules: rules)
         return (LocalMatcher(core: core), out)
+    }
+
+    /// Link adaptation reaches the sound card: the radio plays its token frames in the default profile until the
+    /// matcher (a core with `linkAdaptation`, behind a `LocalMatcher`) hears them weakly from another session and
+    /// says `broadcastProfile(robust)`; from then on they are robust (decoded back from what the radio played).
+    @Test func aRobustProfileFromTheMatcherMakesTheTokenFramesRobust() async throws {
+        let rate = 48_000.0
+        var rng = SystemRandomNumberGenerator()
+        try Self.writeCapture((0..<Int(25 * rate)).map { _ in Float.random(in: -0.001...0.001, using: &rng) }, name: "profile-in.raw")
+        let out = Self.directory.appendingPathComponent("profile-out.raw")
+        try? FileManager.default.removeItem(at: out)
+        var core = MatcherCore()
+        core.linkAdaptation = LinkAdaptation()
+        let matcher = LocalMatcher(core: core)
+        let manager = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
+        let other = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
+        let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_radio_profile_capture"),
+                               playback: PCMConfiguration(device: "sotto_radio_profile_playback"))
+        let started = Date()
+        func elapsed() -> Double { Date().timeIntervalSince(started) }
+        try radio.start()
+        let subscription = try await manager.subscribe(now: 0)
+        let otherSubscription = try await other.subscribe(now: 0)
+        var token = await manager.token
+        while token == nil, elapsed() < 10 {
+            try await Task.sleep(for: .milliseconds(20))
+            token = await manager.token
+        }
+        let tokenBytes = try #require(token)
+        // The default profile first: 3 s on the sender's rules.
+        while elapsed() < 3 { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(await manager.broadcastProfile == .standard)
+        // The other session hears the token at -2 dB in-band, twice (a client reports one payload at most every
+        // 2 s): the median of two hearings is below 1 dB.
+        let frame = Payload.token(tokenBytes).frameBytes
+        await other.heard(frame: frame, snr: -2, level: -60, now: 0)
+        try await Task.sleep(for: .milliseconds(2_100))
+        await other.heard(frame: frame, snr: -2, level: -60, now: 0)
+        var profile = await manager.broadcastProfile
+        while profile != .robust, elapsed() < 12 {
+            try await Task.sleep(for: .milliseconds(20))
+            profile = await manager.broadcastProfile
+        }
+        #expect(profile == .robust)
+        let switchedAt = elapsed()
+        while elapsed() < switchedAt + 6 { try await Task.sleep(for: .milliseconds(50)) }
+        let stoppedAt = elapsed()
+        await subscription.cancel()
+        await otherSubscription.cancel()
+        await radio.stop()
+        await other.close(now: 0)
+        let played = try Self.played(out)
+        let frames = try StreamingDecoder.decode(played, sampleRate: rate, profiles: Profile.all).filter { $0.token == frame }
+        // Playback is paced from its opening, which lags the start by about the time run less the audio played.
+        let delay = max(0, stoppedAt - Double(played.count) / rate)
+        let switched = switchedAt - delay
+        let described = frames.map { "\($0.profile)@\(String(format: "%.2f", $0.startTime))" }
+        #expect(frames.contains { $0.profile == Profile.standard.name && $0.startTime < switched }, "before: \(described), switched at \(switched)")
+        // After the switch (the radio reads the profile every 0.2 s and restarts its token's broadcaster): robust only.
+        #expect(frames.contains { $0.profile == Profile.robust.name && $0.startTime > switched }, "after: \(described)")
+        #expect(frames.filter { $0.startTime > switched + 1 }.allSatisfy { $0.profile == Profile.robust.name }, "after: \(described)")
     }
 
     @Test func heardAudioBytesAreFoundAndAMissingOwnTokenIsReported() async throws {

@@ -32,6 +32,20 @@ import Testing
         }
     }
 
+    /// Link adaptation: the profile the matcher names is the one the radio reads; a new session starts in the
+    /// default profile again (a resumed one is told its profile again by the matcher).
+    @Test func theMatchersProfileIsKeptUntilANewSession() {
+        var book = ManagerBook()
+        #expect(book.broadcastProfile == .standard)
+        _ = book.receive(.profile(.robust), now: 0)
+        #expect(book.broadcastProfile == .robust)
+        _ = book.receive(.disconnected(reason: "test"), now: 1)
+        _ = book.receive(.connected(resumed: true), now: 2)
+        #expect(book.broadcastProfile == .robust)
+        _ = book.receive(.connected(resumed: false), now: 3)
+        #expect(book.broadcastProfile == .standard)
+    }
+
     @Test func foundAndLostAlternate() {
         var book = subscribed()
         #expect(events(book.receive(.found(Self.op, Self.a), now: 0)) == ["F1"])

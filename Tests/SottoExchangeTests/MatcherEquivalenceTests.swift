@@ -200,7 +200,7 @@ func eventsByOperation(_ events: [MatcherEvent]) -> [String: [MatcherEvent]] {
         switch event {
         case .found(let s, let op, _), .lost(let s, let op, _), .signalChanged(let s, let op, _, _, _), .expired(let s, let op):
             result["\(s)/\(op.value)", default: []].append(event)
-        case .broadcastToken, .invalidToken, .broadcastTurns: break
+        case .broadcastToken, .invalidToken, .broadcastTurns, .broadcastProfile: break
         }
     }
     return result

@@ -105,6 +105,8 @@ struct ReplicaTimings: Sendable {
     var broadcastTurns: BroadcastCoordinator.Rules? = nil
     /// The in-band SNR (dB) from which a sighting counts for earshot (the core's `earshotSNR`; not in its snapshot).
     var earshotSNR: Double = MatcherCore.defaultEarshotSNR
+    /// The rules of link adaptation (nil: off).
+    var linkAdaptation: LinkAdaptation.Rules? = nil
 
     /// The pause of the whole log beyond which it counts as an outage (s): the outage gap, or half the node
     /// timeout when that is shorter. A node is declared dead only for a silence during which the log moved
@@ -160,6 +162,10 @@ struct ExchangeReplica: Sendable {
             self.core.turns = timings.broadcastTurns.map(BroadcastCoordinator.init(rules:))
         }
         self.core.earshotSNR = timings.earshotSNR
+        // Likewise link adaptation's state.
+        if core.linkAdaptation?.rules != timings.linkAdaptation {
+            self.core.linkAdaptation = timings.linkAdaptation.map(LinkAdaptation.init(rules:))
+        }
         self.timings = timings
     }
 
@@ -240,6 +246,8 @@ struct ExchangeReplica: Sendable {
             detached[id] = nil
             outputs.append(.deliver(attachment, .welcome(id, project: existing.project.name, resumed: true)))
             if let token = core.token(of: id) { outputs.append(.deliver(attachment, .matcher(.token(token)))) }
+            // The profile it should play that token in: a change made while it was detached was not delivered.
+            if let profile = core.broadcastProfile(of: id) { outputs.append(.deliver(attachment, .matcher(.profile(profile)))) }
             outputs.append(.opened(attachment, .success(MatcherHost.Opened(session: id, resumed: true, stream: attachment.stream))))
             return
         }

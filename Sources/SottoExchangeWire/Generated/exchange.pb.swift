@@ -648,6 +648,14 @@ public nonisolated struct Sotto_Exchange_V1_ServerFrame: Sendable {
     set {kind = .turns(newValue)}
   }
 
+  public var profile: Sotto_Exchange_V1_BroadcastProfile {
+    get {
+      if case .profile(let v)? = kind {return v}
+      return Sotto_Exchange_V1_BroadcastProfile()
+    }
+    set {kind = .profile(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -661,6 +669,57 @@ public nonisolated struct Sotto_Exchange_V1_ServerFrame: Sendable {
     case tokenStatus(Sotto_Exchange_V1_TokenStatus)
     case error(Sotto_Exchange_V1_Error)
     case turns(Sotto_Exchange_V1_BroadcastTurns)
+    case profile(Sotto_Exchange_V1_BroadcastProfile)
+
+  }
+
+  public init() {}
+}
+
+/// Link adaptation: the modem profile the session's radio plays its token frames in from now on. The service moves
+/// a session whose frames are heard weakly (or not at all by the sessions it hears) to the robust profile, and back
+/// once it is heard well; sent when that changes and again when a session is resumed. Listeners decode every
+/// profile, so a client that cannot play it may ignore it (the web page does).
+public nonisolated struct Sotto_Exchange_V1_BroadcastProfile: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var profile: Sotto_Exchange_V1_BroadcastProfile.Profile = .default
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Profile: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case `default` // = 0
+    case robust // = 1
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .default
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .default
+      case 1: self = .robust
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .default: return 0
+      case .robust: return 1
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Sotto_Exchange_V1_BroadcastProfile.Profile] = [
+      .default,
+      .robust,
+    ]
 
   }
 
@@ -1592,7 +1651,7 @@ nonisolated extension Sotto_Exchange_V1_TakeTurns: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Sotto_Exchange_V1_ServerFrame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ServerFrame"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}welcome\0\u{1}token\0\u{3}op_status\0\u{1}found\0\u{1}lost\0\u{3}signal_changed\0\u{1}expired\0\u{3}token_status\0\u{1}error\0\u{1}turns\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}welcome\0\u{1}token\0\u{3}op_status\0\u{1}found\0\u{1}lost\0\u{3}signal_changed\0\u{1}expired\0\u{3}token_status\0\u{1}error\0\u{1}turns\0\u{1}profile\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1730,6 +1789,19 @@ nonisolated extension Sotto_Exchange_V1_ServerFrame: SwiftProtobuf.Message, Swif
           self.kind = .turns(v)
         }
       }()
+      case 11: try {
+        var v: Sotto_Exchange_V1_BroadcastProfile?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .profile(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .profile(v)
+        }
+      }()
       default: break
       }
     }
@@ -1781,6 +1853,10 @@ nonisolated extension Sotto_Exchange_V1_ServerFrame: SwiftProtobuf.Message, Swif
       guard case .turns(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
     }()
+    case .profile?: try {
+      guard case .profile(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -1791,6 +1867,40 @@ nonisolated extension Sotto_Exchange_V1_ServerFrame: SwiftProtobuf.Message, Swif
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
+}
+
+nonisolated extension Sotto_Exchange_V1_BroadcastProfile: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BroadcastProfile"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}profile\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.profile) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.profile != .default {
+      try visitor.visitSingularEnumField(value: self.profile, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Sotto_Exchange_V1_BroadcastProfile, rhs: Sotto_Exchange_V1_BroadcastProfile) -> Bool {
+    if lhs.profile != rhs.profile {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_V1_BroadcastProfile.Profile: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PROFILE_DEFAULT\0\u{1}PROFILE_ROBUST\0")
 }
 
 nonisolated extension Sotto_Exchange_V1_BroadcastTurns: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -14,8 +14,9 @@
 /// rotating IDs it accepts, the bytes each app's publications hold, the last sightings sweep).
 ///
 /// A snapshot is this message behind a header (MatcherCore+Snapshot.swift): magic "SMCS", the format number
-/// (UInt32 little-endian; 5 is this message, 4 and older were written by hand and are read by
-/// LegacySnapshot.swift), the state's length and its FNV-1a 64 checksum (UInt64 little-endian each).
+/// (UInt32 little-endian; 6 is this message; 5 is the same message before link_adaptation, read as this one
+/// without it; 4 and older were written by hand and are read by LegacySnapshot.swift), the state's length and
+/// its FNV-1a 64 checksum (UInt64 little-endian each).
 /// Change it compatibly (new fields, never a reused number) or bump the format.
 ///
 /// Times are the core's (s, the log's time in a cluster); a double's bit pattern round-trips exactly.
@@ -39,56 +40,102 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
-nonisolated struct Sotto_Exchange_Snapshot_V1_MatcherState: Sendable {
+nonisolated struct Sotto_Exchange_Snapshot_V1_MatcherState: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// Bytes (0 to 1024).
-  var tokenLength: Int64 = 0
+  var tokenLength: Int64 {
+    get {_storage._tokenLength}
+    set {_uniqueStorage()._tokenLength = newValue}
+  }
 
-  var rotationInterval: Double = 0
+  var rotationInterval: Double {
+    get {_storage._rotationInterval}
+    set {_uniqueStorage()._rotationInterval = newValue}
+  }
 
-  var rotationGrace: Double = 0
+  var rotationGrace: Double {
+    get {_storage._rotationGrace}
+    set {_uniqueStorage()._rotationGrace = newValue}
+  }
 
   /// By session id.
-  var sessions: Dictionary<String,Sotto_Exchange_Snapshot_V1_Session> = [:]
+  var sessions: Dictionary<String,Sotto_Exchange_Snapshot_V1_Session> {
+    get {_storage._sessions}
+    set {_uniqueStorage()._sessions = newValue}
+  }
 
-  var beacons: [Sotto_Exchange_Snapshot_V1_Beacon] = []
+  var beacons: [Sotto_Exchange_Snapshot_V1_Beacon] {
+    get {_storage._beacons}
+    set {_uniqueStorage()._beacons = newValue}
+  }
 
-  var tokenOwners: [Sotto_Exchange_Snapshot_V1_TokenOwner] = []
+  var tokenOwners: [Sotto_Exchange_Snapshot_V1_TokenOwner] {
+    get {_storage._tokenOwners}
+    set {_uniqueStorage()._tokenOwners = newValue}
+  }
 
   /// Tokens retired, never reissued for a day: when each was retired.
-  var retired: [Sotto_Exchange_Snapshot_V1_TokenTime] = []
+  var retired: [Sotto_Exchange_Snapshot_V1_TokenTime] {
+    get {_storage._retired}
+    set {_uniqueStorage()._retired = newValue}
+  }
 
   /// Per observer (session id), the sources it heard: one direction of each edge.
-  var sightings: Dictionary<String,Sotto_Exchange_Snapshot_V1_Sightings> = [:]
+  var sightings: Dictionary<String,Sotto_Exchange_Snapshot_V1_Sightings> {
+    get {_storage._sightings}
+    set {_uniqueStorage()._sightings = newValue}
+  }
 
   /// Per source, the sessions that heard it (the same edges, the other way round).
-  var hearers: [Sotto_Exchange_Snapshot_V1_Hearers] = []
+  var hearers: [Sotto_Exchange_Snapshot_V1_Hearers] {
+    get {_storage._hearers}
+    set {_uniqueStorage()._hearers = newValue}
+  }
 
   /// Each heap's elements in its storage order.
-  var matchingDeadlines: [Sotto_Exchange_Snapshot_V1_Deadline] = []
+  var matchingDeadlines: [Sotto_Exchange_Snapshot_V1_Deadline] {
+    get {_storage._matchingDeadlines}
+    set {_uniqueStorage()._matchingDeadlines = newValue}
+  }
 
-  var tokenDeadlines: [Sotto_Exchange_Snapshot_V1_Deadline] = []
+  var tokenDeadlines: [Sotto_Exchange_Snapshot_V1_Deadline] {
+    get {_storage._tokenDeadlines}
+    set {_uniqueStorage()._tokenDeadlines = newValue}
+  }
 
-  var deadlineSequence: UInt64 = 0
+  var deadlineSequence: UInt64 {
+    get {_storage._deadlineSequence}
+    set {_uniqueStorage()._deadlineSequence = newValue}
+  }
 
   /// The turns (BroadcastCoordinator); absent: none.
   var turns: Sotto_Exchange_Snapshot_V1_Turns {
-    get {_turns ?? Sotto_Exchange_Snapshot_V1_Turns()}
-    set {_turns = newValue}
+    get {_storage._turns ?? Sotto_Exchange_Snapshot_V1_Turns()}
+    set {_uniqueStorage()._turns = newValue}
   }
   /// Returns true if `turns` has been explicitly set.
-  var hasTurns: Bool {self._turns != nil}
+  var hasTurns: Bool {_storage._turns != nil}
   /// Clears the value of `turns`. Subsequent reads from it will return its default value.
-  mutating func clearTurns() {self._turns = nil}
+  mutating func clearTurns() {_uniqueStorage()._turns = nil}
+
+  /// Link adaptation (LinkAdaptation); absent: off (and in format 5, which did not have it). Format 6.
+  var linkAdaptation: Sotto_Exchange_Snapshot_V1_LinkAdaptation {
+    get {_storage._linkAdaptation ?? Sotto_Exchange_Snapshot_V1_LinkAdaptation()}
+    set {_uniqueStorage()._linkAdaptation = newValue}
+  }
+  /// Returns true if `linkAdaptation` has been explicitly set.
+  var hasLinkAdaptation: Bool {_storage._linkAdaptation != nil}
+  /// Clears the value of `linkAdaptation`. Subsequent reads from it will return its default value.
+  mutating func clearLinkAdaptation() {_uniqueStorage()._linkAdaptation = nil}
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
 
-  fileprivate var _turns: Sotto_Exchange_Snapshot_V1_Turns? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 nonisolated struct Sotto_Exchange_Snapshot_V1_Session: Sendable {
@@ -913,99 +960,304 @@ nonisolated struct Sotto_Exchange_Snapshot_V1_Turns: @unchecked Sendable {
   fileprivate var _storage = _StorageClass.defaultInstance
 }
 
+/// Link adaptation (LinkAdaptation): replicated state, so that every replica of a cluster, restored or not, moves
+/// the same sessions between profiles for the same hearings. Maps are by session id; times are the core's (s),
+/// SNRs in-band (dB). What is derived (when each session's timed condition falls due) is not here.
+nonisolated struct Sotto_Exchange_Snapshot_V1_LinkAdaptation: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var rules: Sotto_Exchange_Snapshot_V1_LinkAdaptation.Rules {
+    get {_rules ?? Sotto_Exchange_Snapshot_V1_LinkAdaptation.Rules()}
+    set {_rules = newValue}
+  }
+  /// Returns true if `rules` has been explicitly set.
+  var hasRules: Bool {self._rules != nil}
+  /// Clears the value of `rules`. Subsequent reads from it will return its default value.
+  mutating func clearRules() {self._rules = nil}
+
+  var links: Dictionary<String,Sotto_Exchange_Snapshot_V1_LinkAdaptation.Link> = [:]
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  nonisolated enum Profile: SwiftProtobuf.Enum, Swift.CaseIterable {
+    typealias RawValue = Int
+    case `default` // = 0
+    case robust // = 1
+    case UNRECOGNIZED(Int)
+
+    init() {
+      self = .default
+    }
+
+    init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .default
+      case 1: self = .robust
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    var rawValue: Int {
+      switch self {
+      case .default: return 0
+      case .robust: return 1
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    static let allCases: [Sotto_Exchange_Snapshot_V1_LinkAdaptation.Profile] = [
+      .default,
+      .robust,
+    ]
+
+  }
+
+  nonisolated struct Rules: Sendable {
+    // SwiftProtobuf.Message conformance is added in an extension below. See the
+    // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+    // methods supported on all messages.
+
+    var window: Double = 0
+
+    var minimumHearings: Int64 = 0
+
+    var robustBelow: Double = 0
+
+    var standardAbove: Double = 0
+
+    var recovery: Double = 0
+
+    var unheardFor: Double = 0
+
+    var unknownFields = SwiftProtobuf.UnknownStorage()
+
+    init() {}
+  }
+
+  nonisolated struct Hearing: Sendable {
+    // SwiftProtobuf.Message conformance is added in an extension below. See the
+    // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+    // methods supported on all messages.
+
+    var time: Double = 0
+
+    var snr: Double = 0
+
+    var unknownFields = SwiftProtobuf.UnknownStorage()
+
+    init() {}
+  }
+
+  nonisolated struct Link: Sendable {
+    // SwiftProtobuf.Message conformance is added in an extension below. See the
+    // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+    // methods supported on all messages.
+
+    var profile: Sotto_Exchange_Snapshot_V1_LinkAdaptation.Profile = .default
+
+    /// Hearings of the session since its profile last changed, oldest first.
+    var hearings: [Sotto_Exchange_Snapshot_V1_LinkAdaptation.Hearing] = []
+
+    /// When the session last heard each other session, and when each other session last heard it.
+    var hears: Dictionary<String,Double> = [:]
+
+    var heardBy: Dictionary<String,Double> = [:]
+
+    /// Robust: since when its median has been above standard_above. Default: since when it hears others unheard.
+    var strongSince: Double {
+      get {_strongSince ?? 0}
+      set {_strongSince = newValue}
+    }
+    /// Returns true if `strongSince` has been explicitly set.
+    var hasStrongSince: Bool {self._strongSince != nil}
+    /// Clears the value of `strongSince`. Subsequent reads from it will return its default value.
+    mutating func clearStrongSince() {self._strongSince = nil}
+
+    var unheardSince: Double {
+      get {_unheardSince ?? 0}
+      set {_unheardSince = newValue}
+    }
+    /// Returns true if `unheardSince` has been explicitly set.
+    var hasUnheardSince: Bool {self._unheardSince != nil}
+    /// Clears the value of `unheardSince`. Subsequent reads from it will return its default value.
+    mutating func clearUnheardSince() {self._unheardSince = nil}
+
+    var unknownFields = SwiftProtobuf.UnknownStorage()
+
+    init() {}
+
+    fileprivate var _strongSince: Double? = nil
+    fileprivate var _unheardSince: Double? = nil
+  }
+
+  init() {}
+
+  fileprivate var _rules: Sotto_Exchange_Snapshot_V1_LinkAdaptation.Rules? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "sotto.exchange.snapshot.v1"
 
 nonisolated extension Sotto_Exchange_Snapshot_V1_MatcherState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".MatcherState"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}token_length\0\u{3}rotation_interval\0\u{3}rotation_grace\0\u{1}sessions\0\u{1}beacons\0\u{3}token_owners\0\u{1}retired\0\u{1}sightings\0\u{1}hearers\0\u{3}matching_deadlines\0\u{3}token_deadlines\0\u{3}deadline_sequence\0\u{1}turns\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}token_length\0\u{3}rotation_interval\0\u{3}rotation_grace\0\u{1}sessions\0\u{1}beacons\0\u{3}token_owners\0\u{1}retired\0\u{1}sightings\0\u{1}hearers\0\u{3}matching_deadlines\0\u{3}token_deadlines\0\u{3}deadline_sequence\0\u{1}turns\0\u{3}link_adaptation\0")
+
+  fileprivate class _StorageClass {
+    var _tokenLength: Int64 = 0
+    var _rotationInterval: Double = 0
+    var _rotationGrace: Double = 0
+    var _sessions: Dictionary<String,Sotto_Exchange_Snapshot_V1_Session> = [:]
+    var _beacons: [Sotto_Exchange_Snapshot_V1_Beacon] = []
+    var _tokenOwners: [Sotto_Exchange_Snapshot_V1_TokenOwner] = []
+    var _retired: [Sotto_Exchange_Snapshot_V1_TokenTime] = []
+    var _sightings: Dictionary<String,Sotto_Exchange_Snapshot_V1_Sightings> = [:]
+    var _hearers: [Sotto_Exchange_Snapshot_V1_Hearers] = []
+    var _matchingDeadlines: [Sotto_Exchange_Snapshot_V1_Deadline] = []
+    var _tokenDeadlines: [Sotto_Exchange_Snapshot_V1_Deadline] = []
+    var _deadlineSequence: UInt64 = 0
+    var _turns: Sotto_Exchange_Snapshot_V1_Turns? = nil
+    var _linkAdaptation: Sotto_Exchange_Snapshot_V1_LinkAdaptation? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _tokenLength = source._tokenLength
+      _rotationInterval = source._rotationInterval
+      _rotationGrace = source._rotationGrace
+      _sessions = source._sessions
+      _beacons = source._beacons
+      _tokenOwners = source._tokenOwners
+      _retired = source._retired
+      _sightings = source._sightings
+      _hearers = source._hearers
+      _matchingDeadlines = source._matchingDeadlines
+      _tokenDeadlines = source._tokenDeadlines
+      _deadlineSequence = source._deadlineSequence
+      _turns = source._turns
+      _linkAdaptation = source._linkAdaptation
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularInt64Field(value: &self.tokenLength) }()
-      case 2: try { try decoder.decodeSingularDoubleField(value: &self.rotationInterval) }()
-      case 3: try { try decoder.decodeSingularDoubleField(value: &self.rotationGrace) }()
-      case 4: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Snapshot_V1_Session>.self, value: &self.sessions) }()
-      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.beacons) }()
-      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.tokenOwners) }()
-      case 7: try { try decoder.decodeRepeatedMessageField(value: &self.retired) }()
-      case 8: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Snapshot_V1_Sightings>.self, value: &self.sightings) }()
-      case 9: try { try decoder.decodeRepeatedMessageField(value: &self.hearers) }()
-      case 10: try { try decoder.decodeRepeatedMessageField(value: &self.matchingDeadlines) }()
-      case 11: try { try decoder.decodeRepeatedMessageField(value: &self.tokenDeadlines) }()
-      case 12: try { try decoder.decodeSingularUInt64Field(value: &self.deadlineSequence) }()
-      case 13: try { try decoder.decodeSingularMessageField(value: &self._turns) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularInt64Field(value: &_storage._tokenLength) }()
+        case 2: try { try decoder.decodeSingularDoubleField(value: &_storage._rotationInterval) }()
+        case 3: try { try decoder.decodeSingularDoubleField(value: &_storage._rotationGrace) }()
+        case 4: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Snapshot_V1_Session>.self, value: &_storage._sessions) }()
+        case 5: try { try decoder.decodeRepeatedMessageField(value: &_storage._beacons) }()
+        case 6: try { try decoder.decodeRepeatedMessageField(value: &_storage._tokenOwners) }()
+        case 7: try { try decoder.decodeRepeatedMessageField(value: &_storage._retired) }()
+        case 8: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Snapshot_V1_Sightings>.self, value: &_storage._sightings) }()
+        case 9: try { try decoder.decodeRepeatedMessageField(value: &_storage._hearers) }()
+        case 10: try { try decoder.decodeRepeatedMessageField(value: &_storage._matchingDeadlines) }()
+        case 11: try { try decoder.decodeRepeatedMessageField(value: &_storage._tokenDeadlines) }()
+        case 12: try { try decoder.decodeSingularUInt64Field(value: &_storage._deadlineSequence) }()
+        case 13: try { try decoder.decodeSingularMessageField(value: &_storage._turns) }()
+        case 14: try { try decoder.decodeSingularMessageField(value: &_storage._linkAdaptation) }()
+        default: break
+        }
       }
     }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if self.tokenLength != 0 {
-      try visitor.visitSingularInt64Field(value: self.tokenLength, fieldNumber: 1)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._tokenLength != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._tokenLength, fieldNumber: 1)
+      }
+      if _storage._rotationInterval.bitPattern != 0 {
+        try visitor.visitSingularDoubleField(value: _storage._rotationInterval, fieldNumber: 2)
+      }
+      if _storage._rotationGrace.bitPattern != 0 {
+        try visitor.visitSingularDoubleField(value: _storage._rotationGrace, fieldNumber: 3)
+      }
+      if !_storage._sessions.isEmpty {
+        try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Snapshot_V1_Session>.self, value: _storage._sessions, fieldNumber: 4)
+      }
+      if !_storage._beacons.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._beacons, fieldNumber: 5)
+      }
+      if !_storage._tokenOwners.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._tokenOwners, fieldNumber: 6)
+      }
+      if !_storage._retired.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._retired, fieldNumber: 7)
+      }
+      if !_storage._sightings.isEmpty {
+        try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Snapshot_V1_Sightings>.self, value: _storage._sightings, fieldNumber: 8)
+      }
+      if !_storage._hearers.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._hearers, fieldNumber: 9)
+      }
+      if !_storage._matchingDeadlines.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._matchingDeadlines, fieldNumber: 10)
+      }
+      if !_storage._tokenDeadlines.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._tokenDeadlines, fieldNumber: 11)
+      }
+      if _storage._deadlineSequence != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._deadlineSequence, fieldNumber: 12)
+      }
+      try { if let v = _storage._turns {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+      } }()
+      try { if let v = _storage._linkAdaptation {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
+      } }()
     }
-    if self.rotationInterval.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.rotationInterval, fieldNumber: 2)
-    }
-    if self.rotationGrace.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.rotationGrace, fieldNumber: 3)
-    }
-    if !self.sessions.isEmpty {
-      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Snapshot_V1_Session>.self, value: self.sessions, fieldNumber: 4)
-    }
-    if !self.beacons.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.beacons, fieldNumber: 5)
-    }
-    if !self.tokenOwners.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.tokenOwners, fieldNumber: 6)
-    }
-    if !self.retired.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.retired, fieldNumber: 7)
-    }
-    if !self.sightings.isEmpty {
-      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Snapshot_V1_Sightings>.self, value: self.sightings, fieldNumber: 8)
-    }
-    if !self.hearers.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.hearers, fieldNumber: 9)
-    }
-    if !self.matchingDeadlines.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.matchingDeadlines, fieldNumber: 10)
-    }
-    if !self.tokenDeadlines.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.tokenDeadlines, fieldNumber: 11)
-    }
-    if self.deadlineSequence != 0 {
-      try visitor.visitSingularUInt64Field(value: self.deadlineSequence, fieldNumber: 12)
-    }
-    try { if let v = self._turns {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
-    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   static func ==(lhs: Sotto_Exchange_Snapshot_V1_MatcherState, rhs: Sotto_Exchange_Snapshot_V1_MatcherState) -> Bool {
-    if lhs.tokenLength != rhs.tokenLength {return false}
-    if lhs.rotationInterval != rhs.rotationInterval {return false}
-    if lhs.rotationGrace != rhs.rotationGrace {return false}
-    if lhs.sessions != rhs.sessions {return false}
-    if lhs.beacons != rhs.beacons {return false}
-    if lhs.tokenOwners != rhs.tokenOwners {return false}
-    if lhs.retired != rhs.retired {return false}
-    if lhs.sightings != rhs.sightings {return false}
-    if lhs.hearers != rhs.hearers {return false}
-    if lhs.matchingDeadlines != rhs.matchingDeadlines {return false}
-    if lhs.tokenDeadlines != rhs.tokenDeadlines {return false}
-    if lhs.deadlineSequence != rhs.deadlineSequence {return false}
-    if lhs._turns != rhs._turns {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._tokenLength != rhs_storage._tokenLength {return false}
+        if _storage._rotationInterval != rhs_storage._rotationInterval {return false}
+        if _storage._rotationGrace != rhs_storage._rotationGrace {return false}
+        if _storage._sessions != rhs_storage._sessions {return false}
+        if _storage._beacons != rhs_storage._beacons {return false}
+        if _storage._tokenOwners != rhs_storage._tokenOwners {return false}
+        if _storage._retired != rhs_storage._retired {return false}
+        if _storage._sightings != rhs_storage._sightings {return false}
+        if _storage._hearers != rhs_storage._hearers {return false}
+        if _storage._matchingDeadlines != rhs_storage._matchingDeadlines {return false}
+        if _storage._tokenDeadlines != rhs_storage._tokenDeadlines {return false}
+        if _storage._deadlineSequence != rhs_storage._deadlineSequence {return false}
+        if _storage._turns != rhs_storage._turns {return false}
+        if _storage._linkAdaptation != rhs_storage._linkAdaptation {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2410,6 +2662,198 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns.Heard: SwiftProtobuf.Mess
 
   static func ==(lhs: Sotto_Exchange_Snapshot_V1_Turns.Heard, rhs: Sotto_Exchange_Snapshot_V1_Turns.Heard) -> Bool {
     if lhs.listeners != rhs.listeners {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Snapshot_V1_LinkAdaptation: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".LinkAdaptation"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}rules\0\u{1}links\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._rules) }()
+      case 2: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Snapshot_V1_LinkAdaptation.Link>.self, value: &self.links) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._rules {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.links.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,Sotto_Exchange_Snapshot_V1_LinkAdaptation.Link>.self, value: self.links, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Snapshot_V1_LinkAdaptation, rhs: Sotto_Exchange_Snapshot_V1_LinkAdaptation) -> Bool {
+    if lhs._rules != rhs._rules {return false}
+    if lhs.links != rhs.links {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Snapshot_V1_LinkAdaptation.Profile: SwiftProtobuf._ProtoNameProviding {
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PROFILE_DEFAULT\0\u{1}PROFILE_ROBUST\0")
+}
+
+nonisolated extension Sotto_Exchange_Snapshot_V1_LinkAdaptation.Rules: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = Sotto_Exchange_Snapshot_V1_LinkAdaptation.protoMessageName + ".Rules"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}window\0\u{3}minimum_hearings\0\u{3}robust_below\0\u{3}standard_above\0\u{1}recovery\0\u{3}unheard_for\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularDoubleField(value: &self.window) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.minimumHearings) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.robustBelow) }()
+      case 4: try { try decoder.decodeSingularDoubleField(value: &self.standardAbove) }()
+      case 5: try { try decoder.decodeSingularDoubleField(value: &self.recovery) }()
+      case 6: try { try decoder.decodeSingularDoubleField(value: &self.unheardFor) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.window.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.window, fieldNumber: 1)
+    }
+    if self.minimumHearings != 0 {
+      try visitor.visitSingularInt64Field(value: self.minimumHearings, fieldNumber: 2)
+    }
+    if self.robustBelow.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.robustBelow, fieldNumber: 3)
+    }
+    if self.standardAbove.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.standardAbove, fieldNumber: 4)
+    }
+    if self.recovery.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.recovery, fieldNumber: 5)
+    }
+    if self.unheardFor.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.unheardFor, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Snapshot_V1_LinkAdaptation.Rules, rhs: Sotto_Exchange_Snapshot_V1_LinkAdaptation.Rules) -> Bool {
+    if lhs.window != rhs.window {return false}
+    if lhs.minimumHearings != rhs.minimumHearings {return false}
+    if lhs.robustBelow != rhs.robustBelow {return false}
+    if lhs.standardAbove != rhs.standardAbove {return false}
+    if lhs.recovery != rhs.recovery {return false}
+    if lhs.unheardFor != rhs.unheardFor {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Snapshot_V1_LinkAdaptation.Hearing: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = Sotto_Exchange_Snapshot_V1_LinkAdaptation.protoMessageName + ".Hearing"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}time\0\u{1}snr\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularDoubleField(value: &self.time) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.snr) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.time.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.time, fieldNumber: 1)
+    }
+    if self.snr.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.snr, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Snapshot_V1_LinkAdaptation.Hearing, rhs: Sotto_Exchange_Snapshot_V1_LinkAdaptation.Hearing) -> Bool {
+    if lhs.time != rhs.time {return false}
+    if lhs.snr != rhs.snr {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Snapshot_V1_LinkAdaptation.Link: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = Sotto_Exchange_Snapshot_V1_LinkAdaptation.protoMessageName + ".Link"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}profile\0\u{1}hearings\0\u{1}hears\0\u{3}heard_by\0\u{3}strong_since\0\u{3}unheard_since\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.profile) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.hearings) }()
+      case 3: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: &self.hears) }()
+      case 4: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: &self.heardBy) }()
+      case 5: try { try decoder.decodeSingularDoubleField(value: &self._strongSince) }()
+      case 6: try { try decoder.decodeSingularDoubleField(value: &self._unheardSince) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.profile != .default {
+      try visitor.visitSingularEnumField(value: self.profile, fieldNumber: 1)
+    }
+    if !self.hearings.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.hearings, fieldNumber: 2)
+    }
+    if !self.hears.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: self.hears, fieldNumber: 3)
+    }
+    if !self.heardBy.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: self.heardBy, fieldNumber: 4)
+    }
+    try { if let v = self._strongSince {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 5)
+    } }()
+    try { if let v = self._unheardSince {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 6)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Snapshot_V1_LinkAdaptation.Link, rhs: Sotto_Exchange_Snapshot_V1_LinkAdaptation.Link) -> Bool {
+    if lhs.profile != rhs.profile {return false}
+    if lhs.hearings != rhs.hearings {return false}
+    if lhs.hears != rhs.hears {return false}
+    if lhs.heardBy != rhs.heardBy {return false}
+    if lhs._strongSince != rhs._strongSince {return false}
+    if lhs._unheardSince != rhs._unheardSince {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
