@@ -152,13 +152,15 @@ def crowd(records: str, output: str) -> None:
               "coordinated-tokens": "the matcher's turns, tokens only",
               "coordinated": "the matcher's turns with room aliases"}
     # Rows of older records have no token length: theirs was 8 bytes.
+    # Rows of older records have no listeners' column: theirs did not cancel interference.
     def variant(r):
-        return (r["rules"], r.get("bytes", "8"))
+        return (r["rules"], r.get("bytes", "8"), r.get("listeners", "plain"))
     order = {"fixed": 0, "crowd": 1, "coordinated-tokens": 2, "coordinated": 3}
-    for rules, length in sorted({variant(r) for r in rows}, key=lambda v: (order.get(v[0], 9), -int(v[1]))):
-        name = labels.get(rules, rules) + ("" if length == "8" else f", {length}-byte tokens")
+    for rules, length, listeners in sorted({variant(r) for r in rows}, key=lambda v: (order.get(v[0], 9), -int(v[1]), v[2])):
+        name = (labels.get(rules, rules) + ("" if length == "8" else f", {length}-byte tokens")
+                + ("" if listeners == "plain" else ", listeners cancel interference"))
         # One device has no pairs to hear.
-        points = sorted(((int(r["devices"]), r) for r in rows if variant(r) == (rules, length) and int(r["devices"]) >= 2),
+        points = sorted(((int(r["devices"]), r) for r in rows if variant(r) == (rules, length, listeners) and int(r["devices"]) >= 2),
                         key=lambda point: point[0])
         devices = [n for n, _ in points]
         share = [float(r["pairs heard"].rstrip("%")) for _, r in points]
