@@ -90,21 +90,10 @@ import SottoExchangeRadio
         var core = MatcherCore()
         core.linkAdaptation = LinkAdaptation()
         let matcher = LocalMatcher(core: core)
-        let manager = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
-        let other = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
-        let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_radio_profile_capture"),
-                               playback: PCMConfiguration(device: "sotto_radio_profile_playback"))
-        let started = Date()
-        func elapsed() -> Double { Date().timeIntervalSince(started) }
-        try radio.start()
-        let subscription = try await manager.subscribe(now: 0)
-        let otherSubscription = try await other.subscribe(now: 0)
-        var token = await manager.token
-        while token == nil, elapsed() < 10 {
-            try await Task.sleep(for: .milliseconds(20))
-            token = await manager.token
-        }
-        let tokenBytes = try #require(token)
+        let rig = try await RadioPair(matcher, devices: "profile")
+        let (manager, other, radio, subscription, otherSubscription) = (rig.manager, rig.other, rig.radio, rig.subscription, rig.otherSubscription)
+        func elapsed() -> Double { rig.elapsed() }
+        let tokenBytes = try #require(await rig.token(of: manager))
         // The default profile first: 3 s on the sender's rules.
         while elapsed() < 3 { try await Task.sleep(for: .milliseconds(50)) }
         #expect(await manager.broadcastProfile == .standard)
@@ -214,21 +203,10 @@ import SottoExchangeRadio
     @Test func theRadioFollowsTheMatchersTurns() async throws {
         let rate = 48_000.0
         let (matcher, out) = try Self.turnsRig("turns", seconds: 19, rules: .init())
-        let manager = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
-        let other = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
-        let radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_radio_turns_capture"),
-                               playback: PCMConfiguration(device: "sotto_radio_turns_playback"))
-        let started = Date()
-        func elapsed() -> Double { Date().timeIntervalSince(started) }
-        try radio.start()
-        let subscription = try await manager.subscribe(now: 0)
-        let otherSubscription = try await other.subscribe(now: 0)
-        var otherToken = await other.token
-        while otherToken == nil, elapsed() < 10 {
-            try await Task.sleep(for: .milliseconds(20))
-            otherToken = await other.token
-        }
-        let otherTokenBytes = try #require(otherToken)
+        let rig = try await RadioPair(matcher, devices: "turns")
+        let (manager, other, radio, subscription, otherSubscription) = (rig.manager, rig.other, rig.radio, rig.subscription, rig.otherSubscription)
+        func elapsed() -> Double { rig.elapsed() }
+        let otherTokenBytes = try #require(await rig.token(of: other))
         // Own rules first: 2.5 s without hearings.
         while elapsed() < 2.5 { try await Task.sleep(for: .milliseconds(50)) }
         let token = try #require(await manager.token)
@@ -329,4 +307,37 @@ final class Counter: @unchecked Sendable {
     private var count = 0
     func increment() { lock.withLock { count += 1 } }
     var value: Int { lock.withLock { count } }
+}
+
+/// Two sessions of one matcher, both subscribed, the first on a radio over the test devices
+/// `sotto_radio_NAME_capture` and `sotto_radio_NAME_playback` (started); `elapsed()` counts seconds from its start.
+private struct RadioPair {
+    let manager: MessageManager
+    let other: MessageManager
+    let radio: AudioRadio
+    let subscription: SubscriptionHandle
+    let otherSubscription: SubscriptionHandle
+    let started = Date()
+
+    init(_ matcher: LocalMatcher, devices name: String) async throws {
+        manager = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
+        other = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
+        radio = AudioRadio(manager: manager, capture: PCMConfiguration(device: "sotto_radio_\(name)_capture"),
+                           playback: PCMConfiguration(device: "sotto_radio_\(name)_playback"))
+        try radio.start()
+        subscription = try await manager.subscribe(now: 0)
+        otherSubscription = try await other.subscribe(now: 0)
+    }
+
+    func elapsed() -> Double { Date().timeIntervalSince(started) }
+
+    /// The session's token once the matcher has given it one, waiting until 10 s after the start at most.
+    func token(of session: MessageManager) async throws -> [UInt8]? {
+        var token = await session.token
+        while token == nil, elapsed() < 10 {
+            try await Task.sleep(for: .milliseconds(20))
+            token = await session.token
+        }
+        return token
+    }
 }
