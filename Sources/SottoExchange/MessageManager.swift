@@ -477,7 +477,7 @@ public actor MessageManager {
     }
 
     /// The modem profile the matcher directs this session to play its token frames in (link adaptation,
-    /// ``MatcherNotice/profile(_:)``): the default profile until it says otherwise, and again on a new session.
+    /// `MatcherNotice.profile`): the default profile until it says otherwise, and again on a new session.
     /// The radio that plays the token reads it.
     public var broadcastProfile: BroadcastProfile { book.broadcastProfile }
 
