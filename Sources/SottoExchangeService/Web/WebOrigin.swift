@@ -13,7 +13,8 @@ public enum WebOrigin {
         let invalid = StoreError.invalid("'\(text.prefix(200))' is not a web origin: give scheme://host[:port] (http or https, no path), e.g. https://museum.example")
         guard text.utf8.count <= 300, !text.contains(where: { $0.isWhitespace }), !StoreText.hasControlCharacters(text),
               let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
-              scheme == "https" || scheme == "http", let host = components.host?.lowercased(), !host.isEmpty,
+              scheme == "https" || scheme == "http", let host = components.encodedHost?.lowercased(),
+              isOriginHost(host),
               components.user == nil, components.password == nil, components.query == nil, components.fragment == nil,
               components.path.isEmpty || components.path == "/"
         else { throw invalid }
@@ -23,6 +24,26 @@ public enum WebOrigin {
             if port != defaultPort { return "\(scheme)://\(host):\(port)" }
         }
         return "\(scheme)://\(host)"
+    }
+
+    /// True for a host as browsers put it in an `Origin` header: a name of ASCII letters, digits, dots and hyphens
+    /// (international names arrive in punycode) or a bracketed IPv6 literal. Percent escapes are refused: decoded,
+    /// `a%20b` would become a host with a space (which the stored column cannot hold) and `a%2Eb` another name.
+    private static func isOriginHost(_ host: String) -> Bool {
+        let bytes = Array(host.utf8)
+        guard !bytes.isEmpty else { return false }
+        func isNameByte(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
+        }
+        if bytes.first == UInt8(ascii: "[") {
+            guard bytes.last == UInt8(ascii: "]"), bytes.count > 2 else { return false }
+            return bytes.dropFirst().dropLast().allSatisfy { byte in
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+                    || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
+            }
+        }
+        return bytes.allSatisfy(isNameByte)
     }
 
     /// Every origin of a key, normalised, without repeats, in the order given.
