@@ -67,6 +67,10 @@ public struct SweepRunner {
     /// Whether the decoders of the crowd and false sweeps cancel the frames they decode and look under them
     /// (`StreamingDecoder`'s `cancelsInterference`); the overlap sweep measures both ways.
     public var cancelsInterference = false
+    /// The profiles the decoder of a one-frame trial listens for (snr, offset, reverb, rooms, hall, rolloff, speech),
+    /// or nil for the profile under test alone. `sotto decode` and the radio listen for all four: the other
+    /// profiles' receivers see the frame's chirps on the shared band, and decide what to do with them.
+    public var listeningProfiles: [Profile]?
 
     /// `trials` frames (or runs) per point, seeded; measured rooms and noise from `dataDirectory`, speech for
     /// the speech and false sweeps from `speechPath`; `directivity` is the source's Q in synthetic rooms.
@@ -101,7 +105,8 @@ public struct SweepRunner {
         var x = [Float](repeating: 0, count: lead) + burst + [Float](repeating: 0, count: Int(0.2 * rate))
         let power = Double(modulator.amplitude * modulator.amplitude) / 2
         try channel(&x, &random, power)
-        let frames = (try? StreamingDecoder.decode(x, sampleRate: rate, profiles: [profile], aliasFrames: alias != nil)) ?? []
+        let listening = listeningProfiles.map { $0.contains(profile) ? $0 : $0 + [profile] } ?? [profile]
+        let frames = (try? StreamingDecoder.decode(x, sampleRate: rate, profiles: listening, aliasFrames: alias != nil)) ?? []
         let hits = frames.filter { $0.token == token && $0.alias == alias }.count
         return (hits == 1 && frames.count == 1, frames.count - min(hits, 1))
     }
@@ -118,6 +123,12 @@ public struct SweepRunner {
 
     /// Runs one sweep over `profiles` and token `lengths` (bytes); `seconds` of audio for the false-token sweep.
     public mutating func run(_ sweep: SweepKind, profiles: [Profile], lengths: [Int], seconds: Double) throws {
+        if let listening = listeningProfiles {
+            // The caption says what decoded, so that a row read alone (JSON) is not taken for a one-profile decoder's.
+            let table = output.table
+            let names = listening.map(\.name).joined(separator: ", ")
+            output.table = { caption, columns in table(caption + " The decoder listens for \(names) (and the profile under test).", columns) }
+        }
         switch sweep {
         case .snr: sweepSNR(profiles, lengths)
         case .offset: sweepOffset(profiles, lengths)

@@ -141,11 +141,14 @@ struct BenchSweep: ParsableCommand {
     @Flag(help: "For crowd: the matcher's link adaptation switches each device's token profile (default or robust).") var linkAdaptation = false
     @Option(parsing: .unconditional, help: "For crowd: a pair counts as heard within this long after both started (s; the run's length).") var window: Double = 10
     @Flag(help: "For crowd and false: decoders cancel each frame they decode and look under it for frames it hid (overlap measures both ways).") var cancelInterference = false
+    @Option(name: .customLong("listen"), help: "For the sweeps of one frame per trial: the profiles the decoder listens for (comma-separated, or all, as sotto decode does; default: the profile under test).")
+    var listening: String?
     @OptionGroup var format: FormatOption
     @OptionGroup var progress: ProgressOptions
 
     func validate() throws {
         try format.refuseHex("bench")
+        _ = try listeningProfiles()
         try NumericOption("--slot-guard", 0...2, unit: "s").check(slotGuard)
         try NumericOption("--alias-room-size", 2...1000).check(Double(aliasRoomSize))
         try NumericOption("--trials", 1...100_000).check(trials)
@@ -186,10 +189,24 @@ struct BenchSweep: ParsableCommand {
     }
 
     func selectedProfiles() throws -> [Profile] {
-        if profiles == "all" { return Profile.all }
-        return try profiles.split(separator: ",").map { name in
+        try Self.parseProfiles(profiles, option: "--profile")
+    }
+
+    /// --listen's profiles, or nil when not given.
+    func listeningProfiles() throws -> [Profile]? {
+        guard let listening else { return nil }
+        guard [.snr, .offset, .reverb, .rooms, .hall, .rolloff, .speech].contains(kind) else {
+            throw ValidationError("--listen is for the sweeps of one frame per trial (snr, offset, reverb, rooms, hall, rolloff, speech), not \(kind.rawValue)")
+        }
+        return try Self.parseProfiles(listening, option: "--listen")
+    }
+
+    static func parseProfiles(_ text: String, option: String) throws -> [Profile] {
+        if text == "all" { return Profile.all }
+        let names = text.split(separator: ",", omittingEmptySubsequences: false)
+        return try names.map { name in
             guard let p = Profile.named(String(name)) else {
-                throw ValidationError("unknown profile '\(name)' in --profile: \(Profile.all.map(\.name).joined(separator: ", ")) or all")
+                throw ValidationError("unknown profile '\(name)' in \(option): \(Profile.all.map(\.name).joined(separator: ", ")) or all")
             }
             return p
         }
@@ -238,6 +255,7 @@ struct BenchSweep: ParsableCommand {
         runner.crowdLinkAdaptation = linkAdaptation
         runner.crowdWindow = window
         runner.cancelsInterference = cancelInterference
+        runner.listeningProfiles = try listeningProfiles()
         // Ctrl-C (or SIGTERM): the rows printed are what was measured, and the row under way is printed with the
         // cells measured so far ("-" for the rest); stopped as the exit-status table says (0), with the progress
         // line erased, instead of dying with 130 mid-line. The sweep's thread prints nothing more meanwhile.
