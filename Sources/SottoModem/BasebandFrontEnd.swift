@@ -26,6 +26,8 @@ final class BasebandFrontEnd {
     /// instead of 1.72).
     let correlator: StreamingCorrelator
     let detectors: [PreambleDetector]
+    /// The detections of every receiver of the decoder, on every front end.
+    let board: DetectionBoard
 
     /// A preamble one of the receivers on this front end detected.
     struct Detection {
@@ -87,19 +89,21 @@ final class BasebandFrontEnd {
         detections.contains { $0.receiver != receiver && abs($0.start - start) <= window && $0.strength > strength }
     }
 
-    /// A front end with a band decimator of its own, for receivers of `profiles`.
+    /// A front end with a band decimator (and a detection board) of its own, for receivers of `profiles`.
     convenience init(_ parameters: Parameters, profiles: [Profile]) {
         do {
             try self.init(parameters, decimator: BandDecimator(checkedSampleRate: parameters.sampleRate, band: parameters.band),
-                          profiles: profiles)
+                          profiles: profiles, board: DetectionBoard())
         } catch { preconditionFailure("\(error)") }
     }
 
     /// A front end on `decimator` (made for these parameters: its own, or a band of a decoder's bank), for
-    /// receivers of `profiles` (each profile once; their front-end parameters are these).
-    init(_ parameters: Parameters, decimator: BandDecimator, profiles: [Profile]) throws(FFTError) {
+    /// receivers of `profiles` (each profile once; their front-end parameters are these), recording their
+    /// detections on `board` beside those of the decoder's other front ends.
+    init(_ parameters: Parameters, decimator: BandDecimator, profiles: [Profile], board: DetectionBoard) throws(FFTError) {
         precondition(!profiles.isEmpty && Set(profiles).count == profiles.count)
         self.parameters = parameters
+        self.board = board
         self.decimator = decimator
         self.profiles = profiles
         let rate = decimator.outputRate
@@ -140,4 +144,68 @@ final class BasebandFrontEnd {
             for detector in detectors { detector.take(count, correlation) }
         }
     }
+}
+
+/// The preambles every receiver of one decoder detected, on all its front ends (times in seconds of the stream):
+/// a receiver asks it whether a detection of its own lies inside a frame another profile matched far better.
+/// Front ends take each block of input in a fixed order, so what a receiver finds here does not depend on
+/// how the input was cut into chunks.
+final class DetectionBoard {
+    /// A preamble a receiver detected.
+    struct Entry {
+        /// The receiver that detected it.
+        var receiver: ObjectIdentifier
+        /// Start of the preamble (s).
+        var start: Double
+        /// `PreambleDetection.strength`.
+        var strength: Float
+        /// End of the longest frame of the receiver's profile that starts there (s): while a frame with this
+        /// preamble could still be on the air.
+        var latestEnd: Double
+    }
+    /// The latest entries, oldest first (capacity reserved: recording one does not allocate).
+    private var entries: [Entry]
+    /// Entries kept (a handful of preambles per second of audio at most, on all bands).
+    static let kept = 32
+
+    init() {
+        entries = []
+        entries.reserveCapacity(Self.kept)
+    }
+
+    /// Records a receiver's detection, forgetting the oldest beyond `kept`.
+    func record(_ entry: Entry) {
+        if entries.count >= Self.kept { entries.removeFirst() }
+        entries.append(entry)
+    }
+
+    /// The frame of `receiver`'s detection at `start` (s) was decoded and ends at `end` (s): it is on the air until
+    /// then, not for the longest frame of its profile.
+    func settle(_ receiver: ObjectIdentifier, start: Double, end: Double) {
+        for index in entries.indices where entries[index].receiver == receiver && entries[index].start == start {
+            entries[index].latestEnd = end
+        }
+    }
+
+    /// `receiver`'s detection at `start` (s) came to nothing: no frame of its is on the air.
+    func forget(_ receiver: ObjectIdentifier, start: Double) {
+        entries.removeAll { $0.receiver == receiver && $0.start == start }
+    }
+
+    /// True when another receiver detected a preamble that matched its own templates more than `dominance`
+    /// times better than `strength` and whose frame may still be on the air at `start` (s): a detection
+    /// there is that frame's symbols seen through this profile's chirps (a robust frame's symbols look like a
+    /// fast frame's chirps here and there), not a frame of this profile.
+    func isUnderDominantFrame(_ receiver: ObjectIdentifier, start: Double, strength: Float) -> Bool {
+        entries.contains {
+            $0.receiver != receiver && $0.start < start && start < $0.latestEnd && $0.strength > Self.dominance * strength
+        }
+    }
+
+    /// How many times better another profile's preamble must match than a detection inside its frame for the
+    /// detection to be given up (`isUnderDominantFrame`). The stray detections of the fast receiver inside robust
+    /// frames match at 0.29-0.38, the frames themselves at 1.7-2.0 (21 s with ten robust frames at -12 dB in-band
+    /// SNR). Four rather than two: in a crowd of twenty with five devices moved to the robust profile, two lost a
+    /// few pairs that four and no gate heard (Benchmarks/README.md, 2026-11-28), for the same saving.
+    static let dominance: Float = 4
 }

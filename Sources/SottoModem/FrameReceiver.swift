@@ -76,6 +76,10 @@ final class FrameReceiver {
     let decimator: BandDecimator
     /// Baseband rate (Hz).
     let basebandRate: Double
+    /// Airtime of this profile's longest frame, with 1 % for the time scale (s).
+    let longestFrameTime: Double
+    /// Decodes of a candidate at one length with the tone metric so far: the work detections cost.
+    private(set) var toneMetricDecodes = 0
     let history: BasebandHistory
     let preamble: PreambleDetector
     /// Largest supported time-scale offset (ppm magnitude).
@@ -238,6 +242,7 @@ final class FrameReceiver {
         history = frontEnd.history
         workspace = DecodeWorkspace(profile: profile)
         preamble = frontEnd.detector(for: profile)
+        longestFrameTime = profile.airtime(payloadBytes: FrameFormat.payloadBytes.upperBound) * 1.01
     }
 
     /// Input samples of one block of the preamble correlator (the longest its positions wait for).
@@ -310,6 +315,8 @@ final class FrameReceiver {
         }
         pending.append(candidate)
         frontEnd.record(.init(receiver: ObjectIdentifier(self), start: detection.start, strength: detection.strength))
+        frontEnd.board.record(.init(receiver: ObjectIdentifier(self), start: detection.start / basebandRate, strength: detection.strength,
+                                    latestEnd: detection.start / basebandRate + longestFrameTime))
     }
 
     /// A fresh candidate for a frame at `start` with time scale `scale` (arrays from the spares).
@@ -384,9 +391,16 @@ final class FrameReceiver {
             frame.machine.abandon()
             frame.nominalStart = nil
         }
+        // Inside a frame another profile's receiver matched far better, still on the air: a stretch of its symbols.
+        if case .decodeWithToneMetric = frame.machine.action, !frame.isAlias,
+           frontEnd.board.isUnderDominantFrame(ObjectIdentifier(self), start: frame.start / basebandRate, strength: frame.strength) {
+            frame.machine.abandon()
+            frame.nominalStart = nil
+        }
         var headerDistance = 8
         switch frame.machine.action {
         case .decodeWithToneMetric(let bytes):
+            toneMetricDecodes += 1
             computeEnergies(&frame, upTo: symbolCount(frame, payloadBytes: bytes))
             decoded = decode(&frame, payloadBytes: bytes).result
         case .decodeWithRoomModel(let bytes):
@@ -415,20 +429,26 @@ final class FrameReceiver {
                 recentFrames.append(result.frame)
             }
             frontEnd.recordDecoded(ObjectIdentifier(self), start: frame.start - Double(preamble.chirpLength) / 2, end: result.end)
+            frontEnd.board.settle(ObjectIdentifier(self), start: frame.start / basebandRate, end: result.end / basebandRate)
             suppressUntil = max(suppressUntil, result.end - Double(preamble.chirpLength) / 2)
         }
         if case .drop = frame.machine.action, decoded == nil, let nominal = frame.nominalStart, !frame.outranked,
            nominal >= suppressUntil {
             // Nothing decoded at the estimated time scale: the same preamble again at scale 1, every length
             // from the first (its samples are still in the history).
+            frontEnd.board.forget(ObjectIdentifier(self), start: frame.start / basebandRate)
             recycle(frame)
             pending[index] = makeCandidate(start: nominal, scale: 1, strength: frame.strength)
         } else if case .drop = frame.machine.action {
             pending.remove(at: index)
+            if decoded == nil { frontEnd.board.forget(ObjectIdentifier(self), start: frame.start / basebandRate) }
             recycle(frame)
             // Drop other detections inside the frame just decoded.
             if decoded != nil {
-                for candidate in pending where candidate.start < suppressUntil { recycle(candidate) }
+                for candidate in pending where candidate.start < suppressUntil {
+                    frontEnd.board.forget(ObjectIdentifier(self), start: candidate.start / basebandRate)
+                    recycle(candidate)
+                }
                 pending.removeAll { $0.start < suppressUntil }
             }
         } else {

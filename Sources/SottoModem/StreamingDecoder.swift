@@ -61,10 +61,11 @@ public final class StreamingDecoder {
         // The transforms' buffers and plans: a failure (out of memory) is an error, not a trap.
         let bank: BandDecimatorBank
         var frontEnds: [(frontEnd: BasebandFrontEnd, receivers: [FrameReceiver])] = []
+        let board = DetectionBoard()
         do throws(FFTError) {
             bank = try BandDecimatorBank(checkedSampleRate: sampleRate, bands: groups.map { $0.parameters.band }, lowLatency: lowLatency)
             for (group, decimator) in zip(groups, bank.bands) {
-                let frontEnd = try BasebandFrontEnd(group.parameters, decimator: decimator, profiles: group.profiles)
+                let frontEnd = try BasebandFrontEnd(group.parameters, decimator: decimator, profiles: group.profiles, board: board)
                 frontEnds.append((frontEnd: frontEnd, receivers: group.profiles.map { FrameReceiver(profile: $0, frontEnd: frontEnd) }))
             }
         } catch {
