@@ -234,7 +234,7 @@ import SottoExchangeRadio
     /// alias frame) in the slots that name it (and its token in the round's full-token slots), on the sound card.
     @Test func theRadioPlaysItsRoomAliasInTheSlotsThatNameIt() async throws {
         let rate = 48_000.0
-        let (matcher, out) = try Self.turnsRig("alias", seconds: 14, rules: .init(aliasRoomSize: 2))
+        let (matcher, out) = try Self.turnsRig("alias", seconds: 28, rules: .init(aliasRoomSize: 2))
         let manager = MessageManager(link: await matcher.link(appID: "app"), appID: "app")
         let others = [MessageManager(link: await matcher.link(appID: "app"), appID: "app"),
                       MessageManager(link: await matcher.link(appID: "app"), appID: "app")]
@@ -259,11 +259,19 @@ import SottoExchangeRadio
         }
         let own = Payload.token(try #require(token)).frameBytes
         // The first other hears the radio, the second hears the first: one room of three, where the second never
-        // heard the radio, so that every round gives the radio a slot; the full token goes round.
-        while elapsed() < 12 {
+        // heard the radio, so that every round gives the radio a slot; the full token goes round (every 3 s, to the
+        // member whose token was on the air least lately: under load the radio's turn came after 12 s once, in the
+        // clean-clone run of 2026-11-28). Until what the radio played holds its alias and its token, 25 s at most.
+        var lastLook = 0.0
+        while elapsed() < 25 {
             await others[0].heard(frame: own, snr: 20, level: -30, now: 0)
             await others[1].heard(frame: Payload.token(tokens[0]).frameBytes, snr: 20, level: -30, now: 0)
             try await Task.sleep(for: .milliseconds(500))
+            if elapsed() - lastLook >= 2, let played = try? Self.played(out) {
+                lastLook = elapsed()
+                let heard = (try? StreamingDecoder.decode(played, sampleRate: rate, aliasFrames: true)) ?? []
+                if heard.contains(where: { $0.alias != nil }) && heard.contains(where: { $0.token == own }) { break }
+            }
         }
         await subscription.cancel()
         for handle in otherSubscriptions { await handle.cancel() }
