@@ -283,6 +283,8 @@ final class RawSession: Sendable {
         let outcome = Mutex<(any Error)??>(nil)
         /// Heartbeats start once something was sent (the first frame must stay the test's own).
         let started = Mutex<Bool>(false)
+        /// Barriers sent so far (`settled`).
+        let barriers = Mutex<UInt32>(0)
     }
     private let state = State()
     let task: Task<Void, Never>
@@ -355,6 +357,21 @@ final class RawSession: Sendable {
         return nil
     }
 
+    /// Returns once the service has handled every frame this session sent before, and this session has received
+    /// every frame the service routed to it before that (what other sessions' frames, handled earlier, caused):
+    /// an Unsubscribe of an operation that never existed (ids from 0xFFFF_0000 on, never the tests' own) is
+    /// answered, rejected, in order after them. What a test finds missing then did not come, rather than not yet.
+    /// - Returns: false when the answer did not come within `seconds`.
+    @discardableResult
+    func settled(_ seconds: Double = 5) async -> Bool {
+        let op = state.barriers.withLock { count in
+            count += 1
+            return 0xFFFF_0000 + count
+        }
+        send(Frames.unsubscribe(op))
+        return await status(op, seconds) != nil
+    }
+
     /// How the stream ended, waiting at most `seconds` (nil: still running).
     func end(_ seconds: Double = 5) async -> (any Error)?? {
         await eventually(seconds) { self.ended != nil }
@@ -414,6 +431,14 @@ enum Frames {
         body.lostTimeoutMs = lostTimeoutMs
         var frame = ClientFrame()
         frame.kind = .subscribe(body)
+        return frame
+    }
+
+    static func unsubscribe(_ op: UInt32) -> ClientFrame {
+        var body = Sotto_Exchange_V1_Unsubscribe()
+        body.opID = op
+        var frame = ClientFrame()
+        frame.kind = .unsubscribe(body)
         return frame
     }
 

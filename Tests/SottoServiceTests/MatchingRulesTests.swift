@@ -27,10 +27,11 @@ import Testing
         s.send(Frames.observe(token: t1))
         s.send(Frames.observe(token: t2))
         #expect(await s.frame { $0.isFound } != nil)
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await s.settled())
         #expect(s.frames.filter(\.isFound).count == 1, "one message, two supporters: found once")
         p1.send(Frames.unpublish(1))
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await p1.settled())
+        #expect(await s.settled())
         let lostEarly = s.frames.contains { $0.isLost }
         #expect(!lostEarly, "still supported by the other publisher")
         p2.send(Frames.unpublish(1))
@@ -78,7 +79,7 @@ import Testing
         #expect(await scanner.hello(key: service.apiKey, broadcasts: false) != nil)
         scanner.send(Frames.publish(1, content: [1]))
         #expect(await scanner.status(1)?.state == .active)
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await scanner.settled())
         let hasToken = scanner.frames.contains { $0.tokenDirective != nil }
         #expect(!hasToken, "a scan-only session plays no token")
         scanner.cancel()

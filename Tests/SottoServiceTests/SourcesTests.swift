@@ -180,7 +180,7 @@ import Testing
         let found = await own.frame { $0.isFound }
         if case .found(let body)? = found?.kind { #expect(Array(body.message.content) == Array("gallery 3".utf8)) }
         else { Issue.record("the registered beacon's attachment was not found") }
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await foreign.settled())
         let foreignFound = foreign.frames.contains { $0.isFound }
         #expect(!foreignFound, "a private beacon's attachment stays in its project")
 
