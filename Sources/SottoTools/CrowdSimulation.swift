@@ -116,6 +116,24 @@ public struct CrowdSimulation: Sendable {
         public var weakDevices: [Int] = []
         /// Link adaptation: every profile change the matcher directed (device, time in s, profile name).
         public var profileChanges: [ProfileChange] = []
+        /// Every frame decoded that no device sent (``falseTokens`` of them): what it was, for tracing.
+        public var falseFrames: [FalseFrame] = []
+
+        /// A frame a listener decoded that no device sent: a token no device holds, or an alias nobody holds.
+        public struct FalseFrame: Sendable, Hashable, Codable {
+            public var listener: Int
+            /// When it was decoded (s, the end of the period it was decoded in).
+            public var time: Double
+            /// The payload as decoded, hexadecimal (an alias frame's as the exchange's room-alias payload).
+            public var payload: String
+            public var profile: String
+            /// In-band SNR (dB) and the coded bits the code corrected.
+            public var snr: Double
+            public var correctedBits: Int
+            /// The room's tokens of the payload's length (hexadecimal): a payload a few bytes off one of them is
+            /// that frame decoded wrong, one like none of them was made of noise and others' symbols.
+            public var roomTokens: [String]
+        }
 
         /// A change of a device's token profile, directed by the matcher's link adaptation.
         public struct ProfileChange: Sendable, Hashable, Codable {
@@ -393,7 +411,15 @@ public struct CrowdSimulation: Sendable {
                     // An alias frame is the exchange's room-alias payload (as a client reports it to the service).
                     let bytes = frame.alias.map { Payload.roomAlias($0).frameBytes } ?? frame.token
                     let aliasSpeaker: Int? = if case .roomAlias(let alias)? = Payload(frame: bytes) { aliasHolder[alias] } else { nil }
-                    guard let speaker = owner[bytes] ?? aliasSpeaker else { result.falseTokens += 1; continue }
+                    guard let speaker = owner[bytes] ?? aliasSpeaker else {
+                        result.falseTokens += 1
+                        // The tokens of that length, to tell a frame decoded wrong from one made of nothing.
+                        let sameLength = owner.keys.filter { $0.count == bytes.count }.map { $0.map { String(format: "%02x", $0) }.joined() }
+                        result.falseFrames.append(.init(listener: to, time: heardAt, payload: bytes.map { String(format: "%02x", $0) }.joined(),
+                                                        profile: frame.profile, snr: frame.snr, correctedBits: frame.correctedBits,
+                                                        roomTokens: sameLength.sorted()))
+                        continue
+                    }
                     guard speaker != to else { continue }
                     result.framesHeard += 1
                     result.hearings.append(.init(listener: to, speaker: speaker, time: heardAt))
