@@ -10,7 +10,9 @@ let webChromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { Fil
 /// microphone (a WAV file) the token that `sotto publish --server ... --out` wrote and `sotto simulate` passed
 /// through a room, reports it over the web transport, and shows the message `sotto serve` found for it (for
 /// its subscription of that type, not for its subscription of another type); the token the page plays,
-/// rendered by its OfflineAudioContext, is found by the native decoder; a page whose key is bound to another
+/// rendered by its OfflineAudioContext, is found by the native decoder; since the publisher hears nobody, the page
+/// hears others unheard, and the service's link adaptation moves its token to the robust profile after 10 s: the
+/// page says so and plays (renders) it in that profile, found there by the native decoder; a page whose key is bound to another
 /// origin is refused, and says that its microphone delivers silence, then clipping. The page mirrors every
 /// line it shows on the console, which Chromium logs on its stderr. Three Chromium runs in all.
 @Suite(.serialized, .enabled(if: webChromium != nil, "no Chromium (Debian: chromium)"))
@@ -90,8 +92,9 @@ struct WebPageEndToEndTests {
         // renders its own token as it would play it.
         let found = "found museum/exhibit: \(message) [subscription museum/exhibit]"
         let page = "\(origin)/#key=\(pageKey)&subscribe=museum/exhibit,museum/poster&listen=1&render=1"
-        let lines = try await browse(page, microphone: microphone, in: directory, timeout: 60) { lines in
-            lines.contains(found) && lines.contains("active subscription museum/poster active") && Self.rendering(in: lines) != nil
+        let lines = try await browse(page, microphone: microphone, in: directory, timeout: 75) { lines in
+            lines.contains(found) && lines.contains("active subscription museum/poster active")
+                && Self.rendering(in: lines, profile: "default") != nil && Self.rendering(in: lines, profile: "robust") != nil
         }
         let shown = lines.filter { !$0.hasPrefix("rendered ") }  // (for the messages)
         #expect(lines.contains { $0.hasPrefix("heard token 10") }, "the page's decoder heard the publisher's token through the room: \(shown)")
@@ -99,13 +102,20 @@ struct WebPageEndToEndTests {
         #expect(lines.contains("active subscription museum/poster active"), "\(shown)")
         #expect(!lines.contains { $0.hasPrefix("found") && $0.hasSuffix("[subscription museum/poster]") }, "another type finds nothing: \(shown)")
         // The playback path: what the page's OfflineAudioContext rendered, decoded by the native decoder.
-        let rendering = try #require(Self.rendering(in: lines), "the page rendered its token: \(shown)")
         let sessionTokens = Set(lines.filter { $0.hasPrefix("token ") }.map { "10" + $0.dropFirst(6) })
-        #expect(sessionTokens.contains(rendering.token), "the token rendered is the session's (\(rendering.token), \(sessionTokens))")
-        let decoder = try StreamingDecoder(sampleRate: Double(rendering.rate), profiles: [.standard])
-        let decoded = decoder.process(rendering.samples) + decoder.finish()
-        #expect(decoded.map { $0.token.map { String(format: "%02x", $0) }.joined() } == [rendering.token],
-                "the native decoder finds the page's token in its rendering (\(rendering.samples.count) samples)")
+        for (name, profile) in [("default", Profile.standard), ("robust", Profile.robust)] {
+            let rendering = try #require(Self.rendering(in: lines, profile: name), "the page rendered its token in \(name): \(shown)")
+            #expect(sessionTokens.contains(rendering.token), "the token rendered is the session's (\(rendering.token), \(sessionTokens))")
+            // Decoded with every profile: the rendering is in the one named, and only there.
+            let decoder = try StreamingDecoder(sampleRate: Double(rendering.rate), profiles: [.standard, .robust, .fast])
+            let decoded = decoder.process(rendering.samples) + decoder.finish()
+            #expect(decoded.map { $0.token.map { String(format: "%02x", $0) }.joined() } == [rendering.token],
+                    "the native decoder finds the page's token in its \(name) rendering (\(rendering.samples.count) samples)")
+            #expect(decoded.map(\.profile) == [profile.name], "rendered in \(name): \(decoded.map(\.profile))")
+        }
+        // Link adaptation as the page shows it: the move to robust, once, after the page had heard the publisher.
+        let moves = shown.filter { $0.hasPrefix("profile ") }
+        #expect(moves.count == 1 && moves.first?.hasPrefix("profile robust: others hear this page weakly or not at all") == true, "\(moves)")
 
         // A key bound to another origin: the session is refused, nothing is found. Its microphone delivers 2 s of
         // silence, then 2 s of a loud tone clipped at full scale: the page says so, each in turn.
@@ -134,17 +144,19 @@ struct WebPageEndToEndTests {
         #expect(serve.process.terminationStatus == 0, "\(serve.standardError)")
     }
 
-    /// The page's rendering of its token (the render hook's lines `rendered TOKEN RATE I/N BASE64`, all N of the
-    /// first token rendered): the modem token in hex, the rate (Hz) and the samples; nil until all have come.
-    static func rendering(in lines: [String]) -> (token: String, rate: Int, samples: [Float])? {
-        let parts = lines.filter { $0.hasPrefix("rendered ") }.map { $0.split(separator: " ").map(String.init) }.filter { $0.count == 5 }
+    /// The page's rendering of its token in a profile (the render hook's lines `rendered TOKEN RATE PROFILE I/N
+    /// BASE64`, all N of the first token rendered in that profile): the modem token in hex, the rate (Hz) and the
+    /// samples; nil until all have come.
+    static func rendering(in lines: [String], profile: String) -> (token: String, rate: Int, samples: [Float])? {
+        let parts = lines.filter { $0.hasPrefix("rendered ") }.map { $0.split(separator: " ").map(String.init) }
+            .filter { $0.count == 6 && $0[3] == profile }
         guard let firstPart = parts.first else { return nil }
         let token = firstPart[1]
-        guard let rate = Int(firstPart[2]), let count = firstPart[3].split(separator: "/").last.flatMap({ Int($0) }) else { return nil }
+        guard let rate = Int(firstPart[2]), let count = firstPart[4].split(separator: "/").last.flatMap({ Int($0) }), count > 0 else { return nil }
         var chunks = [String?](repeating: nil, count: count)
         for part in parts where part[1] == token {
-            let index = part[3].split(separator: "/")
-            if let i = index.first.flatMap({ Int($0) }), (1...count).contains(i) { chunks[i - 1] = part[4] }
+            let index = part[4].split(separator: "/")
+            if let i = index.first.flatMap({ Int($0) }), (1...count).contains(i) { chunks[i - 1] = part[5] }
         }
         guard !chunks.contains(where: { $0 == nil }), let bytes = Data(base64Encoded: chunks.compactMap { $0 }.joined()) else { return nil }
         let samples = bytes.withUnsafeBytes { raw in (0..<(bytes.count / 4)).map { Float(bitPattern: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 4 * $0, as: UInt32.self))) } }

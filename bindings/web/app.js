@@ -3,7 +3,8 @@
 // token played through the speaker and others' heard through the microphone (the wasm modem of bindings/js,
 // served under /sotto/). Everything received is shown with textContent, never as HTML.
 // Test hooks in the fragment (never sent to the server): #key=...&subscribe=NS/TYPE[,NS/TYPE...]&listen=1&render=1
-// (render: the session's token rendered as it would play, its samples on the console as base64 Float32).
+// (render: the session's token rendered as it would play, in each profile the service directs, its samples on the
+// console as base64 Float32).
 import { play, listen, airtime } from './sotto/index.js';
 
 // ---- protobuf (proto3) for the few messages the page uses ----
@@ -72,7 +73,11 @@ const message = (bytes) => { const m = read(bytes ?? new Uint8Array()); return {
 const TOKEN_KIND = 0x10;
 const $ = (id) => document.getElementById(id);
 const events = $('events');
-const state = { socket: null, token: null, nextOp: 1, heartbeat: null, ops: new Map(), audio: null, rendered: false };
+// profile: the modem profile the session's token plays in, as the service's link adaptation directs
+// (BroadcastProfile: "default", or "robust" when others hear this page's frames weakly or not at all).
+// rendered: the profiles the render hook has logged a rendering in.
+const state = { socket: null, token: null, nextOp: 1, heartbeat: null, ops: new Map(), audio: null, profile: 'default', rendered: new Set() };
+const BROADCAST_PROFILES = ['default', 'robust'];  // BroadcastProfile.Profile's values, in order
 const RENDER_RATE = 48000;  // Hz, of the rendered token (the download and the render hook)
 
 function show(kind, line) {
@@ -98,6 +103,8 @@ function connect(key) {
   const socket = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/session`);
   socket.binaryType = 'arraybuffer';
   state.socket = socket;
+  state.profile = 'default';  // a new session starts in the default profile
+  $('profile').textContent = state.profile;
   status('connecting');
   socket.onopen = () => {
     send((w) => w.message(1, (h) => { h.string(1, key); h.string(2, 'sotto-web/1'); h.bool(3, true); }));
@@ -129,7 +136,7 @@ function receive(frame) {
     $('token').textContent = state.token.length ? hex(state.token) : 'none';
     $('play').disabled = $('save').disabled = !state.token.length;
     console.log(`sotto-event token ${hex(state.token)}`);
-    if (hooks.get('render') === '1' && state.token.length && !state.rendered) { state.rendered = true; logRendering(); }
+    renderHook();
   } else if (frame[3]) {
     const op = read(first(frame, 3));
     const id = first(op, 1, 0), what = state.ops.get(id) ?? `operation ${id}`;
@@ -143,6 +150,19 @@ function receive(frame) {
     const m = message(first(body, 2));
     const id = first(body, 1, 0);
     show(kind, `${m.namespace}/${m.type}: ${m.content} [${state.ops.get(id) ?? `operation ${id}`}]`);
+  } else if (frame[11]) {
+    // Link adaptation: the service moves this session's token to another profile (listeners decode every profile).
+    const value = first(read(first(frame, 11)), 1, 0);
+    const profile = BROADCAST_PROFILES[value];
+    if (!profile) { show('error', `the service asked for an unknown profile (${value}); the token stays in ${state.profile}`); return; }
+    if (profile !== state.profile) {
+      state.profile = profile;
+      $('profile').textContent = profile;
+      show('profile', profile === 'robust'
+        ? 'robust: others hear this page weakly or not at all, so its token now plays in the robust profile (twice as long)'
+        : 'default: others hear this page well again');
+      renderHook();
+    }
   } else if (frame[7]) {
     const id = first(read(first(frame, 7)), 1, 0);
     show('expired', state.ops.get(id) ?? `operation ${id}`);
@@ -237,15 +257,15 @@ async function playToken() {
   if (!state.token?.length) return;
   state.audio ??= new AudioContext();
   await state.audio.resume();
-  play(state.audio, modemToken(), { profile: 'default' });
+  play(state.audio, modemToken(), { profile: state.profile });
 }
 
-// The session's token as it plays, rendered offline (the same `play` into an OfflineAudioContext): mono Float32
-// at RENDER_RATE, a quarter second of silence before and after.
-async function renderToken() {
-  const seconds = airtime('default', modemToken().length) + 0.5;
+// The session's token as it plays (in the profile the service directs), rendered offline (the same `play` into an
+// OfflineAudioContext): mono Float32 at RENDER_RATE, a quarter second of silence before and after.
+async function renderToken(profile = state.profile) {
+  const seconds = airtime(profile, modemToken().length) + 0.5;
   const context = new OfflineAudioContext(1, Math.ceil(seconds * RENDER_RATE), RENDER_RATE);
-  play(context, modemToken(), { profile: 'default', when: 0.25 });
+  play(context, modemToken(), { profile, when: 0.25 });
   return (await context.startRendering()).getChannelData(0);
 }
 
@@ -262,20 +282,27 @@ async function saveToken() {
   samples.forEach((x, i) => wav.setInt16(44 + 2 * i, Math.round(Math.max(-1, Math.min(1, x)) * 32767), true));
   const link = document.createElement('a');
   link.href = URL.createObjectURL(new Blob([wav], { type: 'audio/wav' }));
-  link.download = `sotto-token-${hex(state.token)}.wav`;
+  link.download = `sotto-token-${hex(state.token)}-${state.profile}.wav`;
   link.click();
   setTimeout(() => URL.revokeObjectURL(link.href), 10000);
 }
 
-// The render hook: the rendered samples on the console, base64 of little-endian Float32, in lines of 16 KiB.
-async function logRendering() {
+// The render hook (#render=1): once the session has a token, and again in each profile the service moves it to,
+// the rendered samples on the console: `rendered TOKEN RATE PROFILE I/N BASE64`, base64 of little-endian Float32
+// in lines of 16 KiB.
+function renderHook() {
+  if (hooks.get('render') !== '1' || !state.token?.length || state.rendered.has(state.profile)) return;
+  state.rendered.add(state.profile);
+  logRendering(state.profile);
+}
+async function logRendering(profile) {
   try {
-    const samples = await renderToken();
+    const samples = await renderToken(profile);
     const bytes = new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength);
     let binary = '';
     for (let i = 0; i < bytes.length; i += 8192) binary += String.fromCharCode(...bytes.subarray(i, i + 8192));
     const base64 = btoa(binary), size = 16384, parts = Math.ceil(base64.length / size);
-    for (let i = 0; i < parts; i++) console.log(`sotto-event rendered ${hex(modemToken())} ${RENDER_RATE} ${i + 1}/${parts} ${base64.slice(i * size, (i + 1) * size)}`);
+    for (let i = 0; i < parts; i++) console.log(`sotto-event rendered ${hex(modemToken())} ${RENDER_RATE} ${profile} ${i + 1}/${parts} ${base64.slice(i * size, (i + 1) * size)}`);
   } catch (error) {
     show('error', `rendering the token failed: ${error.message}`);
   }

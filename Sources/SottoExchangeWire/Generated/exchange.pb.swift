@@ -679,7 +679,7 @@ public nonisolated struct Sotto_Exchange_V1_ServerFrame: Sendable {
 /// Link adaptation: the modem profile the session's radio plays its token frames in from now on. The service moves
 /// a session whose frames are heard weakly (or not at all by the sessions it hears) to the robust profile, and back
 /// once it is heard well; sent when that changes and again when a session is resumed. Listeners decode every
-/// profile, so a client that cannot play it may ignore it (the web page does).
+/// profile, so a client that cannot play it may ignore it (the web page follows it).
 public nonisolated struct Sotto_Exchange_V1_BroadcastProfile: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
