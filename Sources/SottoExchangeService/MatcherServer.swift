@@ -70,8 +70,9 @@ public struct MatcherServer: Service {
         if let metricsEndpoint, !metricsEndpoint.isLocal, tls == nil { throw .tlsRequired(metricsEndpoint.description) }
         if let web, !web.endpoint.isLocal, tls == nil { throw .tlsRequired(web.endpoint.description) }
         if let admin, !admin.endpoint.isLocal, tls == nil { throw .tlsRequired(admin.endpoint.description) }
+        if let grpc = admin?.grpcEndpoint, !grpc.isLocal, tls == nil { throw .tlsRequired(grpc.description) }
         // Only a stale socket is removed to bind again (the transports would remove any socket file).
-        for case .unix(let path) in [endpoint, metricsEndpoint, web?.endpoint, admin?.endpoint] { try UnixSocketFile.claim(path) }
+        for case .unix(let path) in [endpoint, metricsEndpoint, web?.endpoint, admin?.endpoint, admin?.grpcEndpoint] { try UnixSocketFile.claim(path) }
         self.web = web
         self.admin = admin
         self.endpoint = endpoint
@@ -132,9 +133,11 @@ public struct MatcherServer: Service {
         let httpAddress = http?.address
         var webListener: WebListener?
         var adminListener: AdminListener?
+        var adminGRPC: AdminGRPCListener?
         do {
             if let web { webListener = try await WebListener.bind(endpoint: web.endpoint, tls: tls, metrics: metrics) }
             if let admin { adminListener = try await AdminListener.bind(endpoint: admin.endpoint, tls: tls) }
+            if let grpc = admin?.grpcEndpoint { adminGRPC = try AdminGRPCListener(endpoint: grpc, tls: tls, limits: limits) }
         } catch {
             webListener?.channel.channel.close(promise: nil)
             await host.stop()
@@ -143,7 +146,7 @@ public struct MatcherServer: Service {
         }
         do {
             try await serve(server, transport: transport, httpAddress: httpAddress, web: webListener.map { ($0, service) },
-                            connections: connections, admin: adminListener)
+                            connections: connections, admin: adminListener, adminGRPC: adminGRPC)
         } catch is DrainDeadlinePassed {
             logger.notice("drain time (\(configuration.drainTimeout) s) over: closed the connections left")
         } catch {
@@ -166,7 +169,7 @@ public struct MatcherServer: Service {
     /// streams get ``ServiceConfiguration/drainTimeout`` seconds to end before the connections left are closed.
     private func serve(_ server: GRPCServer<HTTP2ServerTransport.Custom<GuardedListener>>, transport: HTTP2ServerTransport.Custom<GuardedListener>,
                        httpAddress: String?, web webListener: (WebListener, ExchangeService)? = nil,
-                       connections: ConnectionGuard, admin adminListener: AdminListener? = nil) async throws {
+                       connections: ConnectionGuard, admin adminListener: AdminListener? = nil, adminGRPC: AdminGRPCListener? = nil) async throws {
         let host = self.host, logger = self.logger, drain = configuration.drainTimeout
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Part.self) { group in
@@ -205,6 +208,16 @@ public struct MatcherServer: Service {
                     group.addTask {
                         try await adminListener.serve(api: api, limits: self.limits)
                         return .other
+                    }
+                    if let adminGRPC {
+                        // The same API over gRPC, on its own address (the same credentials, throttle and audit).
+                        group.addTask {
+                            try await adminGRPC.serve(api: api) { address in
+                                logger.info("serving the admin API over gRPC on \(address)\(tls == nil ? "" : " (TLS)")")
+                                admin.onGRPCListening(address)
+                            }
+                            return .other
+                        }
                     }
                 }
                 group.addTask { await self.followRegistry(); return .other }

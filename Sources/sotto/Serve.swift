@@ -69,6 +69,10 @@ struct Serve: AsyncParsableCommand {
         "Address of the admin API (HOST:PORT or unix:PATH): operators (sotto admin operator create) manage projects and keys over HTTP/JSON.",
         discussion: "Every call is audited in the store (sotto admin audit). TLS (--tls-cert) beyond loopback."))
     var admin: String?
+    @Option(help: ArgumentHelp(
+        "Address of the admin API over gRPC (HOST:PORT or unix:PATH; sotto.admin.v1.Admin, Sources/SottoExchangeWire/admin.proto), beside --admin.",
+        discussion: "The same operations, credentials (metadata authorization: Bearer CREDENTIAL) and audit as --admin. TLS (--tls-cert) beyond loopback."))
+    var adminGrpc: String?
     @Option(help: "Directory of the page's index.html and app.js (default: share/sotto/web beside the program, or bindings/web of the source tree).")
     var webPage: String?
     @Option(help: "Directory of the JavaScript modem the page loads (index.js, core.js, worklet.js, sotto.wasm; default: share/sotto/js, or bindings/js).")
@@ -144,6 +148,11 @@ struct Serve: AsyncParsableCommand {
             do { adminOptions = AdminOptions(endpoint: try MatcherAddress(parsing: admin)) { address in Output.line("admin on \(address)") } } catch {
                 throw ValidationError("--admin: \(error)")
             }
+        }
+        if let adminGrpc {
+            guard adminOptions != nil else { throw ValidationError("--admin-grpc goes with --admin (the console and the HTTP/JSON API)") }
+            do { adminOptions?.grpcEndpoint = try MatcherAddress(parsing: adminGrpc) } catch { throw ValidationError("--admin-grpc: \(error)") }
+            adminOptions?.onGRPCListening = { address in Output.line("admin grpc on \(address)") }
         }
         let tls = tlsCert.map { MatcherServer.TLS(certificateChain: $0, privateKey: tlsKey ?? "") }
         for file in [tlsCert, tlsKey].compactMap({ $0 }) where !FileManager.default.isReadableFile(atPath: file) {

@@ -1,4 +1,7 @@
 import Foundation
+import GRPCCore
+import GRPCNIOTransportHTTP2
+import SottoExchangeWire
 import Testing
 
 /// `sotto admin --server` against a real `sotto serve --admin unix:PATH`: the operator's credential from the
@@ -70,5 +73,44 @@ import Testing
         #expect(audit.1.contains { $0.contains("operator:alice\tkey.create\tmuseum key ") })
         #expect(audit.1.contains { $0.contains("local:") && $0.contains("\toperator.create\talice\tok") })
         #expect(!audit.1.joined().contains(secret), "no credential in the audit")
+    }
+
+    /// `sotto serve --admin-grpc`: the admin API over gRPC on its own socket, beside `--admin`, with the same
+    /// credential; the service stops cleanly on SIGINT with it; `--admin-grpc` alone is refused.
+    @Test func theAdminAPIOverGRPCBesideTheHTTPOne() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = "sqlite:" + directory.appendingPathComponent("exchange.sqlite").path
+        let created = try await Self.run(["admin", "operator", "create", "alice", "--store", store])
+        let secret = try #require(created.1.first, "\(created.2)")
+        let alone = try await Self.run(["serve", "--listen", "127.0.0.1:0", "--admin-grpc", "127.0.0.1:0", "--store", store])
+        #expect(alone.0 == 64 && alone.2.contains("--admin-grpc goes with --admin"), "\(alone.2)")
+
+        let socket = directory.appendingPathComponent("admin.sock").path, grpcSocket = directory.appendingPathComponent("admin-grpc.sock").path
+        let serve = try BackgroundSotto(["serve", "--listen", "127.0.0.1:0", "--admin", "unix:" + socket, "--admin-grpc", "unix:" + grpcSocket, "--store", store])
+        defer { serve.process.terminate() }
+        #expect(await serve.line(timeout: 30) { $0 == "admin grpc on unix:" + grpcSocket } != nil, "\(serve.standardError)")
+        #expect(await serve.line(timeout: 30) { $0.hasPrefix("admin on unix:") } != nil, "\(serve.standardError)")
+        let made = try await Self.run(["admin", "project", "create", "museum", "--server", "unix:" + socket], environment: ["SOTTO_ADMIN_SECRET": secret])
+        #expect(made.0 == 0, "\(made.2)")
+
+        let client = GRPCClient(transport: try HTTP2ClientTransport.Posix(target: .unixDomainSocket(path: grpcSocket), transportSecurity: .plaintext))
+        let running = Task { try? await client.runConnections() }
+        let admin = Sotto_Admin_V1_Admin.Client(wrapping: client)
+        let projects = try await admin.listProjects(Sotto_Admin_V1_ListProjectsRequest(), metadata: ["authorization": "Bearer \(secret)"]).projects
+        #expect(projects.map(\.name) == ["museum"], "the project made over HTTP, listed over gRPC")
+        var create = Sotto_Admin_V1_CreateKeyRequest()
+        create.project = try #require(projects.first).id
+        create.label = "kiosk"
+        let key = try await admin.createKey(create, metadata: ["authorization": "Bearer \(secret)"])
+        #expect(key.secret.hasPrefix("sotto_") && key.key.label == "kiosk")
+        await #expect(throws: RPCError.self) { _ = try await admin.listProjects(Sotto_Admin_V1_ListProjectsRequest(), metadata: ["authorization": "Bearer \(key.secret)"]) }
+        client.beginGracefulShutdown()
+        running.cancel()
+
+        await serve.interrupt()
+        #expect(serve.process.terminationStatus == 0, "\(serve.standardError)")
+        let audit = try await Self.run(["admin", "audit", "--store", store, "--limit", "50"])
+        #expect(audit.1.contains { $0.contains("operator:alice\tkey.create\t") }, "the key made over gRPC is audited as the operator: \(audit.1)")
     }
 }

@@ -12,6 +12,10 @@ public struct AdminOptions: Sendable {
     public var endpoint: MatcherAddress
     /// Called with the bound address (`HOST:PORT` or `unix:PATH`).
     public var onListening: @Sendable (String) -> Void
+    /// Where the admin API's gRPC listener listens (``AdminGRPCListener``), if anywhere (nil: no gRPC admin API).
+    public var grpcEndpoint: MatcherAddress?
+    /// Called with the gRPC listener's bound address.
+    public var onGRPCListening: @Sendable (String) -> Void = { _ in }
 
     /// - Parameters:
     ///   - endpoint: where to listen.
