@@ -7,6 +7,14 @@ import Glibc
 /// ``InverseRealFFT`` run on it). Natively it is compiled too, so that its tests compare it bin by bin with
 /// FFTW; the native transforms stay FFTW's.
 ///
+/// Why written here: FFTW does not build for `wasm32-unknown-none-wasm` with Embedded Swift (no libc threads, its
+/// codelets are C we would vendor), no FFT package is among the Swift packages this project may use (the machines'
+/// offline registry holds none), npm is not reachable, and Debian ships KISS FFT as a built library and headers
+/// only (no `deb-src` sources to compile to wasm). The receiver needs a handful of sizes, all 2^a 3^b 5^c, so a
+/// Stockham FFT of those radices is small (this file) and is checked against FFTW natively: complex transforms
+/// of every smooth size up to 16 384 and the real forward and inverse transforms the wasm `RealFFT` and
+/// `InverseRealFFT` run (`PortableFFTTests`).
+///
 /// Stockham's self-sorting algorithm (decimation in frequency, out of place between two buffers, no bit
 /// reversal), one pass per factor of the size: radix 4, 2, 3 and 5 by hand-written butterflies (the
 /// receiver's sizes are all 2^a 3^b 5^c: `fastFFTSize`), any other prime factor by a direct DFT of that
@@ -274,6 +282,42 @@ final class PortableFFT {
     }
 }
 
+// The real transforms of the WebAssembly build's RealFFT and InverseRealFFT, compiled natively too so that the
+// tests compare them with FFTW's r2c and c2r transforms bin by bin.
+extension PortableFFT {
+    /// The forward transform of `size` real values (`real`, at least `size`) into its first `size / 2 + 1` complex
+    /// bins (`spectrum`, interleaved re, im, at least `2 * (size / 2 + 1)` Floats): the complex transform of the
+    /// block with zero imaginary parts. A forward transform's.
+    func executeReal(_ real: UnsafeBufferPointer<Float>, into spectrum: UnsafeMutableBufferPointer<Float>) {
+        precondition(direction == .forward && real.count >= size && spectrum.count >= 2 * (size / 2 + 1), "executeReal's buffers")
+        let complex = input.baseAddress!
+        for k in 0..<size {
+            complex[2 * k] = real[k]
+            complex[2 * k + 1] = 0
+        }
+        execute()
+        spectrum.baseAddress!.update(from: output.baseAddress!, count: 2 * (size / 2 + 1))
+    }
+
+    /// The inverse transform of a real signal's first `size / 2 + 1` bins (`spectrum`, interleaved) into its `size`
+    /// real values (`real`): the Hermitian spectrum completed, its complex inverse's real parts (unnormalised). An
+    /// inverse transform's.
+    func executeInverseReal(_ spectrum: UnsafeBufferPointer<Float>, into real: UnsafeMutableBufferPointer<Float>) {
+        precondition(direction == .inverse && real.count >= size && spectrum.count >= 2 * (size / 2 + 1), "executeInverseReal's buffers")
+        let complex = input.baseAddress!, half = size / 2 + 1
+        for k in 0..<half {
+            complex[2 * k] = spectrum[2 * k]
+            complex[2 * k + 1] = spectrum[2 * k + 1]
+        }
+        for k in half..<size {
+            complex[2 * k] = spectrum[2 * (size - k)]
+            complex[2 * k + 1] = -spectrum[2 * (size - k) + 1]
+        }
+        execute()
+        for k in 0..<size { real[k] = output[2 * k] }
+    }
+}
+
 #if SOTTO_PORTABLE_FFT
 // The WebAssembly build's transforms: the API of FFT.swift's FFTW-backed classes, on PortableFFT.
 
@@ -351,15 +395,7 @@ public final class RealFFT {
     }
 
     /// Transforms `input` into `output`: the complex transform of the real block, its first half kept.
-    public func execute() {
-        let complex = transform.input.baseAddress!
-        for k in 0..<size {
-            complex[2 * k] = input[k]
-            complex[2 * k + 1] = 0
-        }
-        transform.execute()
-        output.baseAddress!.update(from: transform.output.baseAddress!, count: output.count)
-    }
+    public func execute() { transform.executeReal(UnsafeBufferPointer(input), into: output) }
 }
 
 /// A complex-to-real inverse FFT of a fixed size: `size / 2 + 1` complex inputs (interleaved), `size`
@@ -397,18 +433,6 @@ public final class InverseRealFFT {
     }
 
     /// Transforms `input` into `output`: the Hermitian spectrum completed, its complex inverse's real parts.
-    public func execute() {
-        let complex = transform.input.baseAddress!, half = size / 2 + 1
-        for k in 0..<half {
-            complex[2 * k] = input[2 * k]
-            complex[2 * k + 1] = input[2 * k + 1]
-        }
-        for k in half..<size {
-            complex[2 * k] = input[2 * (size - k)]
-            complex[2 * k + 1] = -input[2 * (size - k) + 1]
-        }
-        transform.execute()
-        for k in 0..<size { output[k] = transform.output[2 * k] }
-    }
+    public func execute() { transform.executeInverseReal(UnsafeBufferPointer(input), into: output) }
 }
 #endif

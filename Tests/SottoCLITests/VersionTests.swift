@@ -2,7 +2,7 @@ import Foundation
 import SottoTools
 import Testing
 
-/// One version number for the command line, the C library and its header, and the Python package, from one
+/// One version number for the command line, the C library and its header, the Python and JavaScript packages, from one
 /// place: the file VERSION (scripts/set-version writes it into the others).
 struct VersionTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -27,6 +27,7 @@ struct VersionTests {
         #expect(Self.first(#"^#define SOTTO_ABI_VERSION ([0-9]+)$"#, in: header) == version.split(separator: ".").first.map(String.init),
                 "the major version is the C ABI's (the soname)")
         #expect(Self.first(#"^version = "([^"]*)"$"#, in: try Self.text("bindings/python/pyproject.toml")) == version, "pyproject.toml: run scripts/set-version")
+        #expect(Self.first(#"^  "version": "([^"]*)",$"#, in: try Self.text("bindings/js/package.json")) == version, "package.json: run scripts/set-version")
         #expect(SottoVersion.current == version, "Version.swift: run scripts/set-version")
         let printed = try Sotto.run(["--version"])
         #expect(printed.status == 0 && printed.stdout == version + "\n")
