@@ -13,7 +13,9 @@ let webChromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { Fil
 /// rendered by its OfflineAudioContext, is found by the native decoder; since the publisher hears nobody, the page
 /// hears others unheard, and the service's link adaptation moves its token to the robust profile after 10 s: the
 /// page says so and plays (renders) it in that profile, found there by the native decoder; a page whose key is bound to another
-/// origin is refused, and says that its microphone delivers silence, then clipping. The page mirrors every
+/// origin is refused, and says that its microphone delivers silence, then clipping; the page publishes through its
+/// form, found by a native subscriber that hears the page's token, and shows the publication expired; the publisher
+/// stopping shows the message lost. The page mirrors every
 /// line it shows on the console, which Chromium logs on its stderr. Three Chromium runs in all.
 @Suite(.serialized, .enabled(if: webChromium != nil, "no Chromium (Debian: chromium)"))
 struct WebPageEndToEndTests {
@@ -88,23 +90,51 @@ struct WebPageEndToEndTests {
         let room = try Sotto.run(["simulate", excerpt, microphone, "--rt60", "0.4", "--distance", "1.5", "--snr", "15", "--seed", "7"], timeout: 60)
         #expect(room.status == 0, "\(room.stderr)")
 
-        // Subscribed to the publication's type and to another: the one is found, the other finds nothing. The page
-        // renders its own token as it would play it.
+        // Subscribed to the publication's type and to another: the one is found, the other finds nothing; once
+        // found, the publisher stops, and the page shows the message lost. The page renders its own token as it
+        // would play it, and publishes through its form (TTL 8 s): a native subscriber that hears the page's
+        // rendered token finds that message, and the page shows its publication expired.
         let found = "found museum/exhibit: \(message) [subscription museum/exhibit]"
+        let lost = "lost museum/exhibit: \(message) [subscription museum/exhibit]"
+        let note = "Audio guide: <i>room 2</i> / 3"
         let page = "\(origin)/#key=\(pageKey)&subscribe=museum/exhibit,museum/poster&listen=1&render=1"
+            + "&publish=museum/note/8/" + (note.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+        let pageToken = directory.appendingPathComponent("page-token.wav").path
+        var listener: BackgroundSotto?
+        defer { listener?.process.terminate() }
         let lines = try await browse(page, microphone: microphone, in: directory, timeout: 75) { lines in
-            lines.contains(found) && lines.contains("active subscription museum/poster active")
+            if listener == nil, lines.contains("active publication museum/note active"), let rendering = Self.rendering(in: lines, profile: "default") {
+                // What the page plays, heard by a subscriber of museum/note through a recording.
+                try? AudioFile.write(rendering.samples, sampleRate: Double(rendering.rate), to: pageToken, format: .wav16)
+                listener = try? BackgroundSotto(["subscribe", "--server", "127.0.0.1:\(grpcPort)", "--api-key", key, "--namespace", "museum",
+                                                 "--type", "note", "--input", pageToken, "--ttl", "20", "--format", "json"])
+            }
+            // Once found, and once the page was moved to robust (it hears the publisher unheard: the move needs the
+            // publisher's session alive), the publisher stops.
+            if lines.contains(found), Self.rendering(in: lines, profile: "robust") != nil, publisher.process.isRunning { publisher.process.interrupt() }
+            return lines.contains(found) && lines.contains(lost) && lines.contains("active subscription museum/poster active")
+                && lines.contains("expired publication museum/note")
                 && Self.rendering(in: lines, profile: "default") != nil && Self.rendering(in: lines, profile: "robust") != nil
+                && (listener?.output.contains { $0.contains("\"found\"") && $0.contains("note") } ?? false)
         }
         let shown = lines.filter { !$0.hasPrefix("rendered ") }  // (for the messages)
         #expect(lines.contains { $0.hasPrefix("heard token 10") }, "the page's decoder heard the publisher's token through the room: \(shown)")
         #expect(lines.contains(found), "the page shows the message found: \(shown)\n\(serve.standardError)")
         #expect(lines.contains("active subscription museum/poster active"), "\(shown)")
+        #expect(lines.contains(lost), "the publisher stopped: the page shows its message lost: \(shown)")
+        // The page's publication, made through its form: active, found by a subscriber that heard the page's token,
+        // then expired after its TTL.
+        #expect(lines.contains("active publication museum/note active") && lines.contains("expired publication museum/note"), "\(shown)")
+        let heard = try #require(listener?.output.first { $0.contains("\"found\"") }, "the page's publication found: \(listener?.output ?? []) \(listener?.standardError ?? "")")
+        let record = try #require(try JSONSerialization.jsonObject(with: Data(heard.utf8)) as? [String: Any])
+        #expect(record["namespace"] as? String == "museum" && record["type"] as? String == "note", "\(record)")
+        #expect((record["content"] as? String).flatMap { Self.bytes(hex: $0) } == Array(note.utf8), "the full message, as the page published it: \(record)")
         #expect(!lines.contains { $0.hasPrefix("found") && $0.hasSuffix("[subscription museum/poster]") }, "another type finds nothing: \(shown)")
         // The playback path: what the page's OfflineAudioContext rendered, decoded by the native decoder.
         let sessionTokens = Set(lines.filter { $0.hasPrefix("token ") }.map { "10" + $0.dropFirst(6) })
         for (name, profile) in [("default", Profile.standard), ("robust", Profile.robust)] {
-            let rendering = try #require(Self.rendering(in: lines, profile: name), "the page rendered its token in \(name): \(shown)")
+            let rendered = Self.rendering(in: lines, profile: name)  // (not in #require: it would print every line)
+            let rendering = try #require(rendered, "the page rendered its token in \(name): \(shown)")
             #expect(sessionTokens.contains(rendering.token), "the token rendered is the session's (\(rendering.token), \(sessionTokens))")
             // Decoded with every profile: the rendering is in the one named, and only there.
             let decoder = try StreamingDecoder(sampleRate: Double(rendering.rate), profiles: [.standard, .robust, .fast])
@@ -161,5 +191,13 @@ struct WebPageEndToEndTests {
         guard !chunks.contains(where: { $0 == nil }), let bytes = Data(base64Encoded: chunks.compactMap { $0 }.joined()) else { return nil }
         let samples = bytes.withUnsafeBytes { raw in (0..<(bytes.count / 4)).map { Float(bitPattern: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 4 * $0, as: UInt32.self))) } }
         return (token, rate, samples)
+    }
+
+    /// Bytes of a hex string (nil if it is not one).
+    static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        return stride(from: 0, to: digits.count, by: 2).map { i in UInt8(String(decoding: digits[i..<i + 2], as: UTF8.self), radix: 16) }
+            .reduce(into: [UInt8]?([])) { all, byte in if let byte { all?.append(byte) } else { all = nil } }
     }
 }

@@ -2,7 +2,7 @@
 // exchange.proto per binary message), publish and subscribe, found/lost/expired as they come, the session's
 // token played through the speaker and others' heard through the microphone (the wasm modem of bindings/js,
 // served under /sotto/). Everything received is shown with textContent, never as HTML.
-// Test hooks in the fragment (never sent to the server): #key=...&subscribe=NS/TYPE[,NS/TYPE...]&listen=1&render=1
+// Test hooks in the fragment (never sent to the server): #key=...&subscribe=NS/TYPE[,NS/TYPE...]&publish=NS/TYPE/TTL/CONTENT&listen=1&render=1
 // (render: the session's token rendered as it would play, in each profile the service directs, its samples on the
 // console as base64 Float32).
 import { play, listen, airtime } from './sotto/index.js';
@@ -172,12 +172,18 @@ function receive(frame) {
   }
 }
 
-function publish(namespace, type, content) {
+// ttl: seconds (1 to 86 400), or undefined for the service's default (300 s).
+function publish(namespace, type, content, ttl) {
+  if (ttl !== undefined && !(Number.isInteger(ttl) && ttl >= 1 && ttl <= 86400)) {
+    show('error', 'a TTL is a whole number of seconds from 1 to 86400');
+    return;
+  }
   const op = state.nextOp++;
   state.ops.set(op, `publication ${namespace ? namespace + '/' : ''}${type}`);
   send((w) => w.message(2, (p) => {
     p.uint(1, op);
     p.message(2, (m) => { m.string(1, namespace); m.string(2, type); m.string(3, content); });
+    if (ttl !== undefined) p.message(3, (strategy) => strategy.uint(2, ttl));
   }));
 }
 
@@ -315,10 +321,20 @@ function autoStart() {
     [$('sub-ns').value, $('sub-type').value] = [namespace, type];
     subscribe(namespace, type);
   }
+  // #publish=NS/TYPE/TTL/CONTENT (the content may hold '/'), through the form as a user would fill it.
+  const wanted = hooks.get('publish');
+  if (wanted) {
+    const [namespace, type, ttl, ...content] = wanted.split('/');
+    [$('pub-ns').value, $('pub-type').value, $('pub-ttl').value, $('pub-content').value] = [namespace, type, ttl, content.join('/')];
+    $('publish').click();
+  }
 }
 
 $('connect').onclick = () => connect($('key').value.trim());
-$('publish').onclick = () => publish($('pub-ns').value.trim(), $('pub-type').value.trim(), $('pub-content').value);
+$('publish').onclick = () => {
+  const ttl = $('pub-ttl').value.trim();
+  publish($('pub-ns').value.trim(), $('pub-type').value.trim(), $('pub-content').value, ttl === '' ? undefined : Number(ttl));
+};
 $('subscribe').onclick = () => subscribe($('sub-ns').value.trim(), $('sub-type').value.trim());
 $('listen').onclick = () => hear();
 $('play').onclick = () => playToken();
