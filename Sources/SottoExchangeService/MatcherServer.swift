@@ -38,6 +38,11 @@ public struct MatcherServer: Service {
     public let web: WebOptions?
     /// The admin API's listener (`--admin`), if any.
     public let admin: AdminOptions?
+    /// This process's id among the nodes sharing live counters (fresh at each start, so that a restarted node's
+    /// counters, counted from zero again, are not taken for the old ones).
+    public let liveNode = "n_" + APIKeys.hex((0..<8).map { _ in UInt8.random(in: 0...255) })
+    /// How often a node of a shared log shares its live counters (s).
+    public static let liveSharingInterval = 1.0
     let logger: Logger
     /// Called with the bound address of the gRPC service and, if any, of the HTTP endpoint.
     let onListening: @Sendable (_ service: String, _ http: String?) -> Void
@@ -200,7 +205,7 @@ public struct MatcherServer: Service {
                 if let adminListener, let admin {
                     // The admin API: a revoked key's sessions on this node end at once (other nodes: their revocation poll).
                     // Its live views sample the host's own state every second.
-                    let live = LiveFeed { await host.statistics() }
+                    let live = LiveFeed { await self.liveStatistics() }
                     group.addTask { await live.run(); return .other }
                     let api = AdminAPI(store: store, secureCookies: !admin.endpoint.isLocal, onRevoke: { keys in await host.revoke(keys: keys) }, live: live)
                     logger.info("serving the admin API on \(adminListener.address)\(tls == nil ? "" : " (TLS)")")
@@ -222,6 +227,7 @@ public struct MatcherServer: Service {
                 }
                 group.addTask { await self.followRegistry(); return .other }
                 group.addTask { await self.followRevocations(); return .other }
+                if replication.isShared { group.addTask { await self.shareLiveCounters(); return .other } }
                 group.addTask {
                     // Shutting down: the server has stopped accepting (onGracefulShutdown below); tell the sessions.
                     guard (try? await gracefulShutdown()) != nil else { return .other }
@@ -261,6 +267,29 @@ public struct MatcherServer: Service {
     private struct DrainDeadlinePassed: Error {}
 
     /// Reloads beacons when the store's registry changed (another process ran `sotto admin beacon ...`).
+    /// The service's state for the live views: the matcher's census (service-wide), this node's counters and,
+    /// on a shared log, the other nodes' as they last shared them (within three sharing intervals).
+    public func liveStatistics() async -> ServiceStatistics {
+        var statistics = await host.statistics()
+        guard replication.isShared else { return statistics }
+        let since = Date().timeIntervalSince1970 - 3 * Self.liveSharingInterval
+        if var others = try? await store.sharedLiveCounters(since: since) {
+            others[liveNode] = nil
+            statistics.otherNodes = others
+        }
+        return statistics
+    }
+
+    /// Shares this node's live counters through the store every ``liveSharingInterval`` seconds, so that every
+    /// node's live views count the whole service (a node without `--admin` shares too).
+    func shareLiveCounters() async {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            let counters = await host.statistics().counters
+            try? await store.shareLiveCounters(node: liveNode, counters: counters, time: Date().timeIntervalSince1970)
+            try? await Task.sleep(for: .seconds(Self.liveSharingInterval))
+        }
+    }
+
     func followRegistry() async {
         var version = (try? await store.registryVersion()) ?? 0
         while !Task.isCancelled && !Task.isShuttingDownGracefully {

@@ -4,8 +4,9 @@ import NIOPosix
 import SottoExchange
 import SottoExchangeCore
 import SottoExchangeClient
-import SottoExchangeService
+@testable import SottoExchangeService
 import SottoExchangeWire
+import Synchronization
 import Testing
 
 /// The live views of the admin API (issue 34): fed by the service's own state (``MatcherHost/statistics()``), as
@@ -189,6 +190,96 @@ struct AdminLiveBrowserTests {
         #expect((seen["sparkPoints"] as? Int ?? 0) >= 2, "\(seen)")
         let beacon = try #require(try await service.store.beacons().first)
         #expect(beacon.id == [0xBE, 0xAC, 0x01] && beacon.attachments.first.map { String(decoding: $0.content, as: UTF8.self) } == markup)
+        keep(publication, subscription)
+        await publisher.close(now: 0)
+        await subscriber.close(now: 0)
+    }
+}
+
+/// The live views of a service of several nodes (issue 34): each node shares its counters through the store
+/// (``ExchangeStore/shareLiveCounters(node:counters:time:)``), and every node's live view counts the whole service.
+@Suite(.timeLimit(.minutes(1))) struct ClusterLiveTests {
+    /// A ``LiveFeed`` fed by hand: its clock and the statistics of each sample.
+    final class Feed: Sendable {
+        let time = Mutex(1_000.0)
+        let statistics = Mutex(ServiceStatistics(census: [:], counters: [:]))
+        var feed: LiveFeed { LiveFeed(clock: { self.time.withLock { $0 } }, source: { self.statistics.withLock { $0 } }) }
+    }
+
+    static func counters(sightings: Int, snr bin: Int? = nil) -> ProjectCounters {
+        var counters = ProjectCounters()
+        counters.sightings = sightings
+        if let bin { counters.snrHistogram = [Int](repeating: 0, count: ProjectCounters.snrBins); counters.snrHistogram[bin] = sightings }
+        return counters
+    }
+
+    @Test func otherNodesCountFromTheirSecondSampleOnAndNeverBackwards() async {
+        let input = Feed()
+        let live = input.feed
+        input.statistics.withLock { $0.counters = ["p": Self.counters(sightings: 5, snr: 40)]; $0.otherNodes = ["n_b": ["p": Self.counters(sightings: 100, snr: 30)]] }
+        await live.sample()
+        // 2 s later: 4 more here, 30 more on node b, and node c appears with 1 000 since its own start (its baseline).
+        input.time.withLock { $0 += 2 }
+        input.statistics.withLock {
+            $0.counters = ["p": Self.counters(sightings: 9, snr: 40)]
+            $0.otherNodes = ["n_b": ["p": Self.counters(sightings: 130, snr: 30)], "n_c": ["p": Self.counters(sightings: 1_000)]]
+        }
+        await live.sample()
+        var point = await live.view(project: "p").current
+        #expect(point.sightingsPerSecond == 17, "(4 + 30) / 2 s: \(point)")
+        #expect(point.medianSNR == Double(ProjectCounters.snrFloor + 30) + 0.5, "most of the new sightings were node b's, at bin 30")
+        // Node b is gone (stopped, or its row went stale); node c counted 10 more: no negative rate from b.
+        input.time.withLock { $0 += 1 }
+        input.statistics.withLock { $0.otherNodes = ["n_c": ["p": Self.counters(sightings: 1_010)]] }
+        await live.sample()
+        point = await live.view(project: "p").current
+        #expect(point.sightingsPerSecond == 10, "\(point)")
+        // A project only another node has counted appears too.
+        input.time.withLock { $0 += 1 }
+        input.statistics.withLock { $0.otherNodes = ["n_c": ["p": Self.counters(sightings: 1_010), "q": Self.counters(sightings: 3)]] }
+        await live.sample()
+        #expect(await live.view(project: "q").current.sightingsPerSecond == 3)
+    }
+
+    @Test func sharedCountersGoThroughTheirBlobAndABadBlobIsRefused() throws {
+        var counters = Self.counters(sightings: 7, snr: 25)
+        counters.found = 2
+        counters.lost = 1
+        counters.invalidTokens = 4
+        counters.rateLimited = 3
+        let blob = ProjectCounters.sharedBlob(["p": counters, "q": ProjectCounters()])
+        #expect(try ProjectCounters.counters(sharedBlob: blob) == ["p": counters, "q": ProjectCounters()])
+        #expect(blob.count < 200, "the histogram is sparse: \(blob.count) bytes")
+        for bad in [#"{"p":{"s":-1,"f":0,"l":0,"i":0,"r":0,"h":[]}}"#, #"{"p":{"s":1,"f":0,"l":0,"i":0,"r":0,"h":[[121,1]]}}"#,
+                    #"{"p":{"s":1,"f":0,"l":0,"i":0,"r":0,"h":[[1]]}}"#, #"{"p":{"s":1}}"#, "[]", "not json"] {
+            #expect(throws: StoreError.self, "\(bad)") { try ProjectCounters.counters(sharedBlob: Array(bad.utf8)) }
+        }
+    }
+
+    /// Two nodes on PostgreSQL: sightings reported on node 1 are counted by node 0's live view.
+    @Test func aNodesLiveViewCountsTheSightingsOfAnother() async throws {
+        let cluster = try await TestCluster(nodes: 2)
+        defer { Task { await cluster.stop() } }
+        let viewer = cluster.node(0).server, project = cluster.project.id
+        let live = LiveFeed(interval: 0.5) { await viewer.liveStatistics() }
+        // The baseline once node 1 has shared its counters (a node's first counters seen are its baseline).
+        #expect(await eventually(10) { await viewer.liveStatistics().otherNodes.count == 1 }, "node 1 shares its counters")
+        await live.sample()
+        let publisher = try await cluster.manager(node: 1)
+        let subscriber = try await cluster.manager(node: 1)
+        let publication = try await publisher.publish(exhibit, now: 0)
+        let subscription = try await subscriber.subscribe(filter: exhibitFilter, now: 0, handler: { _ in })
+        let token = try await token(of: publisher)
+        await heard(subscriber, token: token)
+        #expect(await eventually(10) { (await viewer.liveStatistics().otherNodes.values.compactMap { $0[project]?.sightings }.max() ?? 0) == 1 },
+                "node 1's counters reach node 0 through the store")
+        #expect(await viewer.host.statistics().counters[project]?.sightings ?? 0 == 0, "node 0 itself counted none")
+        try await Task.sleep(for: .milliseconds(500))
+        await live.sample()
+        let point = await live.view(project: project).current
+        #expect(point.sightingsPerSecond > 0, "node 0's live view counts node 1's sighting: \(point)")
+        #expect(point.medianSNR == 20.5, "the sighting's 20 dB, from node 1's histogram: \(point)")
+        #expect(await live.view(project: project).current.sessions == 2, "the census is the service's")
         keep(publication, subscription)
         await publisher.close(now: 0)
         await subscriber.close(now: 0)

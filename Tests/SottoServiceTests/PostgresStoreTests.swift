@@ -23,7 +23,7 @@ import Testing
         for try await version in try await first.client.query("SELECT version::bigint FROM schema_version ORDER BY version").decode(Int.self) {
             versions.append(version)
         }
-        #expect(versions == [1, 2, 3, 4, 5, 6])  // 3: the web origins of API keys; 4: operators and the audit log; 5: disabled projects, key rotation and last use; 6: decommissioned beacons, keys' session quotas
+        #expect(versions == [1, 2, 3, 4, 5, 6, 7])  // 3: the web origins of API keys; 4: operators and the audit log; 5: disabled projects, key rotation and last use; 6: decommissioned beacons, keys' session quotas; 7: nodes' shared live counters
         var heads: [(Int64, Double)] = []
         for try await head in try await first.client.query("SELECT seq, origin FROM exchange_head").decode((Int64, Double).self) {
             heads.append(head)
@@ -135,7 +135,7 @@ import Testing
         let store = try await PostgresStore(url: url)
         try await store.client.query("INSERT INTO schema_version (version) VALUES (99)")
         await store.shutdown()
-        await #expect(throws: StoreError.unavailable("the database's schema is version 99 but this sotto knows up to 6: upgrade sotto")) {
+        await #expect(throws: StoreError.unavailable("the database's schema is version 99 but this sotto knows up to 7: upgrade sotto")) {
             _ = try await PostgresStore(url: url)
         }
     }

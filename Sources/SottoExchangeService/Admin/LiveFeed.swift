@@ -54,7 +54,8 @@ public struct LiveView: Sendable {
 }
 
 /// The operator's live views (issue 34): samples the service's own state (``ServiceStatistics``, from
-/// ``MatcherHost/statistics()``) every ``interval`` seconds, keeps each project's last ``historyLength`` points
+/// ``MatcherServer/liveStatistics()``: this node's counters and, on several nodes, the others' as they shared them)
+/// every ``interval`` seconds, summing what each node counted since the previous sample, keeps each project's last ``historyLength`` points
 /// (the console's sparklines) and hands each new point to the views watching that project (server-sent events).
 public actor LiveFeed {
     /// Seconds between samples.
@@ -68,7 +69,8 @@ public actor LiveFeed {
 
     private let source: @Sendable () async -> ServiceStatistics
     private let clock: @Sendable () -> Double
-    private var previous: (time: Double, counters: [String: ProjectCounters])?
+    /// The last sample: its time and every node's counters (this node's under "").
+    private var previous: (time: Double, nodes: [String: [String: ProjectCounters]])?
     private var histories: [String: [LivePoint]] = [:]
     private var latestCensus: [String: AppCensus] = [:]
     private var watchers: [UInt64: (project: String, continuation: AsyncStream<LivePoint>.Continuation)] = [:]
@@ -103,28 +105,47 @@ public actor LiveFeed {
         let statistics = await source()
         let time = clock()
         let elapsed = previous.map { max(time - $0.time, 1e-3) }
+        // Every node's counters, this node's under "" (other nodes' ids are never empty).
+        var nodes = statistics.otherNodes
+        nodes[""] = statistics.counters
+        var projects = Set(statistics.census.keys)
+        for counters in nodes.values { projects.formUnion(counters.keys) }
         var points: [String: LivePoint] = [:]
-        for project in Set(statistics.census.keys).union(statistics.counters.keys) {
+        for project in projects {
             var point = LivePoint(time: time)
             if let census = statistics.census[project] {
                 point.sessions = census.sessions
                 point.publications = census.publications.values.reduce(0, +)
                 point.subscriptions = census.subscriptionCount
             }
-            let now = statistics.counters[project] ?? ProjectCounters()
-            if let elapsed {
-                let before = previous?.counters[project] ?? ProjectCounters()
-                point.sightingsPerSecond = Double(now.sightings - before.sightings) / elapsed
-                point.foundPerSecond = Double(now.found - before.found) / elapsed
-                point.lostPerSecond = Double(now.lost - before.lost) / elapsed
-                point.invalidTokensPerSecond = Double(now.invalidTokens - before.invalidTokens) / elapsed
-                point.rateLimitedPerSecond = Double(now.rateLimited - before.rateLimited) / elapsed
-                let old = before.snrHistogram.isEmpty ? [Int](repeating: 0, count: now.snrHistogram.count) : before.snrHistogram
-                point.medianSNR = ProjectCounters.medianSNR(zip(now.snrHistogram, old).map { $0 - $1 })
+            if let elapsed, let previous {
+                // What each node counted since the last sample: a node seen for the first time gives its baseline (its
+                // counts are since its own start); one that started again under the same id counts nothing negative.
+                var delta = ProjectCounters()
+                for (node, counters) in nodes {
+                    guard let before = previous.nodes[node] else { continue }
+                    let now = counters[project] ?? ProjectCounters(), old = before[project] ?? ProjectCounters()
+                    delta.sightings += max(0, now.sightings - old.sightings)
+                    delta.found += max(0, now.found - old.found)
+                    delta.lost += max(0, now.lost - old.lost)
+                    delta.invalidTokens += max(0, now.invalidTokens - old.invalidTokens)
+                    delta.rateLimited += max(0, now.rateLimited - old.rateLimited)
+                    guard !now.snrHistogram.isEmpty else { continue }
+                    if delta.snrHistogram.isEmpty { delta.snrHistogram = [Int](repeating: 0, count: now.snrHistogram.count) }
+                    for bin in now.snrHistogram.indices where bin < delta.snrHistogram.count {
+                        delta.snrHistogram[bin] += max(0, now.snrHistogram[bin] - (bin < old.snrHistogram.count ? old.snrHistogram[bin] : 0))
+                    }
+                }
+                point.sightingsPerSecond = Double(delta.sightings) / elapsed
+                point.foundPerSecond = Double(delta.found) / elapsed
+                point.lostPerSecond = Double(delta.lost) / elapsed
+                point.invalidTokensPerSecond = Double(delta.invalidTokens) / elapsed
+                point.rateLimitedPerSecond = Double(delta.rateLimited) / elapsed
+                point.medianSNR = ProjectCounters.medianSNR(delta.snrHistogram)
             }
             points[project] = point
         }
-        previous = (time, statistics.counters)
+        previous = (time, nodes)
         latestCensus = statistics.census
         for (project, point) in points {
             histories[project, default: []].append(point)

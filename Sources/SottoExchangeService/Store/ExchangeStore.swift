@@ -236,6 +236,17 @@ public protocol ExchangeStore: Sendable {
     func appendAudit(_ entry: AuditEntry) async throws(StoreError)
     /// The last `limit` lines of the audit log, newest first.
     func auditEntries(limit: Int) async throws(StoreError) -> [AuditEntry]
+    /// Shares this node's live counters (per project, since it started) with the other nodes of the service, as of
+    /// `time` (s since 1970). A store of one node (SQLite) keeps nothing: there is nobody to share with.
+    func shareLiveCounters(node: String, counters: [String: ProjectCounters], time: Double) async throws(StoreError)
+    /// The live counters every node shared at `since` (s since 1970) or later, per node; nodes gone quiet are left out.
+    func sharedLiveCounters(since: Double) async throws(StoreError) -> [String: [String: ProjectCounters]]
+}
+
+/// A store of one node shares no live counters.
+extension ExchangeStore {
+    public func shareLiveCounters(node: String, counters: [String: ProjectCounters], time: Double) async throws(StoreError) {}
+    public func sharedLiveCounters(since: Double) async throws(StoreError) -> [String: [String: ProjectCounters]] { [:] }
 }
 
 extension ExchangeStore {

@@ -132,6 +132,8 @@ public final class PostgresStore: ExchangeStore {
         // Decommissioned beacons: kept (attachments and key gone) so that their IDs are never registered again; keys'
         // own session quotas (NULL: the project's only) (issue 34).
         ["ALTER TABLE beacon ADD COLUMN decommissioned boolean NOT NULL DEFAULT false", "ALTER TABLE api_key ADD COLUMN max_sessions bigint"],
+        // Each node's live counters, shared so that every node's console shows the whole service's rates (issue 34).
+        ["CREATE TABLE live_counters (node text PRIMARY KEY, updated double precision NOT NULL, counters bytea NOT NULL)"],
     ]
 
     /// The key of the transaction-level advisory lock that serialises migrations ("sotto" in ASCII).
@@ -514,6 +516,31 @@ public final class PostgresStore: ExchangeStore {
                                "SELECT time, actor, action, target, outcome FROM audit ORDER BY serial DESC LIMIT \(limit)", on: connection)
                 .map { AuditEntry(time: $0.0, actor: $0.1, action: $0.2, target: $0.3, outcome: $0.4) }
         }
+    }
+
+    // MARK: Live counters
+
+    /// Rows of nodes quiet for this long (s) are deleted by the next node that shares its own.
+    static let liveCountersExpiry = 60.0
+
+    public func shareLiveCounters(node: String, counters: [String: ProjectCounters], time: Double) async throws(StoreError) {
+        let blob = ByteBuffer(bytes: ProjectCounters.sharedBlob(counters))
+        try await withConnection { connection in
+            try await Self.run("""
+                INSERT INTO live_counters (node, updated, counters) VALUES (\(node), \(time), \(blob))
+                ON CONFLICT (node) DO UPDATE SET updated = EXCLUDED.updated, counters = EXCLUDED.counters
+                """, on: connection)
+            try await Self.run("DELETE FROM live_counters WHERE updated < \(time - Self.liveCountersExpiry)", on: connection)
+        }
+    }
+
+    public func sharedLiveCounters(since: Double) async throws(StoreError) -> [String: [String: ProjectCounters]] {
+        let rows = try await withConnection { connection in
+            try await Self.all((String, ByteBuffer).self, "SELECT node, counters FROM live_counters WHERE updated >= \(since)", on: connection)
+        }
+        var nodes: [String: [String: ProjectCounters]] = [:]
+        for (node, blob) in rows { nodes[node] = try ProjectCounters.counters(sharedBlob: Array(blob.readableBytesView)) }
+        return nodes
     }
 
     // MARK: Queries

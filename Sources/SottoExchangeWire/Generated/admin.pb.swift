@@ -825,7 +825,8 @@ public nonisolated struct Sotto_Admin_V1_LiveViewRequest: Sendable {
   public init() {}
 }
 
-/// One sample of a project's live state (this node's view of the service).
+/// One sample of a project's live state, service-wide: on several nodes, each node's counters are shared through
+/// their database every second and summed (a node's first counters seen are its baseline).
 public nonisolated struct Sotto_Admin_V1_LivePoint: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
