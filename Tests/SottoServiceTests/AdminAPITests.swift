@@ -378,7 +378,8 @@ let consoleNode = ["/usr/bin/node", "/usr/local/bin/node"].first { FileManager.d
 
 /// The console page in a real browser: headless Chromium (started by the test, driven over its debugging pipe by
 /// Tests/Browser/console-check.mjs under node) logs in, creates a project and a key labelled with markup, sees the
-/// label as text (no element made, no script run), and revokes the key; the audit has it all.
+/// label as text (no element made, no script run), and revokes the key while a subscriber's session opened with it
+/// is on the exchange: the session is cut off; the audit has it all.
 @Suite(.timeLimit(.minutes(1)), .enabled(if: consoleChromium != nil && consoleNode != nil, "no chromium or node (scripts/install-deps)"))
 struct AdminBrowserTests {
     static let chromium = consoleChromium
@@ -387,11 +388,11 @@ struct AdminBrowserTests {
         .appendingPathComponent("Browser/console-check.mjs").path
 
     /// Runs the driver and returns its JSON line (a dedicated thread waits for the process, not the pool).
-    static func drive(url: String, secret: String, profile: String) async throws -> [String: Any] {
+    static func drive(url: String, secret: String, profile: String, handoff: String) async throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try #require(node))
         process.arguments = [script, try #require(chromium), url, profile]
-        process.environment = ["CONSOLE_SECRET": secret, "PATH": "/usr/bin:/bin", "HOME": profile]
+        process.environment = ["CONSOLE_SECRET": secret, "CONSOLE_HANDOFF": handoff, "PATH": "/usr/bin:/bin", "HOME": profile]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -400,20 +401,51 @@ struct AdminBrowserTests {
             do { try process.run() } catch { continuation.resume() }
         }
         _ = ended
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? ["error": "no answer: \(text)"]
+        return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     }
 
-    @Test func anOperatorLogsInMakesAKeyLabelledWithMarkupSeesItAsTextAndRevokesIt() async throws {
+    @Test func anOperatorLogsInMakesAKeyLabelledWithMarkupSeesItAsTextAndRevokesItCuttingOffItsSession() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try SQLiteStore(path: directory + "/exchange.sqlite")
         let secret = try await store.createOperator(name: "alice").secret
-        let listener = try await AdminListener.bind(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil)
-        let serving = Task { try await listener.serve(api: AdminAPI(store: store)) }
-        defer { listener.close(); serving.cancel() }
+        // A whole service with its admin listener, as `sotto serve --admin` runs it: the page's revocation reaches
+        // the exchange's sessions.
+        let (listening, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .unbounded)
+        let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store, configuration: TestServer.fastConfiguration,
+                                       admin: AdminOptions(endpoint: .tcp(host: "127.0.0.1", port: 0)) { continuation.yield("admin " + $0) }) { service, _ in
+            continuation.yield("grpc " + service)
+        }
+        let task = Task { try await server.run() }
+        defer { task.cancel() }
+        let bound = try await withDeadline(10, "the listeners") { () -> (admin: String, grpc: String)? in
+            var admin = "", grpc = ""
+            for await line in listening {
+                if line.hasPrefix("admin ") { admin = String(line.dropFirst(6)) } else { grpc = String(line.dropFirst(5)) }
+                if !admin.isEmpty && !grpc.isEmpty { return (admin, grpc) }
+            }
+            return nil
+        }
+        let (admin, grpc) = try #require(bound)
 
-        let seen = try await Self.drive(url: "http://\(listener.address)/", secret: secret, profile: directory + "/profile")
+        let handoff = directory + "/handoff"
+        try FileManager.default.createDirectory(atPath: handoff, withIntermediateDirectories: true)
+        let driving = Task { try await Self.drive(url: "http://\(admin)/", secret: secret, profile: directory + "/profile", handoff: handoff) }
+        // The key the page made and showed, as a subscriber's session on the exchange; then the page revokes it.
+        #expect(await eventually(30) { FileManager.default.fileExists(atPath: handoff + "/secret") }, "the page showed a key's secret")
+        let keySecret = try String(contentsOfFile: handoff + "/secret", encoding: .utf8)
+        let client = try RawClient(try MatcherAddress(parsing: grpc))
+        defer { Task { await client.close() } }
+        let subscriber = RawSession(client)
+        #expect(await subscriber.hello(key: keySecret) != nil, "the key the page made opens a session")
+        subscriber.send(Frames.subscribe(1))
+        await subscriber.settled()
+        #expect(subscriber.ended == nil)
+        let start = ContinuousClock.now
+        FileManager.default.createFile(atPath: handoff + "/go", contents: Data())
+
+        let text = try await driving.value
+        let seen = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? ["error": "no answer: \(text)"]
         #expect(seen["error"] == nil, "\(seen)")
         #expect(seen["loggedIn"] as? Bool == true && seen["operator"] as? String == "alice")
         #expect(seen["projectListed"] as? Bool == true && seen["keyShown"] as? Bool == true)
@@ -421,10 +453,15 @@ struct AdminBrowserTests {
         #expect(seen["labelText"] as? String == label, "the label is shown as its text")
         #expect(seen["markupInTable"] as? Int == 0 && seen["pwned"] as? Int == 0, "no element made from it, no script run")
         #expect(seen["revoked"] as? Bool == true)
+        let ended = await RevocationTests.endTime(of: subscriber, since: start)
+        #expect(ended != nil && RevocationTests.isUnauthenticated(subscriber),
+                "the revoked key's session is cut off (\(ended.map { "\($0) s after the go, the page's click and its call included" } ?? "never"))")
         let key = try #require(try await store.keys(project: "museum").first)
         #expect(key.label == label && key.revoked)
-        #expect((seen["secret"] as? String)?.hasPrefix("sotto_\(key.id)_") == true, "the new key's secret was shown once")
+        #expect((seen["secret"] as? String)?.hasPrefix("sotto_\(key.id)_") == true && seen["secret"] as? String == keySecret,
+                "the new key's secret was shown once")
         let actions = try await store.auditEntries(limit: 20).filter { $0.actor == "operator:alice" }.map(\.action)
         for action in ["login", "project.create", "key.create", "key.revoke"] { #expect(actions.contains(action)) }
+        subscriber.cancel()
     }
 }

@@ -149,7 +149,9 @@ struct AdminLiveBrowserTests {
     }
 
     @Test func theConsoleShowsABeaconsMarkupAsTextAndItsLiveNumbersChange() async throws {
-        let service = try await TestServer()
+        var configuration = TestServer.fastConfiguration
+        configuration.registryPollInterval = 0.2  // the beacon the page registers reaches the matcher soon
+        let service = try await TestServer(configuration: configuration)
         defer { Task { await service.stop() } }
         let secret = try await service.store.createOperator(name: "alice").secret
         let host = service.server.host
@@ -170,6 +172,18 @@ struct AdminLiveBrowserTests {
             return await live.watcherCount > 0 && attachments == 1
         }
         #expect(watching)
+        // The beacon the page registered, heard by a visitor of the project subscribed to its attachments' type: found.
+        let visitor = try await Device.remote(service.address, key: service.apiKey, name: "visitor")
+        let beaconFinds = EventRecorder()
+        let beaconSubscription = try await visitor.manager.subscribe(filter: try MessageFilter([.namespacedType(namespace: "museum", type: "exhibit")]),
+                                                                     lostTimeout: 30, now: 0, handler: beaconFinds.handler)
+        let beaconFound = await eventually(10) {
+            await visitor.manager.heard(frame: Payload.beacon([0xBE, 0xAC, 0x01]).frameBytes, snr: 20, level: -30, now: 0)
+            return await beaconFinds.waitFound(1, 0.5)
+        }
+        #expect(beaconFound, "a subscriber hears the beacon registered on the page and finds its attachment")
+        keep(beaconSubscription)
+        await visitor.close()  // (the page then waits for the two sessions below)
         let publisher = try await service.manager()
         let subscriber = try await service.manager()
         let publication = try await publisher.publish(exhibit, now: 0)
@@ -190,6 +204,7 @@ struct AdminLiveBrowserTests {
         #expect((seen["sparkPoints"] as? Int ?? 0) >= 2, "\(seen)")
         let beacon = try #require(try await service.store.beacons().first)
         #expect(beacon.id == [0xBE, 0xAC, 0x01] && beacon.attachments.first.map { String(decoding: $0.content, as: UTF8.self) } == markup)
+        #expect(beaconFinds.found.map { String(decoding: $0.content, as: UTF8.self) } == [markup], "the visitor found the page's attachment: \(beaconFinds.all)")
         keep(publication, subscription)
         await publisher.close(now: 0)
         await subscriber.close(now: 0)
