@@ -30,6 +30,11 @@ let package = Package(
                                                                  .product(name: "NIOCore", package: "swift-nio"),
                                                                  .product(name: "NIOEmbedded", package: "swift-nio"),
                                                                  .product(name: "NIOWebSocket", package: "swift-nio")]),
+        // The admin API (`sotto serve --admin`): bytes on its connection through NIO's HTTP/1.1 decoder, then AdminAPI.
+        .executableTarget(name: "FuzzAdminRequests", dependencies: ["CFuzzerDriver", .product(name: "SottoExchangeService", package: "sotto"),
+                                                                     .product(name: "NIOCore", package: "swift-nio"),
+                                                                     .product(name: "NIOEmbedded", package: "swift-nio"),
+                                                                     .product(name: "NIOHTTP1", package: "swift-nio")]),
         // The daemon's control socket: a byte stream split into frames and decoded into requests.
         .executableTarget(name: "FuzzControlFrames", dependencies: ["CFuzzerDriver", .product(name: "SottoDaemon", package: "sotto")]),
         // Matcher snapshots as a node reads them from the shared database (whole, or a busy core's state overwritten).
