@@ -2,8 +2,9 @@ import Foundation
 import Testing
 
 /// One name for each field of a decoded frame, whichever interface it comes through (issue 33): the command
-/// line's JSON Lines (`decode --format json`), the C library's `sotto_frame` (sotto.h) and Python's
-/// `sotto.Frame` (bindings/python). Read from the real output and the real sources, so that a field added or
+/// line's JSON Lines (`decode --format json`), the C library's `sotto_frame` (sotto.h), Python's
+/// `sotto.Frame` (bindings/python) and the JavaScript package's `Frame` (bindings/js/index.d.ts; what core.js sets
+/// is checked against the native decoder's JSON by the Node tests). Read from the real output and the real sources, so that a field added or
 /// renamed in one of them without the others fails here.
 struct FieldNameTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -36,9 +37,27 @@ struct FieldNameTests {
         return fields
     }
 
-    @Test func jsonCAndPythonNameAFrameAlike() throws {
+    /// The fields of the JavaScript package's `interface Frame` (bindings/js/index.d.ts) not marked deprecated, in order.
+    static func javaScriptFields() throws -> [String] {
+        let source = try String(contentsOf: repository.appendingPathComponent("bindings/js/index.d.ts"), encoding: .utf8)
+        let start = try #require(source.range(of: "export interface Frame {"))
+        let end = try #require(source.range(of: "\n}", range: start.upperBound..<source.endIndex))
+        var fields: [String] = [], deprecated = false
+        for line in source[start.upperBound..<end.lowerBound].split(separator: "\n") {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.hasPrefix("/**") { deprecated = trimmed.contains("@deprecated"); continue }
+            guard let colon = trimmed.firstIndex(of: ":"), trimmed.hasSuffix(";") else { continue }
+            if !deprecated { fields.append(String(trimmed[..<colon])) }
+            deprecated = false
+        }
+        return fields
+    }
+
+    @Test func jsonCPythonAndJavaScriptNameAFrameAlike() throws {
         let c = try Self.cFields()
         let python = try Self.pythonFields()
+        let javaScript = try Self.javaScriptFields()
+        #expect(javaScript == python, "JavaScript: \(javaScript), Python: \(python)")
         #expect(c.count == 10 && python.count == 8, "C: \(c), Python: \(python)")
         // C's struct adds its size and the token's length (Python's bytes and JSON's hex carry the length).
         #expect(c.filter { $0 != "struct_size" && $0 != "token_length" } == python, "C: \(c), Python: \(python)")

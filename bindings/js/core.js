@@ -144,16 +144,22 @@ export function instantiate(module) {
     for (let i = 0; i < count; i++) {
       const o = i * FRAME_BYTES;
       const length = view.getInt32(o + 48, true);
-      frames.push({
+      const frame = {
         token: new Uint8Array(memory.buffer, base + o + 52, length).slice(),
         profile: names[view.getInt32(o + 44, true)],
-        start: view.getFloat64(o, true),
-        end: view.getFloat64(o + 8, true),
-        snr: view.getFloat64(o + 16, true),
-        level: view.getFloat64(o + 24, true),
-        clockOffsetPPM: view.getFloat64(o + 32, true),
-        correctedBits: view.getInt32(o + 40, true),
-      });
+        // The names of the CLI's JSON (schema 2), the C struct and the Python package.
+        start_time_s: view.getFloat64(o, true),
+        end_time_s: view.getFloat64(o + 8, true),
+        snr_db: view.getFloat64(o + 16, true),
+        level_dbfs: view.getFloat64(o + 24, true),
+        clock_offset_ppm: view.getFloat64(o + 32, true),
+        corrected_bits: view.getInt32(o + 40, true),
+      };
+      // The 1.0 names, kept for the 1.x releases as the CLI's JSON keeps them (plain properties: a frame posted from
+      // the AudioWorklet is copied with them).
+      Object.assign(frame, { start: frame.start_time_s, end: frame.end_time_s, snr: frame.snr_db, level: frame.level_dbfs,
+                             clockOffsetPPM: frame.clock_offset_ppm, correctedBits: frame.corrected_bits });
+      frames.push(frame);
     }
     return frames;
   }

@@ -19,16 +19,28 @@ export interface Frame {
   token: Uint8Array;
   profile: ProfileName;
   /** First sample of the preamble, s from the start of the stream. */
-  start: number;
+  start_time_s: number;
   /** End of the frame (s). */
-  end: number;
+  end_time_s: number;
   /** In-band signal-to-noise ratio (dB). */
-  snr: number;
+  snr_db: number;
   /** Received peak level (dBFS). */
-  level: number;
+  level_dbfs: number;
   /** Time-scale offset of the received frame (ppm). */
-  clockOffsetPPM: number;
+  clock_offset_ppm: number;
   /** Coded bits the error-correcting code corrected. */
+  corrected_bits: number;
+  /** @deprecated 1.0's name of `start_time_s` (kept for the 1.x releases, as in the CLI's JSON). */
+  start: number;
+  /** @deprecated 1.0's name of `end_time_s`. */
+  end: number;
+  /** @deprecated 1.0's name of `snr_db`. */
+  snr: number;
+  /** @deprecated 1.0's name of `level_dbfs`. */
+  level: number;
+  /** @deprecated 1.0's name of `clock_offset_ppm`. */
+  clockOffsetPPM: number;
+  /** @deprecated 1.0's name of `corrected_bits`. */
   correctedBits: number;
 }
 

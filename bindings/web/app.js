@@ -218,9 +218,9 @@ async function hear() {
   watchLevel(state.audio, stream, line);
   await listen(state.audio, stream, {
     onFrame: (frame) => {
-      show('heard', `token ${hex(frame.token)} (SNR ${frame.snr.toFixed(1)} dB)`);
+      show('heard', `token ${hex(frame.token)} (SNR ${frame.snr_db.toFixed(1)} dB)`);
       if (state.socket?.readyState !== WebSocket.OPEN) return;  // heard before (or after) the session: not reported
-      send((w) => w.message(6, (o) => o.message(1, (s) => { s.bytes_(1, frame.token); s.double(2, frame.snr); s.double(3, frame.level); })));
+      send((w) => w.message(6, (o) => o.message(1, (s) => { s.bytes_(1, frame.token); s.double(2, frame.snr_db); s.double(3, frame.level_dbfs); })));
     },
     onError: (message) => { line.textContent = `The decoder stopped: ${message}`; },
   });

@@ -68,7 +68,7 @@ test('in Chromium: play renders a frame, the AudioWorklet decodes it', { skip: !
       assert.equal(result.error, undefined, result.error);
       assert.deepEqual(result.errors, []);
       assert.deepEqual(result.frames.map((f) => [f.profile, Buffer.from(f.token).toString()]), [['default', 'Sotto']], text);
-      assert.ok(Math.abs(result.frames[0].start - 0.5) < 0.002, `start ${result.frames[0].start}`);
+      assert.ok(Math.abs(result.frames[0].start_time_s - 0.5) < 0.002, `start ${result.frames[0].start_time_s}`);
     }
   } finally {
     server.close();

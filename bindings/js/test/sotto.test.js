@@ -68,10 +68,13 @@ for (const rate of [44100, 48000, 96000]) {
     decoder.close();
     assert.deepEqual(frames.map((f) => [f.profile, hex(f.token)]), placed.map((p) => [p.profile, hex(p.token)]));
     frames.forEach((frame, i) => {
-      assert.ok(Math.abs(frame.start - placed[i].at) < 2e-3, `${frame.profile} starts at ${frame.start}, sent at ${placed[i].at}`);
-      assert.ok(frame.end > frame.start && frame.snr > 10 && frame.level < -3 && frame.level > -9, JSON.stringify(frame));
+      assert.ok(Math.abs(frame.start_time_s - placed[i].at) < 2e-3, `${frame.profile} starts at ${frame.start_time_s}, sent at ${placed[i].at}`);
+      assert.ok(frame.end_time_s > frame.start_time_s && frame.snr_db > 10 && frame.level_dbfs < -3 && frame.level_dbfs > -9, JSON.stringify(frame));
+      // The 1.0 names, kept: the same values.
+      assert.deepEqual([frame.start, frame.end, frame.snr, frame.level, frame.clockOffsetPPM, frame.correctedBits],
+                       [frame.start_time_s, frame.end_time_s, frame.snr_db, frame.level_dbfs, frame.clock_offset_ppm, frame.corrected_bits]);
       // The estimate's resolution (native too: an audible frame at 96 kHz reads about -70 ppm).
-      assert.ok(Math.abs(frame.clockOffsetPPM) < 150, `clock offset ${frame.clockOffsetPPM}`);
+      assert.ok(Math.abs(frame.clock_offset_ppm) < 150, `clock offset ${frame.clock_offset_ppm}`);
     });
     // The same audio in one chunk and in chunks of one block: the same frames (chunking changes nothing).
     const whole = sotto.decode(audio, rate);
@@ -171,7 +174,7 @@ test('the same frames as the native decoder on every WAV fixture', { timeout: 60
   assert.ok(fixtures.length >= 20, `${fixtures.length} fixtures`);
   const lines = execFileSync(native, ['decode', '--format', 'json', '--quiet', ...fixtures], { cwd: repository, maxBuffer: 64 << 20 })
     .toString().trim().split('\n').filter(Boolean).map((line) => JSON.parse(line)).filter((r) => r.record === 'frame');
-  let compared = 0, worst = { start: 0, end: 0, snr: 0, level: 0, clockOffsetPPM: 0 };
+  let compared = 0, worst = { start_time_s: 0, end_time_s: 0, snr_db: 0, level_dbfs: 0, clock_offset_ppm: 0 };
   for (const file of fixtures) {
     const { samples, rate } = readWav(path.join(repository, file));
     const expected = lines.filter((r) => r.file === file);
@@ -180,18 +183,21 @@ test('the same frames as the native decoder on every WAV fixture', { timeout: 60
     decoder.close();
     assert.deepEqual(got.map((f) => [f.profile, hex(f.token)]), expected.map((r) => [r.profile, r.token]), file);
     got.forEach((frame, i) => {
+      // The same field names as the CLI's JSON.
       for (const key of Object.keys(worst)) {
+        assert.ok(key in expected[i], `the CLI's JSON has ${key}`);
         const difference = Math.abs(frame[key] - expected[i][key]);
         worst[key] = Math.max(worst[key], difference);
       }
       // Times printed to 6 decimals; SNR and level are rounded to 0.1 dB, the clock offset to 1 ppm by the
       // modem, so a float round-off difference can move them by one step.
-      assert.ok(Math.abs(frame.start - expected[i].start) <= 2e-6, `${file} start ${frame.start} vs ${expected[i].start}`);
-      assert.ok(Math.abs(frame.end - expected[i].end) <= 2e-6, `${file} end ${frame.end} vs ${expected[i].end}`);
-      assert.ok(Math.abs(frame.snr - expected[i].snr) <= 0.1 + 1e-9, `${file} snr ${frame.snr} vs ${expected[i].snr}`);
-      assert.ok(Math.abs(frame.level - expected[i].level) <= 0.1 + 1e-9, `${file} level ${frame.level} vs ${expected[i].level}`);
-      assert.ok(Math.abs(frame.clockOffsetPPM - expected[i].clockOffsetPPM) <= 1 + 1e-9, `${file} clock ${frame.clockOffsetPPM} vs ${expected[i].clockOffsetPPM}`);
-      assert.equal(frame.correctedBits, expected[i].correctedBits, `${file} corrected bits`);
+      const e = expected[i];
+      assert.ok(Math.abs(frame.start_time_s - e.start_time_s) <= 2e-6, `${file} start ${frame.start_time_s} vs ${e.start_time_s}`);
+      assert.ok(Math.abs(frame.end_time_s - e.end_time_s) <= 2e-6, `${file} end ${frame.end_time_s} vs ${e.end_time_s}`);
+      assert.ok(Math.abs(frame.snr_db - e.snr_db) <= 0.1 + 1e-9, `${file} snr ${frame.snr_db} vs ${e.snr_db}`);
+      assert.ok(Math.abs(frame.level_dbfs - e.level_dbfs) <= 0.1 + 1e-9, `${file} level ${frame.level_dbfs} vs ${e.level_dbfs}`);
+      assert.ok(Math.abs(frame.clock_offset_ppm - e.clock_offset_ppm) <= 1 + 1e-9, `${file} clock ${frame.clock_offset_ppm} vs ${e.clock_offset_ppm}`);
+      assert.equal(frame.corrected_bits, e.corrected_bits, `${file} corrected bits`);
       compared++;
     });
   }
