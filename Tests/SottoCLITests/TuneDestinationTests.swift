@@ -33,4 +33,31 @@ struct TuneDestinationTests {
         let both = try Sotto.run(["tune", "--system", "-o", user], environment: environment)
         #expect(both.status == 64 && both.stderr.contains("--system"), "\(both.stderr)")
     }
+
+    /// `--system` writes the system's file, /etc/fftw/wisdomf, and says whose it is: run as root (as CI runs) in a
+    /// mount namespace of the test's own whose /etc is a copy, so that the machine's /etc is never touched.
+    @Test(.timeLimit(.minutes(3)), .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare"),
+                                            "needs root and unshare (a private mount namespace)"))
+    func tuneWritesTheSystemsFileWithSystem() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let systemBefore = try? FileManager.default.attributesOfItem(atPath: "/etc/fftw/wisdomf")[.modificationDate] as? Date
+        let etc = dir.appendingPathComponent("etc").path
+        let copy = Process()
+        copy.executableURL = URL(fileURLWithPath: "/bin/cp")
+        copy.arguments = ["-a", "/etc", etc]
+        try copy.run()
+        copy.waitUntilExit()
+        try #require(copy.terminationStatus == 0)
+        try? FileManager.default.removeItem(atPath: etc + "/fftw/wisdomf")
+        let script = "mount --bind \"$1\" /etc && exec \"$2\" tune --system --rate 48000"
+        let system = try Sotto.run(["-c", script, "sh", etc, Sotto.executable.path], timeout: 120,
+                                   launcher: "/usr/bin/unshare", prefix: ["--mount", "--propagation", "private", "/bin/sh"])
+        #expect(system.status == 0 && system.stdout.contains("wisdom written to /etc/fftw/wisdomf (the system's wisdom file, read by every user's decoders)"),
+                "\(system.stdout) \(system.stderr)")
+        let written = try? String(contentsOfFile: etc + "/fftw/wisdomf", encoding: .utf8)
+        #expect(written?.hasPrefix("(fftw-3") == true && written?.contains("fftwf_wisdom") == true, "written to the namespace's /etc (the copy)")
+        #expect((try? FileManager.default.attributesOfItem(atPath: "/etc/fftw/wisdomf")[.modificationDate] as? Date) == systemBefore,
+                "the machine's /etc is untouched")
+    }
 }
