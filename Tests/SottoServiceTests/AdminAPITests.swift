@@ -194,20 +194,15 @@ import Testing
         #expect(await fixture.call("GET", "/api/projects", bearer: fixture.secret).status == 401)
     }
 
-    /// Over real sockets: `sotto serve`'s server with its admin listener on loopback.
-    @Test func aKeyMadeThroughTheAdminListenerOpensASessionThatItsRevocationCutsOff() async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try SQLiteStore(path: directory + "/exchange.sqlite")
-        let operatorSecret = try await store.createOperator(name: "alice").secret
+    /// `sotto serve`'s server on `store` with its admin listener, both on loopback: its task and the two bound
+    /// addresses (waits until both listen).
+    static func serve(_ store: any ExchangeStore) async throws -> (task: Task<Void, any Error>, admin: String, grpc: String) {
         let (listening, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .unbounded)
-        let configuration = TestServer.fastConfiguration
-        let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store, configuration: configuration,
+        let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store, configuration: TestServer.fastConfiguration,
                                        admin: AdminOptions(endpoint: .tcp(host: "127.0.0.1", port: 0)) { continuation.yield("admin " + $0) }) { service, _ in
             continuation.yield("grpc " + service)
         }
         let task = Task { try await server.run() }
-        defer { task.cancel() }
         let bound = try await withDeadline(10, "the listeners") { () -> (admin: String, grpc: String)? in
             var admin = "", grpc = ""
             for await line in listening {
@@ -216,7 +211,18 @@ import Testing
             }
             return nil
         }
-        let (admin, grpc) = try #require(bound)
+        guard let bound else { task.cancel(); throw TimedOut(what: "the listeners") }
+        return (task, bound.admin, bound.grpc)
+    }
+
+    /// Over real sockets: `sotto serve`'s server with its admin listener on loopback.
+    @Test func aKeyMadeThroughTheAdminListenerOpensASessionThatItsRevocationCutsOff() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteStore(path: directory + "/exchange.sqlite")
+        let operatorSecret = try await store.createOperator(name: "alice").secret
+        let (task, admin, grpc) = try await AdminAPITests.serve(store)
+        defer { task.cancel() }
         let session = URLSession(configuration: .ephemeral)
         func call(_ method: String, _ path: String, _ body: [String: Any]? = nil, headers: [String: String] = [:]) async throws -> (Int, [String: Any], HTTPURLResponse?) {
             var request = URLRequest(url: URL(string: "http://\(admin)\(path)")!)
@@ -411,22 +417,8 @@ struct AdminBrowserTests {
         let secret = try await store.createOperator(name: "alice").secret
         // A whole service with its admin listener, as `sotto serve --admin` runs it: the page's revocation reaches
         // the exchange's sessions.
-        let (listening, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .unbounded)
-        let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store, configuration: TestServer.fastConfiguration,
-                                       admin: AdminOptions(endpoint: .tcp(host: "127.0.0.1", port: 0)) { continuation.yield("admin " + $0) }) { service, _ in
-            continuation.yield("grpc " + service)
-        }
-        let task = Task { try await server.run() }
+        let (task, admin, grpc) = try await AdminAPITests.serve(store)
         defer { task.cancel() }
-        let bound = try await withDeadline(10, "the listeners") { () -> (admin: String, grpc: String)? in
-            var admin = "", grpc = ""
-            for await line in listening {
-                if line.hasPrefix("admin ") { admin = String(line.dropFirst(6)) } else { grpc = String(line.dropFirst(5)) }
-                if !admin.isEmpty && !grpc.isEmpty { return (admin, grpc) }
-            }
-            return nil
-        }
-        let (admin, grpc) = try #require(bound)
 
         let handoff = directory + "/handoff"
         try FileManager.default.createDirectory(atPath: handoff, withIntermediateDirectories: true)
