@@ -226,7 +226,7 @@ public struct AdminGRPCListener: HTTP2ServerTransport.ListenerFactory {
     public let endpoint: MatcherAddress
     let sslContext: NIOSSLContext?
     let limits: TransportLimits
-    let held = AdminGRPCConnections()
+    let held = AdminConnections()
 
     public var eventLoopGroup: any EventLoopGroup { MultiThreadedEventLoopGroup.singleton }
 
@@ -296,9 +296,4 @@ public struct AdminGRPCListener: HTTP2ServerTransport.ListenerFactory {
             return try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initializer)
         }
     }
-}
-
-/// The admin gRPC listener's connections held now.
-final class AdminGRPCConnections: Sendable {
-    let count = Atomic<Int>(0)
 }
