@@ -204,7 +204,7 @@ public struct MatcherServer: Service {
                 }
                 if let adminListener, let admin {
                     // The admin API: a revoked key's sessions on this node end at once (other nodes: their revocation poll).
-                    // Its live views sample the host's own state every second.
+                    // Its live views sample the service's own state every second (this node's, and the other nodes' as they share it).
                     let live = LiveFeed { await self.liveStatistics() }
                     group.addTask { await live.run(); return .other }
                     let api = AdminAPI(store: store, secureCookies: !admin.endpoint.isLocal, onRevoke: { keys in await host.revoke(keys: keys) }, live: live)
