@@ -92,11 +92,15 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
     ///   - pass: the stream's place among the streams without Hello.
     ///   - transport: which transport carries the session (the web transport checks the key's origins).
     ///   - write: sends one frame to the client (waits while the client does not read).
-    func run<Frames: AsyncSequence & Sendable>(frames: Frames, peer: String, pass: HelloGate.Pass, transport: SessionTransport,
-                                               write: @escaping @Sendable (ServerFrame) async throws -> Void) async throws
-        where Frames.Element == ClientFrame {
-        let host = self.host, store = self.store, metrics = self.metrics, logger = self.logger
-        let helloTimeout = limits.helloTimeout, failedAuthentications = self.failedAuthentications
+    ///
+    /// Memory: each session's tasks (the reader and the writer below) live as long as the session, and a task keeps
+    /// the memory its deepest call chain took (slabs of about 1 kB, from `malloc`) until it ends. So the reader and
+    /// the writer stay shallow: the Hello's deep work runs in a child task that ends, per-frame work is synchronous,
+    /// and the frames' sequence is one concrete type (a generic one's values are allocated from the task at each
+    /// use). About 4 kB a session of 44 (heaptrack, `Benchmarks/README.md`).
+    func run(frames: RPCAsyncSequence<ClientFrame, any Error>, peer: String, pass: HelloGate.Pass, transport: SessionTransport,
+             write: @escaping @Sendable (ServerFrame) async throws -> Void) async throws {
+        let host = self.host, metrics = self.metrics, helloTimeout = limits.helloTimeout
         let outbox = Outbox(limits: host.configuration.outbox)
         let state = StreamState()
         do {  // (a scope only: the body below is the one the gRPC response closure had, unchanged)
@@ -105,18 +109,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                 group.addTask {
                     while let frame = await outbox.next() {
                         try await write(frame)
-                        switch frame.kind {
-                        case .found:
-                            state.project.withLock { $0 }?.found.increment()
-                            if let since = state.lastSighting.withLock({ last in defer { last = nil }; return last }) {
-                                let elapsed = (ContinuousClock.now - since).components
-                                metrics.transport.foundLatency.recordNanoseconds(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
-                            }
-                        case .opStatus(let status) where status.state == .rejected:
-                            state.project.withLock { $0 }?.rejected.increment()
-                        default:
-                            break
-                        }
+                        Self.count(sent: frame, state: state, metrics: metrics)
                     }
                     switch outbox.cutOff {
                     case .slowReader: throw RPCError(code: .resourceExhausted, message: "the client did not read its stream")
@@ -135,74 +128,18 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                         for try await frame in frames {
                             outbox.touch()
                             if let stream = state.stream.withLock({ $0 }) {
-                                if case .heartbeat = frame.kind { continue }  // liveness only: the touch above
-                                if case .observe(let observe) = frame.kind {
-                                    state.project.withLock { $0 }?.sightings.increment(by: observe.sightings.count)
-                                    let now = ContinuousClock.now
-                                    state.lastSighting.withLock { $0 = $0 ?? now }
+                                if let (inbound, cost) = Self.inbound(frame, state: state) {
+                                    await host.receive(inbound, cost: cost, stream: stream)
                                 }
-                                // The edge: the frame checked into a domain request (what the log holds), or refused.
-                                let inbound: MatcherHost.Inbound
-                                do throws(FrameRefusal) {
-                                    guard let request = try frame.validatedRequest() else { continue }
-                                    inbound = .request(request)
-                                } catch {
-                                    inbound = .refused(error)
-                                }
-                                await host.receive(inbound, cost: Self.rateCost(of: frame), stream: stream)
                                 continue
                             }
-                            guard case .hello(let hello) = frame.kind else {
-                                metrics.rejected.increment()
-                                throw RPCError(code: .failedPrecondition, message: "the first frame of a session must be a Hello")
-                            }
-                            // It said Hello: the deadline is met (checking the key is the service's own time), and
-                            // what remains is bounded by the key checks and the quotas.
-                            state.saidHello.withLock { $0 = true }
-                            pass.release()
-                            // A node cut off from its database refuses at once (checking the key would wait for
-                            // the database), so that the client tries another node.
-                            guard await host.serving else {
-                                throw RPCError(code: .unavailable, message: "this node cannot reach its database; try another node")
-                            }
-                            let key: AuthenticatedKey?
-                            do { key = try await APIKeys.authenticate(hello.apiKey, in: store) } catch {
-                                logger.error("store: \(error)")
-                                throw RPCError(code: .unavailable, message: "the service cannot check keys now: \(error)")
-                            }
-                            guard let key else {
-                                metrics.authenticationFailures.increment()
-                                metrics.rejected.increment()
-                                let id = AuditText.keyID(of: hello.apiKey)
-                                failedAuthentications.log { suppressed in
-                                    let more = suppressed > 0 ? " (\(suppressed) more failures since the last line)" : ""
-                                    logger.warning("audit: authentication failed for key \(id) from \(peer)\(more)")
-                                }
-                                throw RPCError(code: .unauthenticated, message: ExchangeError.unauthenticated.description)
-                            }
-                            try transport.admit(key, metrics: metrics)
-                            await host.limit(key: key)
-                            let resume = hello.resumeSessionID.isEmpty ? nil : (hello.resumeSessionID, Array(hello.resumeSecret))
-                            do {
-                                let opened = try await host.open(key: key, broadcasts: hello.broadcasts, resume: resume, outbox: outbox)
-                                state.stream.withLock { $0 = opened.stream }
-                                let counters = metrics.transport.project(key.project.id)
-                                counters.sessions.increment()
-                                metrics.transport.sessions(transport.label).increment()
-                                state.project.withLock { $0 = counters }
-                            } catch let error as ExchangeError {
-                                if case .sessionQuotaExceeded = error {
-                                    // The refusal as a typed frame (the client stops instead of reconnecting), then
-                                    // the stream's status; the metadata below stays for clients that predate it.
-                                    try? await write(.error(error, fatal: true))
-                                }
-                                var metadata = Metadata()
-                                if case .sessionQuotaExceeded(let limit) = error {
-                                    metadata.addString("session-quota", forKey: "sotto-error")
-                                    metadata.addString("\(limit)", forKey: "sotto-limit")
-                                }
-                                if case .unavailable = error { throw RPCError(code: .unavailable, message: error.description) }
-                                throw RPCError(code: .resourceExhausted, message: error.description, metadata: metadata)
+                            // The first frame, in a task of its own: a task keeps the memory its deepest call needed
+                            // for as long as it lives, and this one lives as long as the session, while the Hello's
+                            // work (the key checked through the store, the session opened on the host) goes deep once.
+                            let service = self
+                            try await Self.inTaskOfItsOwn {
+                                try await service.hello(frame, peer: peer, pass: pass, transport: transport, state: state,
+                                                        outbox: outbox, write: write)
                             }
                         }
                         // The client ended its stream: an explicit end of the session.
@@ -241,6 +178,123 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                 pass.release()
                 if let firstError { throw firstError }
             }
+        }
+    }
+
+    /// The counters a frame sent to the client moves: found (and the latency from the sighting that led to it)
+    /// and rejected operations. Synchronous, so that none of its values lives in the writer's frame.
+    static func count(sent frame: ServerFrame, state: StreamState, metrics: ServiceMetrics) {
+        switch frame.kind {
+        case .found:
+            state.project.withLock { $0 }?.found.increment()
+            if let since = state.lastSighting.withLock({ last in defer { last = nil }; return last }) {
+                let elapsed = (ContinuousClock.now - since).components
+                metrics.transport.foundLatency.recordNanoseconds(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
+            }
+        case .opStatus(let status) where status.state == .rejected:
+            state.project.withLock { $0 }?.rejected.increment()
+        default:
+            break
+        }
+    }
+
+    /// The edge: a frame of an open session checked into a domain request (what the log holds) or a refusal,
+    /// with what it costs of the rate limits; nil for a frame that asks nothing (a heartbeat: liveness only).
+    /// Synchronous, so that none of its values lives in the reader's frame between frames.
+    static func inbound(_ frame: ClientFrame, state: StreamState) -> (MatcherHost.Inbound, cost: Double?)? {
+        switch frame.kind {
+        case .heartbeat: return nil
+        case .observe(let observe):
+            state.project.withLock { $0 }?.sightings.increment(by: observe.sightings.count)
+            let now = ContinuousClock.now
+            state.lastSighting.withLock { $0 = $0 ?? now }
+        default: break
+        }
+        do throws(FrameRefusal) {
+            guard let request = try frame.validatedRequest() else { return nil }
+            return (.request(request), rateCost(of: frame))
+        } catch {
+            return (.refused(error), rateCost(of: frame))
+        }
+    }
+
+    /// A session's first frame: it must be a Hello, whose work follows; the session's stream and counters are
+    /// in `state` when it returns.
+    /// - Throws: `RPCError`, the status that ends the stream.
+    func hello(_ frame: ClientFrame, peer: String, pass: HelloGate.Pass, transport: SessionTransport, state: StreamState,
+               outbox: Outbox, write: @escaping @Sendable (ServerFrame) async throws -> Void) async throws {
+        guard case .hello(let hello) = frame.kind else {
+            metrics.rejected.increment()
+            throw RPCError(code: .failedPrecondition, message: "the first frame of a session must be a Hello")
+        }
+        // It said Hello: the deadline is met (checking the key is the service's own time), and
+        // what remains is bounded by the key checks and the quotas.
+        state.saidHello.withLock { $0 = true }
+        pass.release()
+        let opened = try await admit(hello, peer: peer, transport: transport, outbox: outbox, write: write)
+        state.stream.withLock { $0 = opened.stream }
+        state.project.withLock { $0 = opened.counters }
+    }
+
+    /// A Hello's work: the node's database, the key, the transport's admission, the session opened (or
+    /// resumed) on the host.
+    /// - Returns: the session's stream number on the host and its project's counters.
+    /// - Throws: `RPCError`, the status that ends the stream.
+    func admit(_ hello: Sotto_Exchange_V1_Hello, peer: String, transport: SessionTransport, outbox: Outbox,
+               write: @escaping @Sendable (ServerFrame) async throws -> Void) async throws
+        -> (stream: UInt64, counters: TransportMetrics.ProjectCounters) {
+        // A node cut off from its database refuses at once (checking the key would wait for
+        // the database), so that the client tries another node.
+        guard await host.serving else {
+            throw RPCError(code: .unavailable, message: "this node cannot reach its database; try another node")
+        }
+        let key: AuthenticatedKey?
+        do { key = try await APIKeys.authenticate(hello.apiKey, in: store) } catch {
+            logger.error("store: \(error)")
+            throw RPCError(code: .unavailable, message: "the service cannot check keys now: \(error)")
+        }
+        guard let key else {
+            metrics.authenticationFailures.increment()
+            metrics.rejected.increment()
+            let id = AuditText.keyID(of: hello.apiKey)
+            failedAuthentications.log { suppressed in
+                let more = suppressed > 0 ? " (\(suppressed) more failures since the last line)" : ""
+                logger.warning("audit: authentication failed for key \(id) from \(peer)\(more)")
+            }
+            throw RPCError(code: .unauthenticated, message: ExchangeError.unauthenticated.description)
+        }
+        try transport.admit(key, metrics: metrics)
+        await host.limit(key: key)
+        let resume = hello.resumeSessionID.isEmpty ? nil : (hello.resumeSessionID, Array(hello.resumeSecret))
+        do throws(ExchangeError) {
+            let opened = try await host.open(key: key, broadcasts: hello.broadcasts, resume: resume, outbox: outbox)
+            let counters = metrics.transport.project(key.project.id)
+            counters.sessions.increment()
+            metrics.transport.sessions(transport.label).increment()
+            return (opened.stream, counters)
+        } catch {
+            if case .sessionQuotaExceeded = error {
+                // The refusal as a typed frame (the client stops instead of reconnecting), then
+                // the stream's status; the metadata below stays for clients that predate it.
+                try? await write(.error(error, fatal: true))
+            }
+            var metadata = Metadata()
+            if case .sessionQuotaExceeded(let limit) = error {
+                metadata.addString("session-quota", forKey: "sotto-error")
+                metadata.addString("\(limit)", forKey: "sotto-limit")
+            }
+            if case .unavailable = error { throw RPCError(code: .unavailable, message: error.description) }
+            throw RPCError(code: .resourceExhausted, message: error.description, metadata: metadata)
+        }
+    }
+
+    /// Runs `work` in a child task and returns what it returns: the memory its calls take is the child's
+    /// and is given back when it ends, not kept by the calling task for its lifetime.
+    static func inTaskOfItsOwn<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        try await withThrowingTaskGroup(of: Result.self) { group in
+            group.addTask { try await work() }
+            guard let result = try await group.next() else { throw CancellationError() }
+            return result
         }
     }
 }

@@ -218,7 +218,7 @@ enum WebSession {
             let sentFatal = Mutex(false)
             do {
                 let pass = try service.enterHelloGate(peer: peer)
-                try await service.run(frames: frames, peer: peer, pass: pass, transport: .web(origin: origin)) { frame in
+                try await service.run(frames: RPCAsyncSequence(wrapping: frames), peer: peer, pass: pass, transport: .web(origin: origin)) { frame in
                     try await outbound.write(WebFrames.message(frame, allocator: allocator))
                     if case .error(let error) = frame.kind, error.fatal { sentFatal.withLock { $0 = true } }
                 }
