@@ -4,6 +4,7 @@ import SottoLive
 import SottoModem
 import SottoExchange
 import SottoExchangeCore
+import Synchronization
 
 /// An audio device problem, as the exchange reports it to the app.
 public enum AudioDeviceError: Error, Sendable, Equatable {
@@ -38,54 +39,78 @@ public enum AudioDeviceError: Error, Sendable, Equatable {
 /// reports device problems. The token frames are played in the profile the matcher directs the session to
 /// (`MessageManager.broadcastProfile`, link adaptation: the default profile or the robust one); audio-bytes
 /// publications in the default profile. Time is the monotonic clock from `start`.
-public final class AudioRadio: @unchecked Sendable {
+public final class AudioRadio: Sendable {
     public let manager: MessageManager
     private let capture: PCMConfiguration
     private let playback: PCMConfiguration?
     private let interval: Double
     private let jitter: Double
     private let rules: TransmitScheduler.Rules?
-    /// The sender's rules of each frame broadcast now, fed by the capture thread.
-    private var accesses: [MediumAccess] = []
     /// Carrier sense for the sender's rules, as long as the radio lives: one transform per captured block for every
     /// sender, and a broadcast that starts later knows the band's history and how far the capture lags the air.
     private let carrierSense = CarrierSense()
-    /// The sender's rules of the session's token frame, which follow the matcher's turns; nil while no token
-    /// is broadcast on the sender's rules.
-    private var tokenAccess: MediumAccess?
-    /// The airtime (s) this radio last told the manager its token frames take for the matcher's turns (0: none).
-    private var turnsAirtime = 0.0
-    /// The matcher's last turns, in this process's clock: given again to a token sender that replaces the one
-    /// they were for (a new publication or a rotated token restarts the broadcasters).
-    private var lastTurns: (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant, alias: [UInt8]?, number: UInt16?)?
-    private let lock = NSLock()
-    private var listener: Listener?
-    private var broadcasters: [Broadcaster] = []
-    private var planned: [Payload] = []
-    /// The profile the token broadcaster plays (the matcher's link adaptation, as last read from the manager).
-    private var plannedProfile = BroadcastProfile.standard
-    private var ticker: Task<Void, Never>?
-    private var pump: Task<Void, Never>?
-    private var selfCheck: SelfCheck?
     /// The manager's time (its `now`, s, for ticks and heard frames alike): monotonic, on the injected clock
     /// since the radio was made, plus how long before that its time zero was.
     private let time: Stopwatch
     private let originLead: Double
+
+    /// What changes while the radio runs, written by the caller, the ticker, the listener's pump and the scanner.
+    private struct State {
+        /// The sender's rules of each frame broadcast now, fed by the capture thread.
+        var accesses: [MediumAccess] = []
+        /// The sender's rules of the session's token frame, which follow the matcher's turns; nil while no token
+        /// is broadcast on the sender's rules.
+        var tokenAccess: MediumAccess?
+        /// The airtime (s) this radio last told the manager its token frames take for the matcher's turns (0: none).
+        var turnsAirtime = 0.0
+        /// The matcher's last turns, in this process's clock: given again to a token sender that replaces the one
+        /// they were for (a new publication or a rotated token restarts the broadcasters).
+        var lastTurns: Turns?
+        var listener: Listener?
+        var broadcasters: [Broadcaster] = []
+        var planned: [Payload] = []
+        /// The profile the token broadcaster plays (the matcher's link adaptation, as last read from the manager).
+        var plannedProfile = BroadcastProfile.standard
+        var ticker: Task<Void, Never>?
+        var pump: Task<Void, Never>?
+        var selfCheck: SelfCheck?
+        var scanner: Task<Void, Never>?
+        /// Set by ``stop()``: the scanner opens nothing more.
+        var stopped = false
+        /// Listening windows opened so far (the first one included).
+        var opened = 0
+        var scanning: ScanDutyCycle?
+        var onDeviceError: (@Sendable (AudioDeviceError) -> Void)?
+        var onDeviceRecovered: (@Sendable () -> Void)?
+        var onOwnTokenNotHeard: (@Sendable (Int) -> Void)?
+    }
+    /// The matcher's turns as this process's clock places them.
+    private typealias Turns = (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant, alias: [UInt8]?, number: UInt16?)
+    private let state = Mutex(State())
+
     /// Called with capture and playback device problems (on a background thread).
-    public var onDeviceError: (@Sendable (AudioDeviceError) -> Void)?
+    public var onDeviceError: (@Sendable (AudioDeviceError) -> Void)? {
+        get { state.withLock { $0.onDeviceError } }
+        set { state.withLock { $0.onDeviceError = newValue } }
+    }
     /// Called when the capture device works again after a fault (reopened by the listener).
-    public var onDeviceRecovered: (@Sendable () -> Void)?
+    public var onDeviceRecovered: (@Sendable () -> Void)? {
+        get { state.withLock { $0.onDeviceRecovered } }
+        set { state.withLock { $0.onDeviceRecovered = newValue } }
+    }
     /// Called when this device's own token has not been heard for that many transmissions in a row.
-    public var onOwnTokenNotHeard: (@Sendable (Int) -> Void)?
+    public var onOwnTokenNotHeard: (@Sendable (Int) -> Void)? {
+        get { state.withLock { $0.onOwnTokenNotHeard } }
+        set { state.withLock { $0.onOwnTokenNotHeard = newValue } }
+    }
     /// Duty-cycled listening (a low-power scan); nil (the default) listens all the time. Set before
     /// ``start()``.
-    public var scanning: ScanDutyCycle?
-    private var scanner: Task<Void, Never>?
-    /// Set by ``stop()``: the scanner opens nothing more.
-    private var stopped = false
+    public var scanning: ScanDutyCycle? {
+        get { state.withLock { $0.scanning } }
+        set { state.withLock { $0.scanning = newValue } }
+    }
     /// Listening windows opened so far (the first one included), for tests and measurements.
-    public var windowsOpened: Int { lock.withLock { opened } }
-    private var opened = 0
+    public var windowsOpened: Int { state.withLock { $0.opened } }
 
     /// - Parameters:
     ///   - manager: the exchange this radio hears and broadcasts for.
@@ -124,15 +149,15 @@ public final class AudioRadio: @unchecked Sendable {
     public func start() throws(AudioDeviceError) {
         try startListening()
         if let scanning { startScanner(scanning) }
-        ticker = Task.detached { [weak self] in
+        let ticker = Task.detached { [weak self] in
             // The matcher's turns for the token frame, if it gives any (a service that coordinates the room).
             await self?.manager.setTurnsHandler { [weak self] offsets, follow, alias in
                 guard let self else { return }
                 let now = ContinuousClock.now
                 let aliasFrame = alias.map { Payload.roomAlias($0).frameBytes }
-                let (access, check) = self.lock.withLock { () -> (MediumAccess?, SelfCheck?) in
-                    self.lastTurns = (offsets.map { now + .seconds($0) }, now + .seconds(follow), aliasFrame, alias)
-                    return (self.tokenAccess, self.selfCheck)
+                let (access, check) = self.state.withLock { state -> (MediumAccess?, SelfCheck?) in
+                    state.lastTurns = (offsets.map { now + .seconds($0) }, now + .seconds(follow), aliasFrame, alias)
+                    return (state.tokenAccess, state.selfCheck)
                 }
                 // The alias counts as the own token for the self-check (it is what some slots play).
                 if let aliasFrame { check?.accept(alternate: aliasFrame) }
@@ -145,6 +170,7 @@ public final class AudioRadio: @unchecked Sendable {
                 await self.updateBroadcasts()
             }
         }
+        state.withLock { $0.ticker = ticker }
     }
 
     /// Opens the capture device and feeds what it hears to the manager.
@@ -158,7 +184,7 @@ public final class AudioRadio: @unchecked Sendable {
         // Room aliases arrive as the short alias frame: listened for, and reported as the exchange's payload.
         do { listener = try Listener(configuration: capture, aliasFrames: true, onCapture: rules == nil ? nil : sense) } catch {
             let mapped = AudioDeviceError(error)
-            onDeviceError?(mapped)
+            self.onDeviceError?(mapped)
             Task { await manager.setRadio(.failed) }
             throw mapped
         }
@@ -176,7 +202,7 @@ public final class AudioRadio: @unchecked Sendable {
                     self.onDeviceRecovered?()
                 case .frame(var frame):
                     if let alias = frame.alias { frame.token = Payload.roomAlias(alias).frameBytes }
-                    let (check, accesses) = self.lock.withLock { (self.selfCheck, self.accesses) }
+                    let (check, accesses) = self.state.withLock { ($0.selfCheck, $0.accesses) }
                     check?.heard(frame)
                     for access in accesses { access.heard(frame.token) }
                     await self.manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: self.now)
@@ -190,7 +216,7 @@ public final class AudioRadio: @unchecked Sendable {
             }
             self?.carrierSense.captureStopped()
         }
-        lock.withLock { self.listener = listener; self.pump = pump; opened += 1 }
+        state.withLock { $0.listener = listener; $0.pump = pump; $0.opened += 1 }
     }
 
     /// Opens and closes the capture device on `cycle`, checking every 100 ms. A device that fails to open
@@ -204,7 +230,7 @@ public final class AudioRadio: @unchecked Sendable {
                 let now = self.now
                 let window = (now / cycle.period).rounded(.down)
                 let wanted = cycle.listens(at: now)
-                guard wanted != self.isListening, !self.lock.withLock({ self.stopped }) else { continue }
+                guard wanted != self.isListening, !self.state.withLock({ $0.stopped }) else { continue }
                 if wanted {
                     guard failedWindow != window else { continue }
                     do { try self.resumeListening() } catch { failedWindow = window }
@@ -213,15 +239,15 @@ public final class AudioRadio: @unchecked Sendable {
                 }
             }
         }
-        lock.withLock { scanner = task }
+        state.withLock { $0.scanner = task }
     }
 
     /// Closes the capture device until ``resumeListening()`` (a duty-cycled scan); playback goes on and the
     /// manager keeps its state (messages found stay found until their lost timeout).
     public func pauseListening() async {
-        let (listener, pump) = lock.withLock { () -> (Listener?, Task<Void, Never>?) in
-            defer { self.listener = nil; self.pump = nil }
-            return (self.listener, self.pump)
+        let (listener, pump) = state.withLock { state -> (Listener?, Task<Void, Never>?) in
+            defer { state.listener = nil; state.pump = nil }
+            return (state.listener, state.pump)
         }
         // Stopping joins the capture thread (it may be decoding what it captured last): off the cooperative pool.
         if let listener { await Self.offPool { listener.stop() } }
@@ -242,12 +268,12 @@ public final class AudioRadio: @unchecked Sendable {
 
     /// Opens the capture device again after ``pauseListening()`` (nothing to do while listening).
     public func resumeListening() throws(AudioDeviceError) {
-        guard lock.withLock({ listener == nil }) else { return }
+        guard state.withLock({ $0.listener == nil }) else { return }
         try startListening()
     }
 
     /// Whether the capture device is open (not paused).
-    public var isListening: Bool { lock.withLock { listener != nil } }
+    public var isListening: Bool { state.withLock { $0.listener != nil } }
 
     /// The modem profile of the token frames for a profile the matcher directs.
     static func modemProfile(_ profile: BroadcastProfile) -> Profile {
@@ -263,11 +289,11 @@ public final class AudioRadio: @unchecked Sendable {
         guard let playback else { return }
         let plan = await manager.transmitPlan
         let profile = await manager.broadcastProfile
-        let current = lock.withLock { (planned, plannedProfile) }
+        let current = state.withLock { ($0.planned, $0.plannedProfile) }
         guard plan != current.0 || profile != current.1 else { return }
-        let old = lock.withLock { () -> [Broadcaster] in
-            defer { broadcasters = []; accesses = []; tokenAccess = nil; planned = plan; plannedProfile = profile }
-            return broadcasters
+        let (old, report, reportError) = state.withLock { state in
+            defer { state.broadcasters = []; state.accesses = []; state.tokenAccess = nil; state.planned = plan; state.plannedProfile = profile }
+            return (state.broadcasters, state.onOwnTokenNotHeard, state.onDeviceError)
         }
         var tokenAirtime = 0.0
         var aliasAirtime: Double?
@@ -280,10 +306,8 @@ public final class AudioRadio: @unchecked Sendable {
                 let broadcaster = try Broadcaster(configuration: playback, token: payload.frameBytes,
                                                   profile: isToken ? Self.modemProfile(profile) : .standard)
                 let check: SelfCheck? = isToken ? SelfCheck(token: payload.frameBytes) : nil
-                if let check { lock.withLock { selfCheck = check } }
-                let report = onOwnTokenNotHeard
+                if let check { state.withLock { $0.selfCheck = check } }
                 let deadline = broadcaster.selfCheckDeadline
-                let reportError = onDeviceError
                 let onSent: @Sendable (Int) -> Void = { _ in
                     guard let check else { return }
                     check.judgeLater(after: deadline) { missed in
@@ -303,10 +327,10 @@ public final class AudioRadio: @unchecked Sendable {
                     let playoutDelay = Double(max(0, format.bufferFrames - format.periodFrames)) / format.sampleRate
                     let access = MediumAccess(rules: rules, airtime: broadcaster.airtime, ownFrames: ownFrames, sense: carrierSense,
                                               playoutDelay: playoutDelay)
-                    let turns = lock.withLock { () -> (slots: [ContinuousClock.Instant], until: ContinuousClock.Instant, alias: [UInt8]?, number: UInt16?)? in
-                        accesses.append(access)
-                        if isToken { tokenAccess = access }
-                        return isToken ? lastTurns : nil
+                    let turns = state.withLock { state -> Turns? in
+                        state.accesses.append(access)
+                        if isToken { state.tokenAccess = access }
+                        return isToken ? state.lastTurns : nil
                     }
                     if let turns, turns.until > .now {
                         let now = ContinuousClock.now
@@ -323,27 +347,31 @@ public final class AudioRadio: @unchecked Sendable {
                     broadcaster.start(interval: interval, jitter: jitter, generator: SystemRandomNumberGenerator(),
                                       onSent: onSent, onStatus: onStatus, onEnd: onEnd)
                 }
-                lock.withLock { broadcasters.append(broadcaster) }
+                state.withLock { $0.broadcasters.append(broadcaster) }
             } catch let error as ALSAError {
-                onDeviceError?(AudioDeviceError(error))
+                reportError?(AudioDeviceError(error))
             } catch {
-                onDeviceError?(.other("\(error)"))
+                reportError?(.other("\(error)"))
             }
         }
         // The matcher's turns are for the token frame as this radio plays it: say so when that changes.
-        if tokenAirtime != lock.withLock({ turnsAirtime }) {
-            lock.withLock { turnsAirtime = tokenAirtime }
-            await manager.takeTurns(frameAirtime: tokenAirtime, aliasAirtime: aliasAirtime)
+        let changed = state.withLock { state in
+            defer { state.turnsAirtime = tokenAirtime }
+            return state.turnsAirtime != tokenAirtime
         }
+        if changed { await manager.takeTurns(frameAirtime: tokenAirtime, aliasAirtime: aliasAirtime) }
     }
 
     /// Stops listening and broadcasting, and ends the manager's session (every found message is lost).
     public func stop() async {
+        let (ticker, scanner) = state.withLock { state -> (Task<Void, Never>?, Task<Void, Never>?) in
+            state.stopped = true
+            return (state.ticker, state.scanner)
+        }
         ticker?.cancel()
-        let scanner = lock.withLock { () -> Task<Void, Never>? in stopped = true; return self.scanner }
         scanner?.cancel()
         await scanner?.value
-        let (listener, broadcasters, pump) = lock.withLock { (self.listener, self.broadcasters, self.pump) }
+        let (listener, broadcasters, pump) = state.withLock { ($0.listener, $0.broadcasters, $0.pump) }
         await Self.offPool {
             for broadcaster in broadcasters { broadcaster.stop() }
             listener?.stop()
