@@ -30,6 +30,7 @@ let package = Package(
         .library(name: "SottoExchangeLoad", targets: ["SottoExchangeLoad"]),
         .library(name: "SottoExchangeService", targets: ["SottoExchangeService"]),
         .library(name: "SottoTools", targets: ["SottoTools"]),
+        .library(name: "SottoLab", targets: ["SottoLab"]),
         .library(name: "SottoNotify", targets: ["SottoNotify"]),
         .library(name: "SottoDaemon", targets: ["SottoDaemon"]),
         .executable(name: "sotto", targets: ["sotto"]),
@@ -115,10 +116,15 @@ let package = Package(
                 dependencies: ["SottoAudio", "SottoModem", "SottoDSP", "SottoSupport"],
                 swiftSettings: strict),
         // What the `sotto` command does, for programs that embed Sotto: decoding recordings and streams, the
-        // JSON Lines records, robustness sweeps, the simulated room, fixtures and their benchmark.
+        // JSON Lines records, exchange sessions, the simulated channel's files, fixtures and their benchmark.
         .target(name: "SottoTools",
                 dependencies: ["SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange", "SottoExchangeCore", "SottoExchangeRadio",
                                "SottoSupport", .product(name: "RealModule", package: "swift-numerics")],
+                swiftSettings: strict),
+        // The lab behind `sotto bench sweep`: robustness sweeps of the modem, the crowd simulation (many devices,
+        // the sender's rules and the matcher's turns), the earshot and beacon-skew sweeps, room scenarios.
+        .target(name: "SottoLab",
+                dependencies: ["SottoTools", "SottoModem", "SottoChannel", "SottoAudio", "SottoDSP", "SottoExchange", "SottoExchangeCore"],
                 swiftSettings: strict),
         // The per-user daemon (`sotto daemon`): the control socket and its protocol, the operations it runs on
         // the shared devices, consent, persistence. Matcher services plug in as a closure (no network here).
@@ -231,7 +237,7 @@ let package = Package(
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                               .product(name: "Logging", package: "swift-log"), "SottoTools", "SottoDaemon", "SottoNotify", "SottoDaemonNotify"],
+                               .product(name: "Logging", package: "swift-log"), "SottoTools", "SottoLab", "SottoDaemon", "SottoNotify", "SottoDaemonNotify"],
                 swiftSettings: strict),
 
         .testTarget(name: "SottoDSPTests",
@@ -277,7 +283,7 @@ let package = Package(
                                    .product(name: "NIOHTTP1", package: "swift-nio")],
                     swiftSettings: strict),
         .testTarget(name: "SottoCLITests",
-                    dependencies: ["sotto", "SottoTools", "SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeCore", "SottoExchangeRadio",
+                    dependencies: ["sotto", "SottoTools", "SottoLab", "SottoModem", "SottoChannel", "SottoAudio", "SottoLive", "SottoExchange", "SottoExchangeCore", "SottoExchangeRadio",
                                    "SottoExchangeClient", "SottoExchangeWire", "SottoTestSupport", "SottoDaemon", "SottoSupport",
                                    "SottoNotify", "SottoDaemonNotify",
                                    .product(name: "GRPCCore", package: "grpc-swift-2"),

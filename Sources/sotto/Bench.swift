@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import SottoModem
 import SottoTools
+import SottoLab
 
 /// `sotto bench`: decode every fixture and compare with the manifest, or sweep the simulator.
 struct Bench: ParsableCommand {

@@ -1,5 +1,6 @@
 import SottoModem
 import SottoTools
+import SottoLab
 import Testing
 
 /// The crowd simulation at a size CI can afford (debug build): the sender's rules against fixed repetition.

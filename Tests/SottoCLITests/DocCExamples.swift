@@ -2,6 +2,7 @@ import Foundation
 import SottoAudio
 import SottoDaemon
 import SottoDaemonNotify
+import SottoLab
 import SottoLive
 import SottoModem
 import SottoNotify
@@ -9,8 +10,8 @@ import SottoSupport
 import SottoTools
 import Testing
 
-/// The worked examples of the SottoLive, SottoDaemon, SottoDaemonNotify and SottoTools catalogs, compiled (and
-/// the SottoTools one run) here; `DocCExampleTests` checks that each catalog shows its example exactly as
+/// The worked examples of the SottoLive, SottoDaemon, SottoDaemonNotify, SottoTools and SottoLab catalogs, compiled
+/// (the SottoTools and SottoLab ones run) here; `DocCExampleTests` checks that each catalog shows its example exactly as
 /// written here (the live ones need a sound card: LiveAudioTests and DaemonTests run the same calls on ALSA's
 /// file plugin).
 struct DocCExamples {
@@ -59,6 +60,15 @@ struct DocCExamples {
         }
         print(lines.joined(separator: "\n"), summary.seconds)
         #expect(lines.count == 1 && lines[0].contains(#""text":"hello""#) && lines[0].contains(#""snr_db":"#))
+    }
+
+    /// SottoLab.md: five devices in a simulated room on the matcher's turns.
+    @Test func lab() throws {
+        let configuration = CrowdSweep.configuration(devices: 5, rules: "coordinated", seed: 1)!
+        let results = try CrowdSweep.run([configuration])
+        let summary = CrowdSweep.Summary(results)
+        print("pairs heard within 10 s: \(fixed(100 * summary.heardShare, 1)) %, rooms where all were: \(summary.roomsAllHeard)")
+        #expect(results.count == 1 && summary.heardShare > 0.9 && summary.falseTokens == 0)
     }
 }
 

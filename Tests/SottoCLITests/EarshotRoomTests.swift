@@ -3,6 +3,7 @@ import SottoExchange
 import SottoExchangeCore
 import SottoModem
 import SottoTools
+import SottoLab
 import Testing
 
 /// Earshot through a simulated room and the real decoder: the publisher's token frame, played by the nominal

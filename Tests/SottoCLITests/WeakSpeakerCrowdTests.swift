@@ -1,5 +1,6 @@
 import SottoModem
 import SottoTools
+import SottoLab
 import Testing
 
 // In a file of its own: scripts/test runs the suites whose identifiers (file names included) match

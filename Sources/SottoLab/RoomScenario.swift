@@ -1,4 +1,5 @@
 import Foundation
+import SottoTools
 import SottoChannel
 import SottoDSP
 import SottoExchange

@@ -1,3 +1,4 @@
+import SottoTools
 import SottoChannel
 import SottoExchange
 import SottoExchangeCore
