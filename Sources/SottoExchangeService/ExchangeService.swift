@@ -97,13 +97,13 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
     /// the memory its deepest call chain took (slabs of about 1 kB, from `malloc`) until it ends. So the reader and
     /// the writer stay shallow: the Hello's deep work runs in a child task that ends, per-frame work is synchronous,
     /// and the frames' sequence is one concrete type (a generic one's values are allocated from the task at each
-    /// use). About 4 kB a session of 44 (heaptrack, `Benchmarks/README.md`).
+    /// use). That took a session from 48 kB to 44 (heaptrack and `scripts/load-node`, in `Benchmarks/README.md`).
     func run(frames: RPCAsyncSequence<ClientFrame, any Error>, peer: String, pass: HelloGate.Pass, transport: SessionTransport,
              write: @escaping @Sendable (ServerFrame) async throws -> Void) async throws {
         let host = self.host, metrics = self.metrics, helloTimeout = limits.helloTimeout
         let outbox = Outbox(limits: host.configuration.outbox)
         let state = StreamState()
-        do {  // (a scope only: the body below is the one the gRPC response closure had, unchanged)
+        do {  // (a scope only: the body below is what the gRPC response closure once held)
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 // Writer: the host's frames for this session, until the session ends or is cut off.
                 group.addTask {
