@@ -132,6 +132,8 @@ public actor MatcherHost {
     /// When streams were last checked for silence, and usage last reported (s on ``monotonic``).
     private var lastSilenceCheck = 0.0
     private var lastUsageReport = 0.0
+    /// The sessions count the gauge last got (-1 before the first, so that it starts at 0).
+    private var recordedSessions = -1
 
     // Shared log only.
     private let log: (any ReplicationLog)?
@@ -670,6 +672,11 @@ public actor MatcherHost {
     }
 
     private func perform(_ outputs: [ReplicaOutput]) {
+        // The gauge before any frame leaves: a client that has its Welcome finds its session counted.
+        if replica.sessions.count != recordedSessions {
+            recordedSessions = replica.sessions.count
+            metrics.sessions.record(recordedSessions)
+        }
         for output in outputs {
             switch output {
             case .deliver(let attachment, let notice):
@@ -711,7 +718,6 @@ public actor MatcherHost {
                 case .failure:
                     metrics.rejected.increment()
                 }
-                metrics.sessions.record(replica.sessions.count)
                 waiter.resume(returning: result)
             case .cutOff(let attachment, let reason):
                 guard attachment.node == nodeID, let stream = streams.remove(attachment.stream) else { continue }
@@ -720,7 +726,6 @@ public actor MatcherHost {
             case .nodeDeclaredDead(let node):
                 if node == nodeID { loseDatabase("the other nodes declared this node dead (silent for \(configuration.nodeTimeout) s)") }
             case .sessionClosed(let session):
-                metrics.sessions.record(replica.sessions.count)
                 logger.debug("session \(session) closed")
             case .usage(let node, let usage):
                 if node != nodeID { limiter.debit(usage) }
