@@ -119,7 +119,37 @@ public struct FixtureManifest: Codable, Sendable {
             throw ToolError("cannot read \(path): is \(directory) a fixture directory? (scripts/make-fixtures makes one; for your own recordings, give the tokens with --expect HEX[,HEX...] or --expect-csv FILE)")
         }
         do { return try JSONDecoder().decode(FixtureManifest.self, from: data) }
-        catch { throw ToolError("\(path) is not a valid manifest: \(error)") }
+        catch { throw ToolError("\(path) is not a valid manifest: \(Self.problem(error))") }
+    }
+
+    /// What is wrong with a manifest, said with the place in the document ("fixtures[2].expected"), not as
+    /// the decoder's debug description.
+    static func problem(_ error: any Error) -> String {
+        func place(_ path: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
+            let keys = path + (last.map { [$0] } ?? [])
+            guard !keys.isEmpty else { return "the document" }
+            return keys.enumerated().map { index, key in
+                key.intValue.map { "[\($0)]" } ?? (index == 0 ? key.stringValue : ".\(key.stringValue)")
+            }.joined()
+        }
+        switch error {
+        case DecodingError.keyNotFound(let key, let context): return "\(place(context.codingPath, key)) is missing"
+        case DecodingError.valueNotFound(_, let context): return "\(place(context.codingPath)) is null"
+        case DecodingError.typeMismatch(let type, let context): return "\(place(context.codingPath)) is not \(Self.kind(of: type))"
+        case DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty: return "not JSON"
+        case DecodingError.dataCorrupted(let context): return "\(place(context.codingPath)): \(context.debugDescription)"
+        default: return "\(error)"
+        }
+    }
+
+    private static func kind(of type: Any.Type) -> String {
+        switch type {
+        case is String.Type: return "a string"
+        case is any BinaryInteger.Type, is any BinaryFloatingPoint.Type: return "a number"
+        case is Bool.Type: return "true or false"
+        case is [Any].Type: return "an array"
+        default: return "an object"
+        }
     }
 
     /// Writes `directory`/manifest.json.

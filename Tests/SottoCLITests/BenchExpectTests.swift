@@ -39,4 +39,19 @@ struct BenchExpectTests {
         let noManifest = try Sotto.run(["bench", dir.path])
         #expect(noManifest.status == 2 && noManifest.stderr.contains("--expect HEX"), "\(noManifest.stderr)")
     }
+
+    /// A broken manifest.json is said with the place in the document, not as the JSON decoder's debug text.
+    @Test(.timeLimit(.minutes(1))) func aBrokenManifestSaysWhereItIsBroken() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let manifest = dir.appendingPathComponent("manifest.json")
+        for (json, says) in [("{\"fixtures\": []}", "version is missing"),
+                             ("{\"version\": 1, \"generator\": \"me\", \"fixtures\": {}}", "fixtures is not an array"),
+                             ("{\"version\": 1, \"generator\": \"me\", \"fixtures\": [{\"file\": 7}]}", "fixtures[0].file is not a string"),
+                             ("{\"version\": 1, ", "is not a valid manifest: not JSON")] {
+            try Data(json.utf8).write(to: manifest)
+            let run = try Sotto.run(["bench", dir.path])
+            #expect(run.status == 2 && run.stderr.contains(says) && !run.stderr.contains("DecodingError"), "\(json): \(run.stderr)")
+        }
+    }
 }
