@@ -42,7 +42,7 @@ public struct ServiceConfiguration: Sendable {
     /// Nodes sharing a PostgreSQL must use the same value.
     public var projectPublicationBytes = ServiceConfiguration.defaultProjectPublicationBytes
     /// The default of ``projectPublicationBytes``: 64 MiB.
-    public static let defaultProjectPublicationBytes = 64 << 20
+    public static let defaultProjectPublicationBytes = ReplicaTimings.defaultProjectPublicationBytes
     /// Work units (frames, and sightings: a report of n sightings counts n) per second that one project's
     /// sessions may send, summed over its keys; nodes sharing a log share it (and each key's rate) by
     /// reporting what they spend every half second. Nodes sharing a PostgreSQL must use
@@ -99,13 +99,8 @@ public struct ServiceConfiguration: Sendable {
 /// log's order. Either way it delivers what the replica outputs for its own streams. No network and no
 /// database here: the gRPC service and the log feed it.
 public actor MatcherHost {
-    /// The session a stream holds.
-    public struct Opened: Sendable {
-        public let session: SessionID
-        public let resumed: Bool
-        /// The stream's number on this node.
-        public let stream: UInt64
-    }
+    /// The session a stream holds, once the replica applied its Open.
+    public typealias Opened = OpenedSession
 
     /// Longest pause between two checks for silent streams (s). The limit is three heartbeats (15 s by
     /// default): checking 10 000 streams at every tick (0.1 s) cost a busy node a few per cent for nothing.
@@ -290,7 +285,7 @@ public actor MatcherHost {
             resumeRequest = (SessionID(resume.session), Array(SHA256.hash(data: resume.secret)))
         }
         let command = ReplicaCommand.open(.init(stream: number, session: id, secretHash: Array(SHA256.hash(data: secret)),
-                                                resume: resumeRequest, project: key.project, keyID: key.keyID,
+                                                resume: resumeRequest, project: SessionProject(key.project), keyID: key.keyID,
                                                 broadcasts: broadcasts, keyMaxSessions: key.maxSessions))
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Opened, ExchangeError>, Never>) in
             streams[number]?.waiter = continuation

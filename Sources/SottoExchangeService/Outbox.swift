@@ -1,23 +1,8 @@
 import DequeModule
 import Dispatch
+import SottoExchangeCore
 import SottoExchangeWire
 import Synchronization
-
-/// Why a session's stream was ended by the service.
-public enum CutOff: Sendable, Hashable {
-    /// The client did not read its stream: more than the outbox holds was waiting.
-    case slowReader
-    /// No frame (not even a heartbeat) for three heartbeat intervals.
-    case silent
-    /// Another connection resumed the session.
-    case replaced
-    /// The service is shutting down.
-    case shutdown
-    /// The session's API key was revoked.
-    case revoked
-    /// This node lost its database (or the other nodes declared it dead): the session moves to another node.
-    case databaseUnreachable
-}
 
 /// The frames waiting to be written to one session's stream, bounded in count and bytes: the matcher never
 /// waits for a client, and a client that does not read is cut off (its memory bounded) instead of slowing

@@ -4,17 +4,6 @@ import SottoExchangeCore
 import SottoExchangeWire
 import Synchronization
 
-/// What a node's streams spent of the rate limits over a while: work units per key id and per project id,
-/// session opens per key id. Nodes sharing a log report it to each other (``RateLimiter/drainUsage()``,
-/// ``RateLimiter/debit(_:)``).
-struct RateUsage: Sendable, Equatable {
-    var keys: [String: Double] = [:]
-    var projects: [String: Double] = [:]
-    var opens: [String: Double] = [:]
-
-    var isEmpty: Bool { keys.isEmpty && projects.isEmpty && opens.isEmpty }
-}
-
 /// The rate limits of one node as a value: token buckets of work units per key and per project (a frame
 /// costs 1, a report of n sightings n), and of session opens per key. Pure: every step is given the time
 /// (s on the node's monotonic clock). ``RateLimiter`` holds one behind a lock.

@@ -11,7 +11,7 @@ import Testing
 /// liveness, resuming on another node, database outages, identical tokens on every replica, snapshots.
 @Suite struct ReplicaTests {
     static let timings = ReplicaTimings(sessionGrace: 15, heartbeatInterval: 5, defaultLostTimeout: 10, nodeTimeout: 5, outageGap: 2)
-    static let project = Project(id: "p1", name: "museum-app", maxSessions: 10)
+    static let project = SessionProject(id: "p1", name: "museum-app", maxSessions: 10)
 
     static func replica() -> ExchangeReplica { ExchangeReplica(core: MatcherCore(), timings: timings) }
 

@@ -87,7 +87,7 @@ extension ExchangeReplica.Session {
 
     init(_ message: Sotto_Exchange_Replication_V1_ReplicaSession) throws(MatcherSnapshotError) {
         guard let maxSessions = Int(exactly: message.maxSessions) else { throw .corrupt("a project's session quota \(message.maxSessions)") }
-        self.init(project: Project(id: message.projectID, name: message.projectName, maxSessions: maxSessions), keyID: message.keyID,
+        self.init(project: SessionProject(id: message.projectID, name: message.projectName, maxSessions: maxSessions), keyID: message.keyID,
                   secretHash: Array(message.secretHash),
                   attachment: message.hasAttachedNode ? NodeStream(node: message.attachedNode, stream: message.attachedStream) : nil)
         for body in message.publications {
@@ -128,7 +128,7 @@ extension ExchangeReplica {
     }
 }
 
-extension Project: LegacySnapshotDecodable {
+extension SessionProject: LegacySnapshotDecodable {
     package init(from reader: inout SnapshotReader) throws(MatcherSnapshotError) {
         self.init(id: try reader.read(), name: try reader.read(), maxSessions: try reader.read())
     }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import SottoExchangeCore
 
 /// The replication log in PostgreSQL: table `exchange_log`, numbered through the one-row `exchange_head`.
 ///

@@ -142,7 +142,7 @@ extension ReplicaCommand {
             let resume = body.resumeSession.isEmpty ? nil : (SessionID(body.resumeSession), Array(body.resumeSecretHash))
             self = .open(Open(stream: body.attachment, session: SessionID(body.session), secretHash: Array(body.secretHash),
                               resume: resume,
-                              project: Project(id: body.projectID, name: body.projectName, maxSessions: Int(body.maxSessions)),
+                              project: SessionProject(id: body.projectID, name: body.projectName, maxSessions: Int(body.maxSessions)),
                               keyID: body.keyID, broadcasts: body.broadcasts,
                               keyMaxSessions: body.keyMaxSessions == 0 ? nil : Int(body.keyMaxSessions)))
         case .detach(let body): self = .detach(SessionID(body.session), stream: body.attachment)
@@ -156,7 +156,7 @@ extension ReplicaCommand {
             guard let frame = try? ClientFrame(serializedBytes: body.clientFrame), let request = try? frame.validatedRequest() else { return nil }
             self = .request(SessionID(body.session), stream: body.attachment, request)
         case .beacons(let body):
-            var beacons: [BeaconRecord] = []
+            var beacons: [RegisteredBeacon] = []
             for wire in body.beacons {
                 // Exactly as the store gave them (validated there).
                 let attachments = wire.attachments.map {
@@ -166,8 +166,8 @@ extension ReplicaCommand {
                 // as the store's: the beacon stays, resolving nothing.
                 let rotation = BeaconRecord.storedRotation(key: wire.rotates ? Array(wire.identityKey) : nil,
                                                            period: wire.rotates ? wire.rotationPeriod : nil)
-                beacons.append(BeaconRecord(id: Array(wire.id), projectID: wire.projectID, isPublic: wire.public,
-                                            rotation: rotation, attachments: attachments))
+                beacons.append(RegisteredBeacon(id: Array(wire.id), projectID: wire.projectID, isPublic: wire.public,
+                                                rotation: rotation, attachments: attachments))
             }
             self = .beacons(beacons)
         case .revoke(let body): self = .revoke(keys: body.keyIds)

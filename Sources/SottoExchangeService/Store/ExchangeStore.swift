@@ -26,6 +26,11 @@ public struct Project: Sendable, Hashable, Codable {
     }
 }
 
+extension SessionProject {
+    /// The project as the replica keeps it with each session.
+    init(_ project: Project) { self.init(id: project.id, name: project.name, maxSessions: project.maxSessions) }
+}
+
 /// Text kept in a store and printed one record per line.
 enum StoreText {
     /// True when `text` holds a control character (newline, tab, escape: Unicode category Cc).
@@ -116,8 +121,9 @@ public struct BeaconRecord: Sendable, Hashable {
 
     /// What the matcher registers for this record: itself, or for a decommissioned beacon, a beacon of no
     /// project, private and without attachments, so that its ID heard resolves to nothing for anyone.
-    package var registered: BeaconRecord {
-        decommissioned ? BeaconRecord(id: id, projectID: "", isPublic: false, rotation: nil) : self
+    package var registered: RegisteredBeacon {
+        decommissioned ? RegisteredBeacon(id: id, projectID: "", isPublic: false, rotation: nil, attachments: [])
+            : RegisteredBeacon(id: id, projectID: projectID, isPublic: isPublic, rotation: rotation, attachments: attachments)
     }
 
     /// Refuses an ID that is not 1 to 15 bytes, or a rotating beacon's ID shorter than
@@ -285,12 +291,7 @@ public enum APIKeys {
     public static func hash(_ secret: String) -> [UInt8] { Array(SHA256.hash(data: Array(secret.utf8))) }
 
     /// Equal contents, in a time that depends only on the lengths.
-    public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for i in a.indices { difference |= a[i] ^ b[i] }
-        return difference == 0
-    }
+    public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool { ConstantTime.equal(a, b) }
 
     /// The project and limits of `key`, or nil for an unknown, malformed or revoked key. The work done is
     /// the same whether the id exists or not (a hash and a constant-time comparison).

@@ -3,14 +3,14 @@ import Crypto
 /// A deterministic cryptographically secure generator: HMAC-SHA-256 of a counter under a secret seed
 /// (the construction of HMAC-DRBG's output step). Replicas given the same seed draw the same values; without
 /// the seed they cannot be predicted. The seed of each log entry comes from the appending node's CSPRNG.
-struct SeededEntropy: RandomNumberGenerator, Sendable {
+package struct SeededEntropy: RandomNumberGenerator, Sendable {
     private let key: SymmetricKey
     private var counter: UInt64 = 0
     private var block: [UInt64] = []
 
-    init(seed: [UInt8]) { key = SymmetricKey(data: seed) }
+    package init(seed: [UInt8]) { key = SymmetricKey(data: seed) }
 
-    mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         if block.isEmpty {
             counter &+= 1
             var message = [UInt8](repeating: 0, count: 8)

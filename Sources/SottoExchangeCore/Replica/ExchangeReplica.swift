@@ -1,5 +1,4 @@
-import Foundation
-import SottoExchangeCore
+import SottoSupport
 
 /// One stream of one node: where a session's frames go. A node numbers its streams; the pair is unique in
 /// a cluster because every node process (and every rejoin) has a fresh random id.
@@ -9,22 +8,89 @@ public struct NodeStream: Hashable, Sendable, CustomStringConvertible {
     /// The stream's number on that node.
     public var stream: UInt64
     public var description: String { "\(node)/\(stream)" }
+
+    public init(node: String, stream: UInt64) {
+        self.node = node
+        self.stream = stream
+    }
+}
+
+/// The project a session belongs to, as the replica needs it: its id, its name (told in the Welcome) and its
+/// session quota.
+package struct SessionProject: Sendable, Hashable {
+    package var id: String
+    package var name: String
+    /// Most sessions the project may hold at once.
+    package var maxSessions: Int
+
+    package init(id: String, name: String, maxSessions: Int) {
+        self.id = id
+        self.name = name
+        self.maxSessions = maxSessions
+    }
+}
+
+/// A beacon as the matcher registers it (the store's record, or for a decommissioned one a beacon of no
+/// project that resolves to nothing).
+package struct RegisteredBeacon: Sendable, Hashable {
+    /// The stable ID (1 to 15 bytes).
+    package var id: [UInt8]
+    package var projectID: String
+    /// Public attachments are delivered to subscribers of every project.
+    package var isPublic: Bool
+    /// How a rotating beacon's broadcast ID changes; nil for a fixed beacon.
+    package var rotation: BeaconRotation?
+    package var attachments: [Message]
+
+    package init(id: [UInt8], projectID: String, isPublic: Bool, rotation: BeaconRotation?, attachments: [Message]) {
+        self.id = id
+        self.projectID = projectID
+        self.isPublic = isPublic
+        self.rotation = rotation
+        self.attachments = attachments
+    }
+}
+
+/// The session a stream holds, once its Open was applied.
+public struct OpenedSession: Sendable {
+    public let session: SessionID
+    public let resumed: Bool
+    /// The stream's number on its node.
+    public let stream: UInt64
+
+    package init(session: SessionID, resumed: Bool, stream: UInt64) {
+        self.session = session
+        self.resumed = resumed
+        self.stream = stream
+    }
 }
 
 /// What a node asks of the matcher on behalf of its clients: the commands of the replication log.
-enum ReplicaCommand: Sendable {
+package enum ReplicaCommand: Sendable {
     /// A stream said Hello with a valid key: resume `resume` if its secret matches, else open `session`.
-    struct Open: Sendable {
-        var stream: UInt64
-        var session: SessionID
+    package struct Open: Sendable {
+        package var stream: UInt64
+        package var session: SessionID
         /// SHA-256 of the new session's resume secret.
-        var secretHash: [UInt8]
-        var resume: (session: SessionID, secretHash: [UInt8])?
-        var project: Project
-        var keyID: String
-        var broadcasts: Bool
-        /// The key's own session quota (``AuthenticatedKey/maxSessions``); nil: the project's only.
-        var keyMaxSessions: Int? = nil
+        package var secretHash: [UInt8]
+        package var resume: (session: SessionID, secretHash: [UInt8])?
+        package var project: SessionProject
+        package var keyID: String
+        package var broadcasts: Bool
+        /// The key's own session quota (the service's `AuthenticatedKey.maxSessions`); nil: the project's only.
+        package var keyMaxSessions: Int?
+
+        package init(stream: UInt64, session: SessionID, secretHash: [UInt8], resume: (session: SessionID, secretHash: [UInt8])?,
+                     project: SessionProject, keyID: String, broadcasts: Bool, keyMaxSessions: Int? = nil) {
+            self.stream = stream
+            self.session = session
+            self.secretHash = secretHash
+            self.resume = resume
+            self.project = project
+            self.keyID = keyID
+            self.broadcasts = broadcasts
+            self.keyMaxSessions = keyMaxSessions
+        }
     }
     case open(Open)
     /// The stream went away: the session waits to be resumed for the grace period.
@@ -35,7 +101,7 @@ enum ReplicaCommand: Sendable {
     /// matcher's state is checked when it is applied).
     case request(SessionID, stream: UInt64, MatcherRequest)
     /// The store's beacon registry.
-    case beacons([BeaconRecord])
+    case beacons([RegisteredBeacon])
     /// Keys revoked in the store (ids, sorted): every session they opened ends, attached to any node's stream
     /// or waiting in its grace period.
     case revoke(keys: [String])
@@ -44,19 +110,26 @@ enum ReplicaCommand: Sendable {
 }
 
 /// One append to the log: a node's batch of commands, applied at the time the log gave it.
-struct ReplicaEntry: Sendable {
-    var node: String
+package struct ReplicaEntry: Sendable {
+    package var node: String
     /// Entropy for the tokens this entry issues (32 bytes from the appending node's CSPRNG); empty on a
     /// single node, whose matcher draws from the system's CSPRNG directly.
-    var seed: [UInt8] = []
+    package var seed: [UInt8]
     /// The appending node's wall clock (s since 1970), for the clock-skew metric only.
-    var nodeClock: Double = 0
-    var commands: [ReplicaCommand]
+    package var nodeClock: Double
+    package var commands: [ReplicaCommand]
+
+    package init(node: String, seed: [UInt8] = [], nodeClock: Double = 0, commands: [ReplicaCommand]) {
+        self.node = node
+        self.seed = seed
+        self.nodeClock = nodeClock
+        self.commands = commands
+    }
 }
 
 /// What the matcher tells one session, before any client protocol: the node holding the session's stream
 /// writes it in that transport's frames.
-enum SessionNotice: Sendable, Hashable {
+package enum SessionNotice: Sendable, Hashable {
     /// The session is open (or resumed) in `project`: the Welcome, without the resume secret (which only the
     /// node that opened the stream knows; it fills it in).
     case welcome(SessionID, project: String, resumed: Bool)
@@ -70,11 +143,11 @@ enum SessionNotice: Sendable, Hashable {
 
 /// What applying an entry asks of the node that applied it. Every replica produces the same outputs; each
 /// node acts on those for its own streams and ignores the rest.
-enum ReplicaOutput: Sendable {
+package enum ReplicaOutput: Sendable {
     /// Tell the session, on the stream holding it.
     case deliver(NodeStream, SessionNotice)
     /// The Open from this stream is done: the session the stream now holds, or why not.
-    case opened(NodeStream, Result<MatcherHost.Opened, ExchangeError>)
+    case opened(NodeStream, Result<OpenedSession, ExchangeError>)
     /// The stream no longer holds its session.
     case cutOff(NodeStream, CutOff)
     /// The node was declared dead (silent for `nodeTimeout`): its sessions wait to be resumed elsewhere and
@@ -87,32 +160,50 @@ enum ReplicaOutput: Sendable {
 }
 
 /// Timings that every replica of a cluster must share (they decide what the log means).
-struct ReplicaTimings: Sendable {
+package struct ReplicaTimings: Sendable {
     /// How long a session outlives its stream (s).
-    var sessionGrace: Double
+    package var sessionGrace: Double
     /// Sent to clients in Welcome (s).
-    var heartbeatInterval: Double
+    package var heartbeatInterval: Double
     /// Lost timeout of a subscription that does not ask for one (s).
-    var defaultLostTimeout: Double
+    package var defaultLostTimeout: Double
     /// A node with no entry for this long is declared dead (s).
-    var nodeTimeout: Double
+    package var nodeTimeout: Double
     /// A pause of the whole log longer than this is a database outage, not a dead node: liveness restarts (s).
     /// A pause longer than half the node timeout is one too (see ``outageThreshold``).
-    var outageGap: Double
+    package var outageGap: Double
     /// Most bytes the live publications of one project may hold (namespaces, types and contents).
-    var projectPublicationBytes: Int = ServiceConfiguration.defaultProjectPublicationBytes
+    package var projectPublicationBytes: Int = ReplicaTimings.defaultProjectPublicationBytes
     /// The turns the matcher plans for sessions that hear each other (nil: none).
-    var broadcastTurns: BroadcastCoordinator.Rules? = nil
+    package var broadcastTurns: BroadcastCoordinator.Rules? = nil
     /// The in-band SNR (dB) from which a sighting counts for earshot (the core's `earshotSNR`; not in its snapshot).
-    var earshotSNR: Double = MatcherCore.defaultEarshotSNR
+    package var earshotSNR: Double = MatcherCore.defaultEarshotSNR
     /// The rules of link adaptation (nil: off).
-    var linkAdaptation: LinkAdaptation.Rules? = nil
+    package var linkAdaptation: LinkAdaptation.Rules? = nil
 
     /// The pause of the whole log beyond which it counts as an outage (s): the outage gap, or half the node
     /// timeout when that is shorter. A node is declared dead only for a silence during which the log moved
     /// for at least half the node timeout; otherwise a short database restart (a pause longer than the node
     /// timeout but shorter than the outage gap) would have every node declare every other one dead.
-    var outageThreshold: Double { min(outageGap, nodeTimeout / 2) }
+    package var outageThreshold: Double { min(outageGap, nodeTimeout / 2) }
+
+    /// Most bytes the live publications of one project hold by default (64 MiB).
+    package static let defaultProjectPublicationBytes = 64 << 20
+
+    package init(sessionGrace: Double, heartbeatInterval: Double, defaultLostTimeout: Double, nodeTimeout: Double, outageGap: Double,
+                 projectPublicationBytes: Int = ReplicaTimings.defaultProjectPublicationBytes,
+                 broadcastTurns: BroadcastCoordinator.Rules? = nil, earshotSNR: Double = MatcherCore.defaultEarshotSNR,
+                 linkAdaptation: LinkAdaptation.Rules? = nil) {
+        self.sessionGrace = sessionGrace
+        self.heartbeatInterval = heartbeatInterval
+        self.defaultLostTimeout = defaultLostTimeout
+        self.nodeTimeout = nodeTimeout
+        self.outageGap = outageGap
+        self.projectPublicationBytes = projectPublicationBytes
+        self.broadcastTurns = broadcastTurns
+        self.earshotSNR = earshotSNR
+        self.linkAdaptation = linkAdaptation
+    }
 }
 
 /// The replicated state of the matcher service: the pure ``MatcherCore`` plus the session registry
@@ -120,42 +211,51 @@ struct ReplicaTimings: Sendable {
 /// quotas). Applying the same entries in the same order gives every replica the same state, so one node
 /// serves alone (entries applied as they come) and several nodes share one PostgreSQL log (entries
 /// applied in the log's order, at the database's time: node clocks never decide a timer).
-struct ExchangeReplica: Sendable {
-    enum Operation: Equatable, Sendable {
+package struct ExchangeReplica: Sendable {
+    package enum Operation: Equatable, Sendable {
         case publication(Message, Strategy)
         case subscription(MessageFilter, Strategy, lostTimeout: Double)
     }
 
-    struct Session: Sendable {
-        var project: Project
-        var keyID: String
-        var secretHash: [UInt8]
+    package struct Session: Sendable {
+        package var project: SessionProject
+        package var keyID: String
+        package var secretHash: [UInt8]
         /// The stream holding the session; nil while detached.
-        var attachment: NodeStream?
-        var operations: [OperationID: Operation] = [:]
+        package var attachment: NodeStream?
+        package var operations: [OperationID: Operation]
+
+        package init(project: SessionProject, keyID: String, secretHash: [UInt8], attachment: NodeStream?,
+                     operations: [OperationID: Operation] = [:]) {
+            self.project = project
+            self.keyID = keyID
+            self.secretHash = secretHash
+            self.attachment = attachment
+            self.operations = operations
+        }
     }
 
-    private(set) var core: MatcherCore
-    var sessions: [SessionID: Session] = [:]
-    var sessionsPerProject: [String: Int] = [:]
+    package private(set) var core: MatcherCore
+    package var sessions: [SessionID: Session] = [:]
+    package var sessionsPerProject: [String: Int] = [:]
     /// Sessions per key id, derived from `sessions` (not in snapshots: rebuilt when one is read).
-    var sessionsPerKey: [String: Int] = [:]
+    package var sessionsPerKey: [String: Int] = [:]
     /// Detached sessions and when they were detached (s).
-    var detached: [SessionID: Double] = [:]
+    package var detached: [SessionID: Double] = [:]
     /// Live nodes and when each was last heard (s).
-    var nodes: [String: Double] = [:]
+    package var nodes: [String: Double] = [:]
     /// Nodes declared dead and when (s); forgotten after a day.
-    var deadNodes: [String: Double] = [:]
+    package var deadNodes: [String: Double] = [:]
     /// Time of the last entry applied (s).
-    var time: Double?
+    package var time: Double?
     /// Unix time of the last entry applied (s), for rotating beacons.
-    var unixTime: Double = 0
-    let timings: ReplicaTimings
+    package var unixTime: Double = 0
+    package let timings: ReplicaTimings
 
     /// How long a dead node's id is remembered (s): its late entries are ignored meanwhile.
-    static let deadNodeMemory = 86_400.0
+    package static let deadNodeMemory = 86_400.0
 
-    init(core: MatcherCore, timings: ReplicaTimings) {
+    package init(core: MatcherCore, timings: ReplicaTimings) {
         self.core = core
         // A core restored from a snapshot keeps its turns' state when the rules are the same.
         if core.turns?.rules != timings.broadcastTurns {
@@ -172,7 +272,7 @@ struct ExchangeReplica: Sendable {
     /// Applies one entry at `time` (s; a time earlier than the last one counts as the last one) when the
     /// wall clock that orders the log reads `unixTime` (s since 1970; the database's clock in a cluster, so
     /// every replica resolves rotating beacons alike); nil: `time` is Unix time (tests).
-    mutating func apply(_ entry: ReplicaEntry, at entryTime: Double, unixTime: Double? = nil) -> [ReplicaOutput] {
+    package mutating func apply(_ entry: ReplicaEntry, at entryTime: Double, unixTime: Double? = nil) -> [ReplicaOutput] {
         var outputs: [ReplicaOutput] = []
         let now = max(entryTime, time ?? entryTime)
         self.unixTime = unixTime ?? now
@@ -239,7 +339,7 @@ struct ExchangeReplica: Sendable {
     private mutating func open(_ open: ReplicaCommand.Open, at attachment: NodeStream, now: Double, into outputs: inout [ReplicaOutput]) {
         // A session resumes only with the key that opened it: a rotated or revoked key's sessions stay behind.
         if let resume = open.resume, let existing = sessions[resume.session], existing.project.id == open.project.id,
-           existing.keyID == open.keyID, APIKeys.constantTimeEqual(existing.secretHash, resume.secretHash) {
+           existing.keyID == open.keyID, ConstantTime.equal(existing.secretHash, resume.secretHash) {
             let id = resume.session
             if let previous = existing.attachment, previous != attachment { outputs.append(.cutOff(previous, .replaced)) }
             sessions[id]?.attachment = attachment
@@ -248,7 +348,7 @@ struct ExchangeReplica: Sendable {
             if let token = core.token(of: id) { outputs.append(.deliver(attachment, .matcher(.token(token)))) }
             // The profile it should play that token in: a change made while it was detached was not delivered.
             if let profile = core.broadcastProfile(of: id) { outputs.append(.deliver(attachment, .matcher(.profile(profile)))) }
-            outputs.append(.opened(attachment, .success(MatcherHost.Opened(session: id, resumed: true, stream: attachment.stream))))
+            outputs.append(.opened(attachment, .success(OpenedSession(session: id, resumed: true, stream: attachment.stream))))
             return
         }
         let id = open.session
@@ -270,7 +370,7 @@ struct ExchangeReplica: Sendable {
         sessionsPerKey[open.keyID, default: 0] += 1
         outputs.append(.deliver(attachment, .welcome(id, project: open.project.name, resumed: false)))
         handle(.openSession(id, appID: open.project.id, broadcasts: open.broadcasts), now: now, into: &outputs)
-        outputs.append(.opened(attachment, .success(MatcherHost.Opened(session: id, resumed: false, stream: attachment.stream))))
+        outputs.append(.opened(attachment, .success(OpenedSession(session: id, resumed: false, stream: attachment.stream))))
     }
 
     private mutating func detach(_ id: SessionID, now: Double) {
