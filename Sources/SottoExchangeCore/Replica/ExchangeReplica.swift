@@ -57,12 +57,6 @@ public struct OpenedSession: Sendable {
     public let resumed: Bool
     /// The stream's number on its node.
     public let stream: UInt64
-
-    package init(session: SessionID, resumed: Bool, stream: UInt64) {
-        self.session = session
-        self.resumed = resumed
-        self.stream = stream
-    }
 }
 
 /// What a node asks of the matcher on behalf of its clients: the commands of the replication log.

@@ -19,6 +19,13 @@ public struct Project: Sendable, Hashable, Codable {
     /// break the one-line-per-project listings). Both stores apply it.
     /// - Parameter name: the name to check.
     /// - Throws: `StoreError.invalid` saying what a name may be.
+    /// The same project under another name.
+    func renamed(_ name: String) -> Project {
+        var renamed = Project(id: id, name: name, maxSessions: maxSessions)
+        renamed.disabled = disabled
+        return renamed
+    }
+
     public static func checkName(_ name: String) throws(StoreError) {
         guard !name.isEmpty, name.count <= 100, !name.contains("/"), !StoreText.hasControlCharacters(name) else {
             throw .invalid("a project name is 1 to 100 characters, no '/' and no control characters (newline, tab)")
@@ -79,6 +86,41 @@ public struct APIKeyRecord: Sendable, Hashable {
     /// True when the key no longer opens sessions at `now`: revoked, or rotated and past its overlap.
     /// - Parameter now: seconds since 1970.
     public func isRetired(at now: Double) -> Bool { revoked || (expires.map { $0 <= now } ?? false) }
+
+    /// Checks what a new key is made of, as both stores do before they look its project up: a positive rate, a
+    /// burst of at least 1, a label, web origins.
+    /// - Returns: the origins, normalised.
+    static func checkNew(label: String, ratePerSecond: Double, burst: Double, origins: [String]) throws(StoreError) -> [String] {
+        guard ratePerSecond.isFinite, ratePerSecond > 0, burst.isFinite, burst >= 1 else {
+            throw .invalid("a key's rate must be positive and its burst at least 1")
+        }
+        try StoreText.checkLabel(label)
+        return try WebOrigin.normalize(origins)
+    }
+
+    /// A new key of project `projectID` (its id and secret from the CSPRNG): the record to store and the plaintext
+    /// key, shown once.
+    static func generate(projectID: String, label: String, ratePerSecond: Double, burst: Double, origins: [String],
+                         maxSessions: Int? = nil) -> (APIKeyRecord, key: String) {
+        let (id, key, hash) = APIKeys.generate()
+        var record = APIKeyRecord(id: id, projectID: projectID, label: label, secretHash: hash, revoked: false,
+                                  ratePerSecond: ratePerSecond, burst: burst, origins: origins)
+        record.maxSessions = maxSessions
+        return (record, key)
+    }
+
+    /// Checks a rotation's overlap, how long the old key keeps working: 0 to 30 days (s).
+    static func checkOverlap(_ overlap: Double) throws(StoreError) {
+        guard overlap.isFinite, (0...30 * 86_400).contains(overlap) else { throw .invalid("the overlap is 0 to 2592000 s (30 days)") }
+    }
+
+    /// The key that replaces this one in a rotation (same project, label, limits, origins and quota), after
+    /// checking that this key still opens sessions at `now` (s since 1970).
+    func successor(at now: Double) throws(StoreError) -> (APIKeyRecord, key: String) {
+        guard !isRetired(at: now) else { throw .invalid("key \(id) is revoked or expired: create a new one") }
+        return Self.generate(projectID: projectID, label: label, ratePerSecond: ratePerSecond, burst: burst, origins: origins,
+                             maxSessions: maxSessions)
+    }
 }
 
 /// A key that authenticated: its project and limits.

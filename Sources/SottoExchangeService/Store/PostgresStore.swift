@@ -196,15 +196,11 @@ public final class PostgresStore: ExchangeStore {
 
     public func createKey(project: String, label: String, ratePerSecond: Double, burst: Double, origins: [String]) async throws(StoreError)
         -> (APIKeyRecord, key: String) {
-        guard ratePerSecond.isFinite, ratePerSecond > 0, burst.isFinite, burst >= 1 else {
-            throw .invalid("a key's rate must be positive and its burst at least 1")
-        }
-        try StoreText.checkLabel(label)
-        let origins = try WebOrigin.normalize(origins)
+        let origins = try APIKeyRecord.checkNew(label: label, ratePerSecond: ratePerSecond, burst: burst, origins: origins)
         guard let owner = try await self.project(id: project) else { throw .unknownProject(project) }
-        let (id, key, hash) = APIKeys.generate()
-        let record = APIKeyRecord(id: id, projectID: owner.id, label: label, secretHash: hash, revoked: false,
-                                  ratePerSecond: ratePerSecond, burst: burst, origins: origins)
+        let (record, key) = APIKeyRecord.generate(projectID: owner.id, label: label, ratePerSecond: ratePerSecond, burst: burst,
+                                                  origins: origins)
+        let (id, hash) = (record.id, record.secretHash)
         let stored = WebOrigin.stored(origins)
         try await withConnection { connection in
             try await Self.run("""
@@ -409,9 +405,7 @@ public final class PostgresStore: ExchangeStore {
             // The name is another project's (the unique index refuses a race between two renames the same way).
             throw .duplicateProject(name)
         }
-        var result = Project(id: existing.id, name: name, maxSessions: existing.maxSessions)
-        result.disabled = existing.disabled
-        return result
+        return existing.renamed(name)
     }
 
     public func setProjectDisabled(_ project: String, _ disabled: Bool) async throws(StoreError) -> Project {
@@ -425,13 +419,10 @@ public final class PostgresStore: ExchangeStore {
     }
 
     public func rotateKey(id: String, overlap: Double) async throws(StoreError) -> (APIKeyRecord, key: String) {
-        guard overlap.isFinite, (0...30 * 86_400).contains(overlap) else { throw .invalid("the overlap is 0 to 2592000 s (30 days)") }
+        try APIKeyRecord.checkOverlap(overlap)
         guard let old = try await key(id: id) else { throw .unknownKey(id) }
-        guard !old.isRetired(at: Date().timeIntervalSince1970) else { throw .invalid("key \(id) is revoked or expired: create a new one") }
-        let (newID, key, hash) = APIKeys.generate()
-        var record = APIKeyRecord(id: newID, projectID: old.projectID, label: old.label, secretHash: hash, revoked: false,
-                                  ratePerSecond: old.ratePerSecond, burst: old.burst, origins: old.origins)
-        record.maxSessions = old.maxSessions
+        let (record, key) = try old.successor(at: Date().timeIntervalSince1970)
+        let (newID, hash) = (record.id, record.secretHash)
         let stored = WebOrigin.stored(old.origins)
         try await transaction { connection in
             try await Self.run("""
