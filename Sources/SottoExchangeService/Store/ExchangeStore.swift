@@ -291,6 +291,25 @@ public protocol ExchangeStore: Sendable {
     func sharedLiveCounters(since: Double) async throws(StoreError) -> [String: [String: ProjectCounters]]
 }
 
+extension ExchangeStore {
+    /// The id of the project `project` names (its id or its name), nil for nil (every project).
+    /// - Throws: `StoreError.unknownProject` when it names none.
+    func projectID(of project: String?) async throws(StoreError) -> String? {
+        guard let project else { return nil }
+        guard let owner = try await self.project(id: project) else { throw .unknownProject(project) }
+        return owner.id
+    }
+
+    /// A rotation checked (its overlap, the key known and still opening sessions): the old key, and the new one
+    /// with its plaintext, for the store to write.
+    func rotation(of id: String, overlap: Double) async throws(StoreError) -> (old: APIKeyRecord, new: APIKeyRecord, key: String) {
+        try APIKeyRecord.checkOverlap(overlap)
+        guard let old = try await key(id: id) else { throw .unknownKey(id) }
+        let (new, key) = try old.successor(at: Date().timeIntervalSince1970)
+        return (old, new, key)
+    }
+}
+
 /// A store of one node shares no live counters.
 extension ExchangeStore {
     public func shareLiveCounters(node: String, counters: [String: ProjectCounters], time: Double) async throws(StoreError) {}

@@ -213,12 +213,7 @@ public final class PostgresStore: ExchangeStore {
     }
 
     public func keys(project: String?) async throws(StoreError) -> [APIKeyRecord] {
-        var owner: Project?
-        if let project {
-            owner = try await self.project(id: project)
-            if owner == nil { throw .unknownProject(project) }
-        }
-        let ownerID = owner?.id
+        let ownerID = try await projectID(of: project)
         return try await withConnection { connection in
             let query: PostgresQuery = if let ownerID {
                 "SELECT \(unescaped: Self.keyColumns) FROM api_key WHERE project_id = \(ownerID) ORDER BY created, serial"
@@ -419,9 +414,7 @@ public final class PostgresStore: ExchangeStore {
     }
 
     public func rotateKey(id: String, overlap: Double) async throws(StoreError) -> (APIKeyRecord, key: String) {
-        try APIKeyRecord.checkOverlap(overlap)
-        guard let old = try await key(id: id) else { throw .unknownKey(id) }
-        let (record, key) = try old.successor(at: Date().timeIntervalSince1970)
+        let (old, record, key) = try await rotation(of: id, overlap: overlap)
         let (newID, hash) = (record.id, record.secretHash)
         let stored = WebOrigin.stored(old.origins)
         try await transaction { connection in

@@ -176,12 +176,7 @@ public final class SQLiteStore: ExchangeStore {
     }
 
     public func keys(project: String?) async throws(StoreError) -> [APIKeyRecord] {
-        var owner: Project?
-        if let project {
-            owner = try await self.project(id: project)
-            if owner == nil { throw .unknownProject(project) }
-        }
-        let ownerID = owner?.id
+        let ownerID = try await projectID(of: project)
         return try await read { db in
             let sql = "SELECT \(Self.keyColumns) FROM api_key"
             let rows = try ownerID.map { try Row.fetchAll(db, sql: sql + " WHERE project_id = ? ORDER BY created", arguments: [$0]) }
@@ -350,9 +345,7 @@ public final class SQLiteStore: ExchangeStore {
     }
 
     public func rotateKey(id: String, overlap: Double) async throws(StoreError) -> (APIKeyRecord, key: String) {
-        try APIKeyRecord.checkOverlap(overlap)
-        guard let old = try await key(id: id) else { throw .unknownKey(id) }
-        let (record, key) = try old.successor(at: Date().timeIntervalSince1970)
+        let (old, record, key) = try await rotation(of: id, overlap: overlap)
         let (newID, hash) = (record.id, record.secretHash)
         let now = Date().timeIntervalSince1970
         try await write { db in
