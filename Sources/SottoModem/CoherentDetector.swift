@@ -79,7 +79,7 @@ final class CoherentDetector {
         /// Symbols to take as sent instead of the decisions (see `redecided`); empty on a first pass.
         var hints: [Int] = []
         /// Long rooms: each symbol's echoes are predicted from the expected waveform under its values'
-        /// posteriors rather than from the decided value alone (`SequenceDecision.softScale`). There a
+        /// posteriors rather than from the decided value alone (`ReceiverTuning.softScale`). There a
         /// quarter to a third of the decisions are wrong, and each wrong one subtracted a wrong echo from
         /// the next 70 ms of symbols: with the sent symbols' echoes instead (known for the experiment),
         /// 16-byte frames in the long synthetic room decoded 37 of 40 instead of 25.

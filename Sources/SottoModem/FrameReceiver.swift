@@ -126,68 +126,23 @@ final class FrameReceiver {
     }
     private var pending: [FrameCandidate] = []
     /// The arrays of candidates no longer pending, for the next ones (a detection allocates nothing once
-    /// there are as many as candidates at once; at most `maxPending` + 1 are kept).
+    /// there are as many as candidates at once; at most `ReceiverTuning.maximumPendingCandidates` + 1 are kept).
     private var spareSteps: [[(Float, Float)]] = []
     private var spareEnergies: [[Float]] = []
     /// Preambles detected (whether or not a frame followed).
     private(set) var detections = 0
     /// Preambles starting before this baseband position are parts of frames already decoded.
     private var suppressUntil = -Double.infinity
-    /// Frames reported lately (within `echoWindow`), oldest first, to tell a late echo from a repeat.
+    /// Frames reported lately (within `ReceiverTuning.echoWindow`), oldest first, to tell a late echo from a repeat.
     private var recentFrames: [DecodedFrame] = {
         var frames: [DecodedFrame] = []
         frames.reserveCapacity(8)
         return frames
     }()
-    /// A strong late reflection of a whole frame (a wall tens of metres away: half the direct sound 0.8 s
-    /// later) decodes as a second frame of the same token, after the first one ended. It is one when a frame
-    /// of the same token started at most `echoWindow` (s) before it and arrived at least `echoLevelDrop`
-    /// (dB) louder: a reflection loses level with every metre and at the wall, while a sender repeating its
-    /// token arrives at the same level each time and is reported each time. Sound travels 515 m in 1.5 s.
-    static let echoWindow = 1.5
-    static let echoLevelDrop = 3.0
-    private static let maxPending = 8
-    /// Header bits the coherent decode may get wrong for the room to be fitted again over the whole frame
-    /// (wrong lengths and other profiles' frames seldom come this close: 9 of 256 random headers), and how
-    /// many such second passes one detection may have (each costs about as much as the first).
-    static let refinementHeaderDistance = 1
-    static let maximumRefinements = 2
-    /// The tone metric's tail estimate (share of a tone's energy left one symbol later) from which a frame
-    /// it failed to decode gets the coherent detector. Dry frames measure 0-0.04 (white noise at +10 dB
-    /// full band), reverberant ones 0.19-0.47 (the measured studio live room). Before, every frame got the
-    /// coherent detector at every length the tone metric failed, wrong lengths included: clean frames paid
-    /// for a room fit they never needed. At 0.08 the sweeps (white noise near the threshold for every
-    /// profile, clock offsets, synthetic and measured rooms) decode exactly the same frames.
-    static let reverberantTail = 0.08
-    /// A long room, whose diffuse tail outlasts the coherent detector's default room model, shows in the
-    /// tone metric as a noise floor that the frame brings with it: per tone, well above the noise before the
-    /// frame (`longRoomFloorRise`, 10 dB) and not far under the signal (`longRoomFloorShare`, -15 dB), while
-    /// the energy a tone keeps one symbol later (`reverberantTail`) can stay under 0.08, the tail being
-    /// spread over every tone. Measured with `sotto bench sweep longroom` (RT60 3 s, direct-to-reverberant
-    /// -10 dB, 20 dB in band): frames rise 90-125 over the noise before them with a floor share of 0.19-0.25;
-    /// dry frames rise about 1 (white noise) and share under 0.01 at high SNR (the tones' leakage).
-    /// The coherent detector weighs such a frame's symbols by the tail around each
-    /// (`LongRoomWeighting`) and does not fit the room again over the decided frame: it decides 17-28 %
-    /// of the symbols of 8- and 16-byte frames wrong, and no such second pass decoded a frame the first
-    /// had not (0 of 17 at the right length, up to 8 passes per frame at wrong lengths, each as costly as
-    /// the first; as many frames decoded with as without them, 40 per length, `sotto bench sweep rooms`).
-    static let longRoomFloorRise = 10.0
-    static let longRoomFloorShare = 0.03
-    /// A frame heard through a reverberant room in noise, whose tail the noise hides from the tail estimate
-    /// (`reverberantTail`), still brings its tail with it: the tone metric's noise floor during the frame
-    /// rises over the noise before it (`reverberantFloorRise`, 4.8 dB; dry frames in white noise: about 1)
-    /// and is not far under the signal (`reverberantFloorShare`, -10 dB). Such a failed frame gets the
-    /// coherent detector too. Without this the hall of the receiver issue (`sotto bench sweep hall`:
-    /// 20 x 12 x 6 m, RT60 0.9 s, 5 m, white noise 10 dB over the direct sound) lost 15-30 % of its frames
-    /// once `reverberantTail` gated the room model (f9f6121; 100 % before it). The rise alone is not enough:
-    /// strong dry frames rise too at the lengths before their own (their tones' leakage), and a room fit at
-    /// each took 60 s with 20 frames at +10 dB (default profile) from 0.08 to 1.2 s; with the share, 0.06 s.
-    static let reverberantFloorRise = 3.0
-    static let reverberantFloorShare = 0.1
+    /// The receiver's tuning (``ReceiverTuning``): its constants and, in the design article, why.
+    static var tuning: ReceiverTuning { .standard }
     /// The decoding path's buffers, reused by every attempt.
     private var workspace: DecodeWorkspace
-    /// Length of audio before a frame whose power stands for the noise in the coherent detector's room fit (s).
-    static let noiseProbe = 0.040
     /// The second opinion for reverberant rooms, built the first time a frame needs it.
     private lazy var coherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
                                                  centerFrequency: decimator.centerFrequency)
@@ -304,7 +259,7 @@ final class FrameReceiver {
     private func add(_ detection: PreambleDetection) {
         guard detection.start >= suppressUntil else { return }
         detections += 1
-        if pending.count >= Self.maxPending { recycle(pending.removeFirst()) }
+        if pending.count >= Self.tuning.maximumPendingCandidates { recycle(pending.removeFirst()) }
         var candidate = makeCandidate(start: detection.start, scale: detection.scale, strength: detection.strength)
         candidate.nominalStart = detection.nominalStart
         if detection.isAlias {
@@ -337,7 +292,7 @@ final class FrameReceiver {
 
     /// Keeps a finished candidate's arrays for the next detections.
     private func recycle(_ candidate: FrameCandidate) {
-        guard spareEnergies.count <= Self.maxPending else { return }
+        guard spareEnergies.count <= Self.tuning.maximumPendingCandidates else { return }
         spareSteps.append(candidate.steps)
         spareEnergies.append(candidate.energies)
     }
@@ -369,9 +324,9 @@ final class FrameReceiver {
     }
 
     /// True when the tone metric's last decode of `frame` saw a floor that a reverberant room in noise brings
-    /// (see `reverberantFloorRise`).
+    /// (see `ReceiverTuning.reverberantFloorRise`).
     private func isNoisyReverberant(_ frame: FrameCandidate) -> Bool {
-        frame.floorRise >= Self.reverberantFloorRise && frame.floorShare >= Self.reverberantFloorShare
+        frame.floorRise >= Self.tuning.reverberantFloorRise && frame.floorShare >= Self.tuning.reverberantFloorShare
     }
 
     /// Takes the next action of candidate `index` (its samples have arrived).
@@ -415,16 +370,16 @@ final class FrameReceiver {
         } else {
             let longRoom = isLongRoom(frame)
             // A second pass when the coherent decode came close: a room fit over the decided frame, or in a
-            // long room the decisions again with the code's feedback (see `longRoomFloorRise`).
+            // long room the decisions again with the code's feedback (see `ReceiverTuning.longRoomFloorRise`).
             _ = frame.machine.step(.init(
-                decoded: decoded != nil, reverberant: frame.tail >= Self.reverberantTail || isNoisyReverberant(frame) || longRoom,
-                nearlyRight: headerDistance <= Self.refinementHeaderDistance,
-                refinementLimit: Self.maximumRefinements))
+                decoded: decoded != nil, reverberant: frame.tail >= Self.tuning.reverberantTail || isNoisyReverberant(frame) || longRoom,
+                nearlyRight: headerDistance <= Self.tuning.refinementHeaderDistance,
+                refinementLimit: Self.tuning.maximumRefinements))
         }
         if let result = decoded {
             if !isEcho(result.frame) {
                 frames.append(result.frame)
-                recentFrames.removeAll { result.frame.startTime - $0.startTime > Self.echoWindow }
+                recentFrames.removeAll { result.frame.startTime - $0.startTime > Self.tuning.echoWindow }
                 if recentFrames.count >= 8 { recentFrames.removeFirst() }
                 recentFrames.append(result.frame)
             }
@@ -486,7 +441,7 @@ final class FrameReceiver {
         }
         let attempt = decode(&frame, payloadBytes: bytes, coherentLikelihoods: likelihoods)
         frame.feedback = []
-        if attempt.result == nil && longRoom && attempt.headerDistance <= Self.refinementHeaderDistance {
+        if attempt.result == nil && longRoom && attempt.headerDistance <= Self.tuning.refinementHeaderDistance {
             frame.feedback = viterbiSymbols(payloadBytes: bytes)
         }
         return attempt
@@ -498,17 +453,13 @@ final class FrameReceiver {
         return FrameFormat.symbols(messageBits: bits, profile: profile)
     }
 
-    /// Passes of `redecideWithFeedback`: each decides the frame again with the echoes of what the previous
-    /// pass's code decision re-encodes to.
-    static let feedbackPasses = 2
-
     /// The coherent decode at `payloadBytes` failed in a long room with a nearly right header: decides the
     /// frame again with the same room model, predicting the echoes from the code's decision instead of
-    /// from the symbol decisions (`CoherentDetector.redecided`), up to `feedbackPasses` times. No second
-    /// room fit: too many decided symbols are wrong there for it (see `longRoomFloorRise`).
+    /// from the symbol decisions (`CoherentDetector.redecided`), up to `ReceiverTuning.feedbackPasses` times. No second
+    /// room fit: too many decided symbols are wrong there for it (see `ReceiverTuning.longRoomFloorRise`).
     private func redecideWithFeedback(_ frame: inout FrameCandidate, payloadBytes bytes: Int) -> (frame: DecodedFrame, end: Double)? {
         let symbols = FrameFormat.symbolCount(payloadBytes: bytes)
-        for _ in 0..<Self.feedbackPasses {
+        for _ in 0..<Self.tuning.feedbackPasses {
             guard frame.feedback.count >= symbols, let state = frame.coherent,
                   let second = coherent.redecided(state, hints: frame.feedback),
                   coherent.likelihoods(second, symbols: symbols, history: history) != nil else { break }
@@ -538,25 +489,25 @@ final class FrameReceiver {
         return decode(&frame, payloadBytes: bytes, coherentLikelihoods: likelihoods).result
     }
 
-    /// True when `frame` is a late echo of a frame reported before it (see `echoWindow`).
+    /// True when `frame` is a late echo of a frame reported before it (see `ReceiverTuning.echoWindow`).
     private func isEcho(_ frame: DecodedFrame) -> Bool {
         recentFrames.contains {
-            $0.token == frame.token && $0.alias == frame.alias && frame.startTime > $0.startTime && frame.startTime - $0.startTime <= Self.echoWindow
-                && $0.level - frame.level >= Self.echoLevelDrop
+            $0.token == frame.token && $0.alias == frame.alias && frame.startTime > $0.startTime
+                && frame.startTime - $0.startTime <= Self.tuning.echoWindow && $0.level - frame.level >= Self.tuning.echoLevelDrop
         }
     }
 
     // MARK: Measurements
 
-    /// True when the tone metric saw the noise floor of a long room (see `longRoomFloorRise`).
+    /// True when the tone metric saw the noise floor of a long room (see `ReceiverTuning.longRoomFloorRise`).
     private func isLongRoom(_ frame: FrameCandidate) -> Bool {
-        frame.floorRise >= Self.longRoomFloorRise && frame.floorShare >= Self.longRoomFloorShare
+        frame.floorRise >= Self.tuning.longRoomFloorRise && frame.floorShare >= Self.tuning.longRoomFloorShare
     }
 
-    /// Mean power per baseband sample over the `Self.noiseProbe` seconds that end shortly before the frame.
+    /// Mean power per baseband sample over the `Self.tuning.noiseProbe` seconds that end shortly before the frame.
     private func powerBefore(_ frame: FrameCandidate) -> Double {
         let end = Int(frame.start.rounded(.down)) - Int(0.005 * basebandRate)
-        let count = Int(Self.noiseProbe * basebandRate)
+        let count = Int(Self.tuning.noiseProbe * basebandRate)
         guard history.holds(end - count, at: clock), end <= clock else { return .infinity }
         return history.meanPower(from: end - count, length: count)
     }

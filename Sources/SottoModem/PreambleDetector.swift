@@ -1,24 +1,6 @@
 import RealModule
 import SottoDSP
 
-/// Detection thresholds on the normalised chirp correlation, in multiples of its mean under noise
-/// (which is 1 / independent samples in the template). Measured: see the design article.
-enum DetectionThreshold {
-    /// The up-chirp's peak must exceed this multiple of the noise mean (the down-chirp's `downFloor`).
-    /// (Measured when both chirps had to exceed it: 10 minutes of white noise through all four profiles,
-    /// 1 detection at 6 / 16, none at 9 / 26; 5 / 14 gave 21. Detection, not decoding, limited the fast
-    /// profile at 9 / 26. The down-chirp's lower floor added about a quarter more detections in noise.)
-    static let single: Float = 6
-    /// The up and down peaks together must exceed this multiple.
-    static let pair: Float = 17
-    /// The down-chirp's own peak must exceed this multiple (the up-chirp's still `single`, the pair's
-    /// `pair`). Through the measured close living room the audible profile's down-chirp peaked at 3.4-5.6x
-    /// the noise mean while its up-chirp peaked at 15-18x (12 frames; see the design article), most likely
-    /// because its correlation window also holds the up-chirp's reverberant tail, which raises its
-    /// normalising energy.
-    static let downFloor: Float = 3
-}
-
 /// A preamble found in the baseband: where its frame starts and how it is stretched.
 struct PreambleDetection: Sendable, Hashable {
     /// Start of the frame (first sample of the up-chirp), in baseband samples (fractional).
@@ -161,9 +143,9 @@ final class PreambleDetector {
         precondition(lead >= profileSpan + Self.leadMargin)
         downChirpAfterPeaksOnly = !correlateDownChirpEverywhere && chirpLength > profileSpan + maxPeakShift
         let mean = Float(1 / (profile.chirpDuration * noiseBandwidth))
-        singleThreshold = DetectionThreshold.single * mean
-        pairThreshold = DetectionThreshold.pair * mean
-        downThreshold = DetectionThreshold.downFloor * mean
+        singleThreshold = ReceiverTuning.standard.singleChirpThreshold * mean
+        pairThreshold = ReceiverTuning.standard.chirpPairThreshold * mean
+        downThreshold = ReceiverTuning.standard.downChirpFloor * mean
         mask = capacity - 1
         rhoUp = .zeroed(capacity)
         rhoDown = .zeroed(capacity)
@@ -364,7 +346,7 @@ final class PreambleDetector {
     /// arrivals (direct sound, reflections) seen by both chirps line up, refined by a parabola.
     /// Correlation values under twice the noise mean are ignored.
     private func profileLag(upPosition: Int) -> Double {
-        let floor = 2 * singleThreshold / DetectionThreshold.single
+        let floor = 2 * singleThreshold / ReceiverTuning.standard.singleChirpThreshold
         let rhoUp = rhoUp, rhoDown = rhoDown, mask = mask, span = profileSpan, chirpLength = chirpLength
         let width = 2 * span + 1, reach = maxPeakShift + 1
         // The two profiles above the floor, copied out of their rings once: the up-chirp's around its peak

@@ -8,21 +8,8 @@ import SottoDSP
 /// once the candidate parts are filtered through the room (about 1.5 million, once per frame).
 struct SequenceDecision {
     let shapes: CandidateShapes
-    /// Decision-directed phase loop gains (per symbol): phase and frequency.
-    static let phaseGain = 0.3, frequencyGain = 0.02
-    /// Soft feedback (long rooms, `Frame.softFeedback`): weight of each new symbol in the running level of
-    /// what the best candidates leave unexplained (per symbol: about the last eight symbols, 70 ms, over
-    /// which a long room's tail changes little).
-    static let residualSmoothing = 0.125
-    /// Soft feedback: how much of the likelihood the values' weights take (1: the posteriors under white
-    /// noise of the running level; lower flattens them). Measured on the long synthetic room (`sotto bench
-    /// sweep rooms`, 200 frames, 8 / 16 bytes, with two feedback passes): 0.2 -> 98 / 81.5 %, 0.3 -> 99 /
-    /// 82 %, 0.5 -> 99 / 79 %; 1 (without passes) 65 % of 40 at 16 bytes against 70 % at 0.3. The tail is
-    /// not white and the level is a rough estimate: full-strength posteriors are overconfident.
-    static let softScale: Float = 0.3
-    /// Soft feedback: weights under this are dropped (their shapes are not mixed in), and a decision whose
-    /// weight is within this of 1 is committed as it is.
-    static let softFloor: Float = 1e-3
+    /// The loop gains and soft feedback's constants (``ReceiverTuning``).
+    static var tuning: ReceiverTuning { .standard }
 
     /// Decides the next symbol: every (current, next) candidate pair through the room model, against the
     /// received window minus the predicted echoes of what was already decided.
@@ -110,8 +97,8 @@ struct SequenceDecision {
         for a in 0..<16 { frame.costs.append(row[a]) }
 
         let error = Double.atan2(y: loop.im, x: loop.re)
-        frame.frequency += Self.frequencyGain * error
-        let step = Self.phaseGain * error + frame.frequency
+        frame.frequency += Self.tuning.frequencyGain * error
+        let step = Self.tuning.phaseGain * error + frame.frequency
         let (sr, si) = (Double.cos(step), Double.sin(step))
         frame.rotation = (frame.rotation.re * sr - frame.rotation.im * si, frame.rotation.re * si + frame.rotation.im * sr)
         // Commit the decided symbol's first samples (they depend on previous and current only) to the prediction.
@@ -121,16 +108,16 @@ struct SequenceDecision {
         var soft = false
         if frame.softFeedback && k >= frame.hints.count {
             let level = k == 0 ? Double(best.cost) : frame.residualLevel
-            frame.residualLevel = k == 0 ? Double(best.cost) : level + Self.residualSmoothing * (Double(best.cost) - level)
-            let scale = Float(Double(window) / max(level, frame.noiseVariance * Double(window), 1e-30)) * Self.softScale
+            frame.residualLevel = k == 0 ? Double(best.cost) : level + Self.tuning.residualSmoothing * (Double(best.cost) - level)
+            let scale = Float(Double(window) / max(level, frame.noiseVariance * Double(window), 1e-30)) * Self.tuning.softScale
             var total: Float = 0
             for a in 0..<16 {
                 let w = Float.exp(-(row[a] - decisionBest.cost) * scale)
-                weights[a] = w > Self.softFloor ? w : 0
+                weights[a] = w > Self.tuning.softFloor ? w : 0
                 total += weights[a]
             }
             for a in 0..<16 { weights[a] /= total }
-            soft = weights[decisionBest.a] < 1 - Self.softFloor
+            soft = weights[decisionBest.a] < 1 - Self.tuning.softFloor
         }
         for i in 0..<shapes.samplesPerSymbol {
             var (xr, xi): (Float, Float) = i < shapes.segmentSplit

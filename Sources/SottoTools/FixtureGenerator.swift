@@ -201,7 +201,7 @@ enum RealRoomProfiles {
     ]
 
     /// Further (room, profile) fixtures, written after those of `choices`: the audible profile through the
-    /// close living room, where its down-chirp peaks low (`DetectionThreshold.downFloor`).
+    /// close living room, where its down-chirp peaks low (`ReceiverTuning.downChirpFloor`).
     static let extra: [(String, Profile)] = [
         ("rir_livingroom_close_arroyo.wav", .audible),
     ]
