@@ -336,22 +336,15 @@ final class FrameReceiver {
         pending[index].energies = []
         pending[index].steps = []
         var decoded: (frame: DecodedFrame, end: Double)?
-        // Overwritten (too late), counting what the coherent detector reads before the start.
-        if frame.start - (CoherentDetector.precursorDuration * basebandRate + 16) < Double(clock - history.mask) {
-            frame.machine.abandon()
-            frame.nominalStart = nil
-        }
-        // Inside a frame another profile's receiver decoded on the same band: not a frame of this profile.
-        if frontEnd.isInsideOtherFrame(ObjectIdentifier(self), frame.start) {
-            frame.machine.abandon()
-            frame.nominalStart = nil
-        }
-        // Inside a frame another profile's receiver matched far better, still on the air: a stretch of its symbols.
-        if case .decodeWithToneMetric = frame.machine.action, !frame.isAlias,
-           frontEnd.board.isUnderDominantFrame(ObjectIdentifier(self), start: frame.start / basebandRate, strength: frame.strength) {
-            frame.machine.abandon()
-            frame.nominalStart = nil
-        }
+        // Given up when its samples are overwritten (counting what the coherent detector reads before the start),
+        // inside a frame another profile's receiver decoded on the same band (not a frame of this profile), or
+        // inside one another profile matched far better and still on the air (a stretch of its symbols).
+        let samplesGone = frame.start - (CoherentDetector.precursorDuration * basebandRate + 16) < Double(clock - history.mask)
+        _ = frame.machine.check(.init(
+            samplesGone: samplesGone,
+            insideOtherFrame: !samplesGone && frontEnd.isInsideOtherFrame(ObjectIdentifier(self), frame.start),
+            underDominantFrame: frame.machine.yieldsToDominantFrames
+                && frontEnd.board.isUnderDominantFrame(ObjectIdentifier(self), start: frame.start / basebandRate, strength: frame.strength)))
         var headerDistance = 8
         switch frame.machine.action {
         case .decodeWithToneMetric(let bytes):
@@ -361,20 +354,22 @@ final class FrameReceiver {
         case .decodeWithRoomModel(let bytes):
             (decoded, headerDistance) = decodeWithRoomModel(&frame, payloadBytes: bytes)
         case .refineRoomModel(let bytes):
-            decoded = isLongRoom(frame) ? redecideWithFeedback(&frame, payloadBytes: bytes)
-                : refineRoomModel(&frame, payloadBytes: bytes)
-        case .drop:
+            decoded = refineRoomModel(&frame, payloadBytes: bytes)
+        case .redecideWithFeedback(let bytes):
+            decoded = redecideWithFeedback(&frame, payloadBytes: bytes)
+        case .restartAtUnitScale, .drop:
             break
         }
-        if case .drop = frame.machine.action {
-        } else {
+        switch frame.machine.action {
+        case .restartAtUnitScale, .drop:
+            break
+        case .decodeWithToneMetric, .decodeWithRoomModel, .refineRoomModel, .redecideWithFeedback:
             let longRoom = isLongRoom(frame)
-            // A second pass when the coherent decode came close: a room fit over the decided frame, or in a
-            // long room the decisions again with the code's feedback (see `ReceiverTuning.longRoomFloorRise`).
             _ = frame.machine.step(.init(
                 decoded: decoded != nil, reverberant: frame.tail >= Self.tuning.reverberantTail || isNoisyReverberant(frame) || longRoom,
                 nearlyRight: headerDistance <= Self.tuning.refinementHeaderDistance,
-                refinementLimit: Self.tuning.maximumRefinements))
+                refinementLimit: Self.tuning.maximumRefinements, longRoom: longRoom,
+                canRetryAtUnitScale: !frame.outranked && frame.nominalStart.map { $0 >= suppressUntil } ?? false))
         }
         if let result = decoded {
             if !isEcho(result.frame) {
@@ -387,10 +382,8 @@ final class FrameReceiver {
             frontEnd.board.settle(ObjectIdentifier(self), start: frame.start / basebandRate, end: result.end / basebandRate)
             suppressUntil = max(suppressUntil, result.end - Double(preamble.chirpLength) / 2)
         }
-        if case .drop = frame.machine.action, decoded == nil, let nominal = frame.nominalStart, !frame.outranked,
-           nominal >= suppressUntil {
-            // Nothing decoded at the estimated time scale: the same preamble again at scale 1, every length
-            // from the first (its samples are still in the history).
+        if case .restartAtUnitScale = frame.machine.action, let nominal = frame.nominalStart {
+            // The same preamble again at scale 1, every length from the first (its samples are still in the history).
             frontEnd.board.forget(ObjectIdentifier(self), start: frame.start / basebandRate)
             recycle(frame)
             pending[index] = makeCandidate(start: nominal, scale: 1, strength: frame.strength)

@@ -57,6 +57,58 @@ import Testing
         #expect(last.step(decoded: false) == .drop)
     }
 
+    /// In a long room the second pass decides the frame again from the code's decision instead of fitting the
+    /// room again; it takes the same budget.
+    @Test func aLongRoomsSecondPassIsTheFeedbackRedecision() {
+        var machine = CandidateStateMachine()
+        _ = machine.step(decoded: false)
+        let closeInALongRoom = CandidateStateMachine.Outcome(decoded: false, nearlyRight: true, refinementLimit: 2, longRoom: true)
+        #expect(machine.step(closeInALongRoom) == .redecideWithFeedback(payloadBytes: 1))
+        #expect(machine.usesRoomModel && machine.payloadBytes == 1 && machine.refinements == 1)
+        #expect(machine.step(decoded: false) == .decodeWithToneMetric(payloadBytes: 2))
+        _ = machine.step(decoded: false)
+        #expect(machine.step(closeInALongRoom) == .redecideWithFeedback(payloadBytes: 2))
+        #expect(machine.step(decoded: true) == .drop)
+    }
+
+    /// Every length failed at the estimated time scale: the preamble is tried again at scale 1 when the receiver
+    /// says a retry is possible, and dropped otherwise; a decode never retries.
+    @Test func aCandidateThatDecodedNothingRetriesAtUnitScaleWhenItMay() {
+        let mayRetry = CandidateStateMachine.Outcome(decoded: false, reverberant: false, canRetryAtUnitScale: true)
+        var machine = CandidateStateMachine()
+        while machine.payloadBytes != 16 { _ = machine.step(mayRetry) }
+        #expect(machine.step(mayRetry) == .restartAtUnitScale && machine.payloadBytes == nil && !machine.usesRoomModel)
+        var without = CandidateStateMachine()
+        while without.action != .drop { _ = without.step(decoded: false, reverberant: false) }
+        #expect(without.state == .finished)
+        var decodedLast = CandidateStateMachine()
+        while decodedLast.payloadBytes != 16 { _ = decodedLast.step(mayRetry) }
+        #expect(decodedLast.step(.init(decoded: true, canRetryAtUnitScale: true)) == .drop)
+        // An alias frame's one attempt retries too when it may.
+        var alias = CandidateStateMachine(alias: true)
+        #expect(alias.step(mayRetry) == .restartAtUnitScale)
+    }
+
+    /// A candidate is given up (without a retry) when its samples are gone or it lies inside another profile's
+    /// frame; a far better match still on the air stops the tone metric of a token frame only.
+    @Test func aCandidateIsGivenUpWhenItsSamplesAreGoneOrAnotherFrameHoldsIt() {
+        var gone = CandidateStateMachine()
+        #expect(gone.check(.init(samplesGone: true)) == .drop)
+        var inside = CandidateStateMachine()
+        _ = inside.step(decoded: false)
+        #expect(inside.check(.init(insideOtherFrame: true)) == .drop)
+        var clear = CandidateStateMachine()
+        #expect(clear.check(.init()) == .decodeWithToneMetric(payloadBytes: 1))
+        var dominated = CandidateStateMachine()
+        #expect(dominated.yieldsToDominantFrames && dominated.check(.init(underDominantFrame: true)) == .drop)
+        var roomModel = CandidateStateMachine()
+        _ = roomModel.step(decoded: false)
+        #expect(!roomModel.yieldsToDominantFrames)
+        #expect(roomModel.check(.init(underDominantFrame: true)) == .decodeWithRoomModel(payloadBytes: 1))
+        var alias = CandidateStateMachine(alias: true)
+        #expect(!alias.yieldsToDominantFrames && alias.check(.init(underDominantFrame: true)) == .decodeWithToneMetric(payloadBytes: 1))
+    }
+
     @Test func candidateStopsAtTheFirstDecode() {
         var toneMetric = CandidateStateMachine()
         #expect(toneMetric.step(decoded: true) == .drop)
@@ -67,8 +119,7 @@ import Testing
         _ = roomModel.step(decoded: false)
         #expect(roomModel.step(decoded: true) == .drop && roomModel.payloadBytes == nil)
         var abandoned = CandidateStateMachine()
-        abandoned.abandon()
-        #expect(abandoned.action == .drop)
+        #expect(abandoned.check(.init(samplesGone: true)) == .drop && abandoned.action == .drop)
     }
 
     // MARK: Baseband history
