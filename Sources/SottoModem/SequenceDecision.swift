@@ -10,6 +10,12 @@ struct SequenceDecision {
     let shapes: CandidateShapes
     /// The loop gains and soft feedback's constants (``ReceiverTuning``).
     static var tuning: ReceiverTuning { .standard }
+    /// Values a symbol takes (16-FSK: every profile's data symbols; the `InlineArray`s below spell it as a literal).
+    static let symbolValues = 16
+    /// The stand-in for the symbol before the first (the preamble): one past the last value.
+    static let beforeFirst = symbolValues
+    /// (current, next) candidate pairs a window compares.
+    static let pairs = symbolValues * symbolValues
 
     /// Decides the next symbol: every (current, next) candidate pair through the room model, against the
     /// received window minus the predicted echoes of what was already decided.
@@ -17,7 +23,7 @@ struct SequenceDecision {
         let k = frame.decided.count
         let window = 2 * shapes.samplesPerSymbol
         let parity = k % shapes.profile.subBands
-        let previous = k == 0 ? 16 : frame.decided[k - 1]
+        let previous = k == 0 ? Self.beforeFirst : frame.decided[k - 1]
         let start = shapes.preambleLength + k * shapes.samplesPerSymbol + frame.windowOffset
         let segmentStart = shapes.preambleLength + k * shapes.samplesPerSymbol - shapes.guardSamples  // grid index of segment sample 0
         prepareTables(frame, window: window, lagBase: start - segmentStart + shapes.precursorTaps)
@@ -63,13 +69,13 @@ struct SequenceDecision {
             tables.first.withUnsafeBufferPointer { first in
                 tables.second.withUnsafeBufferPointer { second in
                   tables.energies.withUnsafeBufferPointer { allEnergies in
-                    let energies = allEnergies.baseAddress! + previous * 256
-                    for a in 0..<16 {
-                        let (d1r, d1i) = inner(first, (previous * 16 + a) * stride)
-                        for b in 0..<16 {
-                            let (d2r, d2i) = inner(second, (a * 16 + b) * stride)
+                    let energies = allEnergies.baseAddress! + previous * Self.pairs
+                    for a in 0..<Self.symbolValues {
+                        let (d1r, d1i) = inner(first, (previous * Self.symbolValues + a) * stride)
+                        for b in 0..<Self.symbolValues {
+                            let (d2r, d2i) = inner(second, (a * Self.symbolValues + b) * stride)
                             let dr = d1r + d2r, di = d1i + d2i
-                            let cost = residualEnergy - 2 * (br * dr - bi * di) + energies[a * 16 + b]
+                            let cost = residualEnergy - 2 * (br * dr - bi * di) + energies[a * Self.symbolValues + b]
                             if cost < row[a] { row[a] = cost; rowNext[a] = b }
                             if cost < best.cost { best = (cost, a, b) }
                         }
@@ -81,7 +87,7 @@ struct SequenceDecision {
                         if k + 1 < frame.hints.count { best.b = frame.hints[k + 1] }
                     }
                     // Phase loop: the angle between the received window and the best candidate's prediction.
-                    let o1 = (previous * 16 + best.a) * stride, o2 = (best.a * 16 + best.b) * stride
+                    let o1 = (previous * Self.symbolValues + best.a) * stride, o2 = (best.a * Self.symbolValues + best.b) * stride
                     for j in 0..<window {
                         let yr = first[o1 + 2 * j] + second[o2 + 2 * j], yi = first[o1 + 2 * j + 1] + second[o2 + 2 * j + 1]
                         let p = 2 * (start + j + frame.origin)
@@ -94,7 +100,7 @@ struct SequenceDecision {
                 }
             }
         }
-        for a in 0..<16 { frame.costs.append(row[a]) }
+        for a in 0..<Self.symbolValues { frame.costs.append(row[a]) }
 
         let error = Double.atan2(y: loop.im, x: loop.re)
         frame.frequency += Self.tuning.frequencyGain * error
@@ -102,7 +108,7 @@ struct SequenceDecision {
         let (sr, si) = (Double.cos(step), Double.sin(step))
         frame.rotation = (frame.rotation.re * sr - frame.rotation.im * si, frame.rotation.re * si + frame.rotation.im * sr)
         // Commit the decided symbol's first samples (they depend on previous and current only) to the prediction.
-        let shape1 = shapes.shapes1[parity][previous * 16 + best.a], shape2 = shapes.shapes2[parity][best.a * 16 + best.b]
+        let shape1 = shapes.shapes1[parity][previous * Self.symbolValues + best.a], shape2 = shapes.shapes2[parity][best.a * Self.symbolValues + best.b]
         // Soft feedback: the expected waveform under the values' posteriors instead of the decided one's.
         var weights = InlineArray<16, Float>(repeating: 0)
         var soft = false
@@ -111,12 +117,12 @@ struct SequenceDecision {
             frame.residualLevel = k == 0 ? Double(best.cost) : level + Self.tuning.residualSmoothing * (Double(best.cost) - level)
             let scale = Float(Double(window) / max(level, frame.noiseVariance * Double(window), 1e-30)) * Self.tuning.softScale
             var total: Float = 0
-            for a in 0..<16 {
+            for a in 0..<Self.symbolValues {
                 let w = Float.exp(-(row[a] - decisionBest.cost) * scale)
                 weights[a] = w > Self.tuning.softFloor ? w : 0
                 total += weights[a]
             }
-            for a in 0..<16 { weights[a] /= total }
+            for a in 0..<Self.symbolValues { weights[a] /= total }
             soft = weights[decisionBest.a] < 1 - Self.tuning.softFloor
         }
         for i in 0..<shapes.samplesPerSymbol {
@@ -125,12 +131,12 @@ struct SequenceDecision {
                 : (shape2[2 * (i - shapes.segmentSplit)], shape2[2 * (i - shapes.segmentSplit) + 1])
             if soft {
                 xr = 0; xi = 0
-                for a in 0..<16 where weights[a] > 0 {
+                for a in 0..<Self.symbolValues where weights[a] > 0 {
                     if i < shapes.segmentSplit {
-                        let shape = shapes.shapes1[parity][previous * 16 + a]
+                        let shape = shapes.shapes1[parity][previous * Self.symbolValues + a]
                         xr += weights[a] * shape[2 * i]; xi += weights[a] * shape[2 * i + 1]
                     } else {
-                        let shape = shapes.shapes2[parity][a * 16 + rowNext[a]]
+                        let shape = shapes.shapes2[parity][a * Self.symbolValues + rowNext[a]]
                         xr += weights[a] * shape[2 * (i - shapes.segmentSplit)]; xi += weights[a] * shape[2 * (i - shapes.segmentSplit) + 1]
                     }
                 }
@@ -145,11 +151,12 @@ struct SequenceDecision {
     }
 
     /// The candidate parts through the room as seen in a window (the same for every symbol of a parity):
-    /// part 1 by previous * 16 + current, part 2 by current * 16 + next, each `2 * window` floats.
+    /// part 1 by previous × 16 + current, part 2 by current × 16 + next (16: ``symbolValues``), each `2 * window` floats.
     struct FilteredParts {
         var first: [Float]
         var second: [Float]
-        /// |Y1 + Y2|^2 per (current, next), for each previous tone once needed (17 x 256; NaN until computed).
+        /// |Y1 + Y2|^2 per (current, next), for each previous tone once needed (17 x 256: ``beforeFirst`` + 1 times
+        /// ``pairs``; NaN until computed).
         var energies: [Float]
     }
 
@@ -158,10 +165,10 @@ struct SequenceDecision {
         frame.residual = [Float](repeating: 0, count: 4 * window)
         let channel = ReversedChannel(frame.channel)
         for parity in 0..<shapes.profile.subBands {
-            var first = [Float](repeating: 0, count: 17 * 16 * 2 * window)
-            var second = [Float](repeating: 0, count: 256 * 2 * window)
+            var first = [Float](repeating: 0, count: (Self.beforeFirst + 1) * Self.symbolValues * 2 * window)
+            var second = [Float](repeating: 0, count: Self.pairs * 2 * window)
             first.withUnsafeMutableBufferPointer { out in
-                for (index, shape) in shapes.shapes1[parity].enumerated() where index < 16 * 16 || parity == 0 {
+                for (index, shape) in shapes.shapes1[parity].enumerated() where index < Self.pairs || parity == 0 {
                     filter(shape, from: 0, lagBase: lagBase, window: window, channel, into: out, at: index * 2 * window)
                 }
             }
@@ -170,14 +177,14 @@ struct SequenceDecision {
                     filter(shape, from: shapes.segmentSplit, lagBase: lagBase, window: window, channel, into: out, at: index * 2 * window)
                 }
             }
-            frame.tables.append(FilteredParts(first: first, second: second, energies: [Float](repeating: .nan, count: 17 * 256)))
+            frame.tables.append(FilteredParts(first: first, second: second, energies: [Float](repeating: .nan, count: (Self.beforeFirst + 1) * Self.pairs)))
         }
     }
 
     /// |Y1(previous, a) + Y2(a, b)|^2 for every (a, b), computed once per frame and previous tone (into
-    /// the parity's `energies`, at previous * 256).
+    /// the parity's `energies`, at previous × ``pairs``).
     private func computeCandidateEnergies(_ frame: CoherentDetector.Frame, parity: Int, previous: Int, window: Int) {
-        let base = previous * 256
+        let base = previous * Self.pairs
         guard frame.tables[parity].energies[base].isNaN else { return }
         let stride = 2 * window
         let tables = frame.tables[parity]
@@ -187,17 +194,17 @@ struct SequenceDecision {
             tables.second.withUnsafeBufferPointer { second in
                 let first = UnsafeRawPointer(first.baseAddress!), second = UnsafeRawPointer(second.baseAddress!)
                 let size = MemoryLayout<Float>.stride
-                for a in 0..<16 {
-                    let o1 = (previous * 16 + a) * stride * size
-                    for b in 0..<16 {
-                        let o2 = (a * 16 + b) * stride * size
+                for a in 0..<Self.symbolValues {
+                    let o1 = (previous * Self.symbolValues + a) * stride * size
+                    for b in 0..<Self.symbolValues {
+                        let o2 = (a * Self.symbolValues + b) * stride * size
                         var energy = SIMD4<Float>()
                         for f in Swift.stride(from: 0, to: stride * size, by: MemoryLayout<SIMD4<Float>>.stride) {
                             let v = first.loadUnaligned(fromByteOffset: o1 + f, as: SIMD4<Float>.self)
                                 + second.loadUnaligned(fromByteOffset: o2 + f, as: SIMD4<Float>.self)
                             energy += v * v
                         }
-                        values[a * 16 + b] = energy.sum()
+                        values[a * Self.symbolValues + b] = energy.sum()
                     }
                 }
             }
