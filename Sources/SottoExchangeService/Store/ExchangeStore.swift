@@ -19,17 +19,17 @@ public struct Project: Sendable, Hashable, Codable {
     /// break the one-line-per-project listings). Both stores apply it.
     /// - Parameter name: the name to check.
     /// - Throws: `StoreError.invalid` saying what a name may be.
+    public static func checkName(_ name: String) throws(StoreError) {
+        guard !name.isEmpty, name.count <= 100, !name.contains("/"), !StoreText.hasControlCharacters(name) else {
+            throw .invalid("a project name is 1 to 100 characters, no '/' and no control characters (newline, tab)")
+        }
+    }
+
     /// The same project under another name.
     func renamed(_ name: String) -> Project {
         var renamed = Project(id: id, name: name, maxSessions: maxSessions)
         renamed.disabled = disabled
         return renamed
-    }
-
-    public static func checkName(_ name: String) throws(StoreError) {
-        guard !name.isEmpty, name.count <= 100, !name.contains("/"), !StoreText.hasControlCharacters(name) else {
-            throw .invalid("a project name is 1 to 100 characters, no '/' and no control characters (newline, tab)")
-        }
     }
 }
 
