@@ -242,6 +242,36 @@ func collect(_ events: SubscriptionEvents, for seconds: Double) async -> [Subscr
 
 // MARK: Raw gRPC sessions
 
+/// A service of its own with one raw session that said Hello with the service's key: the set-up of the tests
+/// that send the service what the library never would.
+struct GreetedSession {
+    let service: TestServer
+    let client: RawClient
+    let session: RawSession
+
+    /// - Throws: `TimedOut` when no Welcome came (the client and the service are stopped first).
+    static func start() async throws -> GreetedSession {
+        let service = try await TestServer()
+        let client = try RawClient(service.address)
+        let session = RawSession(client)
+        let greeted = GreetedSession(service: service, client: client, session: session)
+        guard await session.hello(key: service.apiKey) != nil else {
+            await greeted.stop()
+            throw TimedOut(what: "the Welcome")
+        }
+        return greeted
+    }
+
+    /// Closes the client and stops the service.
+    func stop() async {
+        await client.close()
+        await service.stop()
+    }
+
+    /// ``stop()`` in the background, for a test's `defer`.
+    func stopLater() { Task { await stop() } }
+}
+
 /// A gRPC client of the exchange service, its connections run in a task.
 final class RawClient: Sendable {
     let grpc: GRPCClient<HTTP2ClientTransport.Posix>

@@ -17,12 +17,10 @@ import Testing
     }
 
     @Test func everyLimitIsCheckedByTheService() async throws {
-        let service = try await TestServer()
-        defer { Task { await service.stop() } }
-        let client = try RawClient(service.address)
-        defer { Task { await client.close() } }
-        let session = RawSession(client)
-        #expect(await session.hello(key: service.apiKey) != nil)
+        let greeted = try await GreetedSession.start()
+        defer { greeted.stopLater() }
+        let service = greeted.service
+        let session = greeted.session
 
         session.send(Frames.publish(1, content: [UInt8](repeating: 7, count: 102_401)))
         let content = await rejected(session, 1)
@@ -122,12 +120,9 @@ import Testing
     }
 
     @Test func unknownFieldsAreAccepted() async throws {
-        let service = try await TestServer()
-        defer { Task { await service.stop() } }
-        let client = try RawClient(service.address)
-        defer { Task { await client.close() } }
-        let session = RawSession(client)
-        #expect(await session.hello(key: service.apiKey) != nil)
+        let greeted = try await GreetedSession.start()
+        defer { greeted.stopLater() }
+        let session = greeted.session
 
         // Field 99 (varint 1) appended inside the Publish and at the top level of the frame.
         let unknown: [UInt8] = [0x98, 0x06, 0x01]

@@ -21,12 +21,10 @@ import Testing
     }
 
     @Test func namespacesAndFilterTypesAreLimited() async throws {
-        let service = try await TestServer()
-        defer { Task { await service.stop() } }
-        let client = try RawClient(service.address)
-        defer { Task { await client.close() } }
-        let session = RawSession(client)
-        #expect(await session.hello(key: service.apiKey) != nil)
+        let greeted = try await GreetedSession.start()
+        defer { greeted.stopLater() }
+        let client = greeted.client
+        let session = greeted.session
 
         session.send(Frames.publish(1, namespace: String(repeating: "n", count: 120_000), content: [1]))
         let long = await session.status(1)
@@ -86,12 +84,9 @@ import Testing
     }
 
     @Test func unpublishAndUnsubscribeAreAcknowledged() async throws {
-        let service = try await TestServer()
-        defer { Task { await service.stop() } }
-        let client = try RawClient(service.address)
-        defer { Task { await client.close() } }
-        let session = RawSession(client)
-        #expect(await session.hello(key: service.apiKey) != nil)
+        let greeted = try await GreetedSession.start()
+        defer { greeted.stopLater() }
+        let session = greeted.session
         session.send(Frames.publish(1, content: [1]))
         #expect(await session.status(1)?.state == .active)
         session.send(Frames.subscribe(2))
@@ -117,12 +112,10 @@ import Testing
     }
 
     @Test func sightingsOfOneSessionAreBounded() async throws {
-        let service = try await TestServer()
-        defer { Task { await service.stop() } }
-        let client = try RawClient(service.address)
-        defer { Task { await client.close() } }
-        let session = RawSession(client)
-        #expect(await session.hello(key: service.apiKey) != nil)
+        let greeted = try await GreetedSession.start()
+        defer { greeted.stopLater() }
+        let service = greeted.service
+        let session = greeted.session
         // A subscription that none of the IDs matches (each eviction would otherwise be a lost and a found).
         session.send(Frames.subscribe(1))
         #expect(await session.status(1)?.state == .active)

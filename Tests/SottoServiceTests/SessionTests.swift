@@ -204,12 +204,9 @@ import Testing
     }
 
     @Test func protocolErrorsKeepTheStream() async throws {
-        let service = try await TestServer()
-        defer { Task { await service.stop() } }
-        let client = try RawClient(service.address)
-        defer { Task { await client.close() } }
-        let session = RawSession(client)
-        #expect(await session.hello(key: service.apiKey) != nil)
+        let greeted = try await GreetedSession.start()
+        defer { greeted.stopLater() }
+        let session = greeted.session
         @Sendable func errors() -> [Sotto_Exchange_V1_Error] { session.frames.compactMap { if case .error(let e) = $0.kind { return e } else { return nil } } }
 
         var hello = ClientFrame()
@@ -246,12 +243,9 @@ import Testing
     }
 
     @Test func operationQuotaPerSession() async throws {
-        let service = try await TestServer()
-        defer { Task { await service.stop() } }
-        let client = try RawClient(service.address)
-        defer { Task { await client.close() } }
-        let session = RawSession(client)
-        #expect(await session.hello(key: service.apiKey) != nil)
+        let greeted = try await GreetedSession.start()
+        defer { greeted.stopLater() }
+        let session = greeted.session
         for op in 1...100 { session.send(Frames.publish(UInt32(op), content: [UInt8(op)])) }
         #expect(await session.status(100)?.state == .active)
         session.send(Frames.publish(101, content: [0]))
