@@ -119,6 +119,9 @@ public struct CrowdSimulation: Sendable {
         public var profileChanges: [ProfileChange] = []
         /// Every frame decoded that no device sent (``falseTokens`` of them): what it was, for tracing.
         public var falseFrames: [FalseFrame] = []
+        /// `directSNR[listener][speaker]`: the speaker's direct sound at the listener over the listener's noise (dB,
+        /// full band; the reverberation adds to it), 0 on the diagonal: where a link is weak, for tracing.
+        public var directSNR: [[Double]] = []
 
         /// A frame a listener decoded that no device sent: a token no device holds, or an alias nobody holds.
         public struct FalseFrame: Sendable, Hashable, Codable {
@@ -204,13 +207,9 @@ public struct CrowdSimulation: Sendable {
         var end: Int { start + samples.count }
     }
 
-    /// Runs the simulation (seconds of CPU grow with devices squared for the sound paths and linearly for
-    /// the decoding).
-    public func run() throws -> Result {
+    /// The room of the configuration: the devices' places, levels and clocks, and its weak speakers (ascending).
+    func makeRoom() throws -> (room: CrowdRoom, weak: [Int]) {
         let c = configuration
-        guard c.devices >= 1, c.size.count == 3 else { throw ParameterError("a crowd needs at least one device and a room of three sizes") }
-        guard let profile = Profile.named(c.profile) else { throw ParameterError("unknown profile \(c.profile)") }
-        let rate = c.sampleRate
         let n = c.devices
         var room = CrowdRoom.random(count: n, size: [c.size[0], c.size[1], c.size[2]], rt60: c.rt60,
                                     levelSpreadDB: c.levelSpreadDB, ppmSpread: c.ppmSpread,
@@ -231,6 +230,54 @@ public struct CrowdSimulation: Sendable {
             }
             weak.sort()
         }
+        return (room, weak)
+    }
+
+    /// The standard deviation of the white noise at each listener: its mean received power from the others (direct
+    /// path, frames of power `burstPower`), ``Configuration/snrDB`` above.
+    func noiseLevels(in room: CrowdRoom, burstPower: Double) -> [Float] {
+        let n = room.devices.count
+        return (0..<n).map { to in
+            var sum = 0.0
+            for from in 0..<n where from != to {
+                let g = pow(10, room.devices[from].levelDB / 20) / room.distance(from, to)
+                sum += burstPower * g * g
+            }
+            let mean = n > 1 ? sum / Double(n - 1) : burstPower
+            return Float((mean / pow(10, configuration.snrDB / 10)).squareRoot())
+        }
+    }
+
+    /// `[listener][speaker]`: the speaker's direct sound at the listener over the listener's noise of standard
+    /// deviation `noiseSigma[listener]` (dB, full band), 0 on the diagonal.
+    func directSNR(in room: CrowdRoom, noiseSigma: [Float], burstPower: Double) -> [[Double]] {
+        let n = room.devices.count
+        return (0..<n).map { to in
+            (0..<n).map { from in
+                guard from != to else { return 0 }
+                let g = pow(10, room.devices[from].levelDB / 20) / room.distance(from, to)
+                return 10 * log10(burstPower * g * g / Double(noiseSigma[to] * noiseSigma[to]))
+            }
+        }
+    }
+
+    /// The profiles every device listens for: ``Configuration/listenProfiles``, or every profile the rate carries.
+    func listenProfiles() throws -> [Profile] {
+        try (configuration.listenProfiles ?? Profile.carried(atSampleRate: configuration.sampleRate).map(\.name)).map { name in
+            guard let p = Profile.named(name) else { throw ParameterError("unknown profile \(name)") }
+            return p
+        }
+    }
+
+    /// Runs the simulation (seconds of CPU grow with devices squared for the sound paths and linearly for
+    /// the decoding).
+    public func run() throws -> Result {
+        let c = configuration
+        guard c.devices >= 1, c.size.count == 3 else { throw ParameterError("a crowd needs at least one device and a room of three sizes") }
+        guard let profile = Profile.named(c.profile) else { throw ParameterError("unknown profile \(c.profile)") }
+        let rate = c.sampleRate
+        let n = c.devices
+        let (room, weak) = try makeRoom()
         var random = SeededRandom(seed: c.seed ^ 0x5EED_C0DE)
 
         // The matcher issues every device's token; every device publishes and subscribes.
@@ -269,22 +316,10 @@ public struct CrowdSimulation: Sendable {
         }
         let clockErrors = (0..<n).map { _ in (2 * random.uniform() - 1) * c.clockError }
 
-        // Noise at each listener: its mean received power from the others (direct path), `snrDB` above.
         let burstPower = Double(modulator.amplitude * modulator.amplitude) / 2
-        let noiseSigma: [Float] = (0..<n).map { to in
-            var sum = 0.0
-            for from in 0..<n where from != to {
-                let g = pow(10, room.devices[from].levelDB / 20) / room.distance(from, to)
-                sum += burstPower * g * g
-            }
-            let mean = n > 1 ? sum / Double(n - 1) : burstPower
-            return Float((mean / pow(10, c.snrDB / 10)).squareRoot())
-        }
+        let noiseSigma = noiseLevels(in: room, burstPower: burstPower)
 
-        let listenProfiles = try (c.listenProfiles ?? Profile.carried(atSampleRate: rate).map(\.name)).map { name in
-            guard let p = Profile.named(name) else { throw ParameterError("unknown profile \(name)") }
-            return p
-        }
+        let listenProfiles = try listenProfiles()
         // Devices that can play room aliases listen for their frames (the short alias frame).
         let decoders = try (0..<n).map { _ in try StreamingDecoder(sampleRate: rate, profiles: listenProfiles, aliasFrames: c.roomAliases,
                                                                          cancelsInterference: c.cancelsInterference) }
@@ -301,6 +336,7 @@ public struct CrowdSimulation: Sendable {
         var firstFound: [[Double?]] = Array(repeating: Array(repeating: nil, count: n), count: n)
         var result = Result(devices: n, firstHeard: [], firstFound: [], falseTokens: 0, framesSent: 0, framesHeard: 0,
                             bandBusyShare: 0, window: c.window, starts: starts, transmissions: [], hearings: [], weakDevices: weak)
+        result.directSNR = directSNR(in: room, noiseSigma: noiseSigma, burstPower: burstPower)
         var busyUntil = 0
         var busySamples = 0
         var noise = SeededRandom(seed: c.seed ^ 0xA0_15E)
@@ -483,7 +519,7 @@ public enum CrowdSweep {
 
     /// Runs every configuration, two at a time (one per core here), in order of the results.
     public static func run(_ configurations: [CrowdSimulation.Configuration]) throws -> [CrowdSimulation.Result] {
-        let results = ResultsBox(count: configurations.count)
+        let results = ResultsBox<CrowdSimulation.Result>(count: configurations.count)
         DispatchQueue.concurrentPerform(iterations: configurations.count) { i in
             results.set(i, Result { try CrowdSimulation(configurations[i]).run() })
         }
@@ -495,13 +531,32 @@ public enum CrowdSweep {
     ///   - results: the rooms' results.
     ///   - rules: the rules' name, written on every line.
     ///   - path: the file, created if missing.
+    /// Runs every link survey, two at a time, in order of the configurations.
+    public static func survey(_ configurations: [CrowdSimulation.Configuration], repeats: Int) throws -> [CrowdLinkSurvey.Result] {
+        let results = ResultsBox<CrowdLinkSurvey.Result>(count: configurations.count)
+        DispatchQueue.concurrentPerform(iterations: configurations.count) { i in
+            results.set(i, Result { try CrowdLinkSurvey(configurations[i], repeats: repeats).run() })
+        }
+        return try results.values.map { try $0!.get() }
+    }
+
+    /// Appends one JSON line per link survey to `path`.
+    public static func appendTrace(_ results: [CrowdLinkSurvey.Result], to path: String) throws {
+        try appendLines(results.map { ["links": $0] }, to: path)
+    }
+
     public static func appendTrace(_ results: [CrowdSimulation.Result], rules: String, to path: String) throws {
         struct Line: Encodable { var rules: String; var result: CrowdSimulation.Result }
+        try appendLines(results.map { Line(rules: rules, result: $0) }, to: path)
+    }
+
+    /// Appends `lines` to the file at `path` (made if missing), one JSON object a line.
+    static func appendLines(_ lines: [some Encodable], to path: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         var data = Data()
-        for result in results {
-            data.append(try encoder.encode(Line(rules: rules, result: result)))
+        for line in lines {
+            data.append(try encoder.encode(line))
             data.append(0x0A)
         }
         if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
@@ -543,10 +598,10 @@ public enum CrowdSweep {
         }
     }
 
-    private final class ResultsBox: @unchecked Sendable {
+    private final class ResultsBox<Value: Sendable>: @unchecked Sendable {
         private let lock = NSLock()
-        private(set) var values: [Result<CrowdSimulation.Result, any Error>?]
+        private(set) var values: [Result<Value, any Error>?]
         init(count: Int) { values = Array(repeating: nil, count: count) }
-        func set(_ i: Int, _ value: Result<CrowdSimulation.Result, any Error>) { lock.withLock { values[i] = value } }
+        func set(_ i: Int, _ value: Result<Value, any Error>) { lock.withLock { values[i] = value } }
     }
 }

@@ -7,7 +7,7 @@ import SottoModem
 
 /// The robustness sweeps.
 public enum SweepKind: String, CaseIterable, Sendable {
-    case snr, offset, reverb, rooms, longroom, hall, rolloff, speech, `false`, latency, exchange, crowd, earshot, skew, overlap
+    case snr, offset, reverb, rooms, longroom, hall, rolloff, speech, `false`, latency, exchange, crowd, links, earshot, skew, overlap
 }
 
 /// Where a sweep's tables go, row by row as they are measured.
@@ -143,6 +143,7 @@ public struct SweepRunner {
         case .latency: sweepLatency(profiles, lengths)
         case .exchange: try sweepExchange()
         case .crowd: try sweepCrowd(profiles, lengths)
+        case .links: try sweepCrowdLinks(profiles, lengths)
         case .earshot: for profile in profiles { try sweepEarshot(profile) }
         case .skew: try sweepSkew()
         case .overlap: try sweepOverlap(profiles, lengths)
@@ -513,6 +514,48 @@ public struct SweepRunner {
                                + (crowdLinkAdaptation ? [fixed(Double(results.map(\.profileChanges.count).reduce(0, +)) / Double(max(1, results.count)), 1)] : []))
                 }
               }
+            }
+        }
+    }
+
+    /// The crowd's rooms (the same rooms as `crowd` with the same seed), every ordered pair's link alone on the air
+    /// (`CrowdLinkSurvey`, two repeats a frame): the share of frames decoded by kind, and the pairs whose token or
+    /// alias frames were never decoded (the links a crowd cannot use however its access works), and how many of
+    /// those the robust profile's token reaches.
+    mutating func sweepCrowdLinks(_ profiles: [Profile], _ lengths: [Int]) throws {
+        let repeats = 2
+        output.table("The links of a crowd's rooms alone on the air: 7 x 5 x 2.6 m, RT60 0.5 s, the rooms of `crowd` with the same seed, each pair's path and the listener's noise as there, \(repeats) frames a pair and kind, \(trials) rooms a point; every listener decodes all profiles and alias frames. Dead: ordered pairs with no frame of that kind decoded; rescued: dead token or alias pairs the robust token reaches.",
+                     ["profile", "bytes", "devices", "token decoded", "alias decoded", "robust token decoded", "dead token pairs", "dead alias pairs", "dead robust pairs", "rescued by robust", "rooms without dead alias pairs"])
+        for profile in profiles {
+            for length in lengths {
+                for devices in crowdDevices where devices >= 2 {
+                    output.status("links, \(profile.name), \(devices) devices")
+                    let seeds = (0..<trials).map { _ in random.next() }
+                    let results = try CrowdSweep.survey(seeds.map { seed in
+                        var c = CrowdSweep.configuration(devices: devices, rules: "coordinated", seed: seed)!
+                        c.profile = profile.name
+                        c.tokenLength = length
+                        c.weakDevices = crowdWeakDevices
+                        c.weakLossDB = crowdWeakLoss
+                        return c
+                    }, repeats: repeats)
+                    if let crowdTrace { try CrowdSweep.appendTrace(results, to: crowdTrace) }
+                    let pairs = results.reduce(0) { $0 + $1.pairs }
+                    func share(_ kind: CrowdLinkSurvey.Kind) -> String {
+                        "\(fixed(100 * results.reduce(0.0) { $0 + $1.share(kind) * Double($1.pairs) } / Double(max(1, pairs)), 2))%"
+                    }
+                    func dead(_ kind: CrowdLinkSurvey.Kind) -> Int { results.reduce(0) { $0 + $1.neverDecoded(kind).count } }
+                    var rescued = 0, deadEither = 0
+                    for r in results {
+                        let robustDead = Set(r.neverDecoded(.robustToken).map { $0.listener * devices + $0.speaker })
+                        let either = Set((r.neverDecoded(.token) + r.neverDecoded(.alias)).map { $0.listener * devices + $0.speaker })
+                        deadEither += either.count
+                        rescued += either.subtracting(robustDead).count
+                    }
+                    output.row([profile.name, "\(length)", "\(devices)", share(.token), share(.alias), share(.robustToken),
+                                "\(dead(.token))", "\(dead(.alias))", "\(dead(.robustToken))", "\(rescued) of \(deadEither)",
+                                "\(results.filter { $0.neverDecoded(.alias).isEmpty }.count) of \(results.count)"])
+                }
             }
         }
     }

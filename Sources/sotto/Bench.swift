@@ -111,7 +111,9 @@ struct BenchSweep: ParsableCommand {
             simulated room through the modem and the matcher (found latency, stop-to-lost, walk-away-to-lost, \
             collisions; --trials runs). crowd: N devices in a simulated room, each broadcasting its token on the \
             sender rules (--rules) and decoding everyone (ordered pairs heard and found within the 10 s lost timeout, \
-            time to first hearing; --devices counts, --trials rooms). earshot: in-band SNR and estimated distance \
+            time to first hearing; --devices counts, --trials rooms). links: crowd's rooms (the same with the same \
+            --seed), every ordered pair's link alone on the air: token, alias and robust token frames decoded, pairs \
+            never decoded (--devices counts, --trials rooms). earshot: in-band SNR and estimated distance \
             against the true distance, in synthetic rooms and behind the measured responses of --data (8-byte frames). skew: \
             rotating beacons' IDs resolved by the matcher with clocks 0 to 120 s apart (--trials IDs per point). overlap: \
             two frames of one profile overlapping by 0-100 % at 0-20 dB apart in a synthetic room, the weaker one's share \
@@ -132,11 +134,11 @@ struct BenchSweep: ParsableCommand {
     @Option(parsing: .unconditional, help: "Audio to scan, for false (s).") var seconds: Double = 3600
     @Option(parsing: .unconditional, help: "Random seed.") var seed: UInt64 = 1
     @Option(parsing: .unconditional, help: "Source directivity factor Q in the synthetic rooms of reverb (1 = omnidirectional).") var directivity: Double = 4
-    @Option(help: "Devices in the room, for crowd (comma-separated counts, 1 to 100).") var devices: String = "2,5,10,20"
+    @Option(help: "Devices in the room, for crowd and links (comma-separated counts, 1 to 100).") var devices: String = "2,5,10,20"
     @Option(help: "Sender rules, for crowd (comma-separated: \(CrowdSweep.ruleNames.joined(separator: ", "))).") var rules: String = "fixed,crowd"
     @Option(parsing: .unconditional, help: "Guard after the frame in a coordinated slot, for crowd (s).") var slotGuard: Double = 0.08
     @Option(help: "Members taking turns from which a room gets room aliases, for crowd's coordinated rules.") var aliasRoomSize: Int = 4
-    @Option(help: "Write every crowd room's whole result to this file (JSON Lines), for analysis.") var trace: String?
+    @Option(help: "Write every crowd (or links) room's whole result to this file (JSON Lines), for analysis.") var trace: String?
     @Option(help: "Devices with a weak speaker, for crowd: a roll-off loss at 19 kHz drawn within --weak-loss.") var weakDevices: Int = 0
     @Option(help: "The weak speakers' loss at 19 kHz, for crowd (dB: LOW,HIGH).") var weakLoss: String = "20,25"
     @Flag(help: "For crowd: the matcher's link adaptation switches each device's token profile (default or robust).") var linkAdaptation = false
@@ -184,6 +186,7 @@ struct BenchSweep: ParsableCommand {
         switch kind {
         case .snr, .offset, .reverb, .rooms, .speech, .latency, .hall, .rolloff: return grid
         case .crowd: return try grid * rules.split(separator: ",").count * deviceCounts().count
+        case .links: return try grid * deviceCounts().count
         case .overlap: return grid * SweepRunner.overlapLevels.count
         case .false, .exchange, .earshot, .skew, .longroom: return nil
         }

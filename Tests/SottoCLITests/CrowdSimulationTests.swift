@@ -63,4 +63,21 @@ import Testing
         #expect(a == b)
         #expect(a.framesSent > 0)
     }
+
+    /// The link survey runs the simulation's room: the same paths and noise levels (its direct SNRs are the
+    /// simulation's), and in a small room every pair decodes every kind of frame alone on the air; a room seen
+    /// again gives the same counts.
+    @Test func theLinkSurveyHearsEveryPairOfASmallRoomAlone() throws {
+        let c = configuration(3, .crowd, seed: 7)
+        let survey = try CrowdSweep.survey([c], repeats: 1)[0]
+        #expect(survey.seed == 7 && survey.devices == 3 && survey.pairs == 6)
+        #expect(survey.directSNR == (try CrowdSimulation(c).run().directSNR))
+        // The devices listen for the default profile only: no robust frames.
+        #expect(survey.decoded.keys.sorted() == ["alias", "token"])
+        for kind in [CrowdLinkSurvey.Kind.token, .alias] {
+            #expect(survey.neverDecoded(kind).isEmpty, "\(kind): \(survey.neverDecoded(kind))")
+            #expect(survey.share(kind) == 1)
+        }
+        #expect(try CrowdLinkSurvey(c, repeats: 1).run(kinds: [.alias]).decoded == ["alias": survey.decoded["alias"]!])
+    }
 }
