@@ -21,7 +21,7 @@ public struct ReceiverTuning: Sendable, Hashable {
     /// How much louder the earlier frame of the same token must have arrived for a later one to be its
     /// reflection (dB).
     public let echoLevelDrop = 3.0
-    /// Detections waiting for their frame's audio at once, at most (the oldest is given up).
+    /// Detections waiting for their frame's audio at once, at most (the weakest is given up).
     public let maximumPendingCandidates = 8
 
     // MARK: When the room model is fitted
