@@ -526,11 +526,6 @@ public enum CrowdSweep {
         return try results.values.map { try $0!.get() }
     }
 
-    /// Appends every room's whole result to `path` as JSON Lines (`{"rules": ..., "result": ...}`), for analysis.
-    /// - Parameters:
-    ///   - results: the rooms' results.
-    ///   - rules: the rules' name, written on every line.
-    ///   - path: the file, created if missing.
     /// Runs every link survey, two at a time, in order of the configurations.
     public static func survey(_ configurations: [CrowdSimulation.Configuration], repeats: Int) throws -> [CrowdLinkSurvey.Result] {
         let results = ResultsBox<CrowdLinkSurvey.Result>(count: configurations.count)
@@ -540,11 +535,16 @@ public enum CrowdSweep {
         return try results.values.map { try $0!.get() }
     }
 
-    /// Appends one JSON line per link survey to `path`.
+    /// Appends one JSON line per link survey to `path` (`{"links": ...}`), for analysis.
     public static func appendTrace(_ results: [CrowdLinkSurvey.Result], to path: String) throws {
         try appendLines(results.map { ["links": $0] }, to: path)
     }
 
+    /// Appends every room's whole result to `path` as JSON Lines (`{"rules": ..., "result": ...}`), for analysis.
+    /// - Parameters:
+    ///   - results: the rooms' results.
+    ///   - rules: the rules' name, written on every line.
+    ///   - path: the file, created if missing.
     public static func appendTrace(_ results: [CrowdSimulation.Result], rules: String, to path: String) throws {
         struct Line: Encodable { var rules: String; var result: CrowdSimulation.Result }
         try appendLines(results.map { Line(rules: rules, result: $0) }, to: path)
