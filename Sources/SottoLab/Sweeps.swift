@@ -518,17 +518,17 @@ public struct SweepRunner {
         }
     }
 
-    /// The crowd's rooms (the same rooms as `crowd` with the same seed), every ordered pair's link alone on the air
+    /// The crowd's rooms (those `crowd` makes with the same seed, of one device count and rules), every ordered pair's link alone on the air
     /// (`CrowdLinkSurvey`, two repeats a frame): the share of frames decoded by kind, and the pairs whose token or
     /// alias frames were never decoded (the links a crowd cannot use however its access works), and how many of
     /// those the robust profile's token reaches.
     mutating func sweepCrowdLinks(_ profiles: [Profile], _ lengths: [Int]) throws {
         let repeats = 2
-        output.table("The links of a crowd's rooms alone on the air: 7 x 5 x 2.6 m, RT60 0.5 s, the rooms of `crowd` with the same seed, each pair's path and the listener's noise as there, \(repeats) frames a pair and kind, \(trials) rooms a point; every listener decodes all profiles and alias frames. Dead: ordered pairs with no frame of that kind decoded; rescued: dead token or alias pairs the robust token reaches.",
+        output.table("The links of a crowd's rooms alone on the air: 7 x 5 x 2.6 m, RT60 0.5 s, the rooms `crowd` makes with the same seed (of one device count and rules), each pair's path and the listener's noise as there, \(repeats) frames a pair and kind, \(trials) rooms a point; every listener decodes all profiles and alias frames. Dead: ordered pairs with no frame of that kind decoded; rescued: dead token or alias pairs the robust token reaches.",
                      ["profile", "bytes", "devices", "token decoded", "alias decoded", "robust token decoded", "dead token pairs", "dead alias pairs", "dead robust pairs", "rescued by robust", "rooms without dead alias pairs"])
         for profile in profiles {
             for length in lengths {
-                for devices in crowdDevices where devices >= 2 {
+                for devices in crowdDevices {
                     output.status("links, \(profile.name), \(devices) devices")
                     let seeds = (0..<trials).map { _ in random.next() }
                     let results = try CrowdSweep.survey(seeds.map { seed in

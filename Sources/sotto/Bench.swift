@@ -162,7 +162,9 @@ struct BenchSweep: ParsableCommand {
         try NumericOption.directivity.check(directivity)
         _ = try selectedProfiles()
         _ = try sizes()
-        _ = try deviceCounts()
+        if try kind == .links && deviceCounts().contains(where: { $0 < 2 }) {
+            throw ValidationError("--devices: a link survey needs rooms of two devices at least")
+        }
         for name in rules.split(separator: ",") where CrowdSweep.rules(named: String(name)) == nil {
             throw ValidationError("--rules: unknown sender rules '\(name)': \(CrowdSweep.ruleNames.joined(separator: ", "))")
         }

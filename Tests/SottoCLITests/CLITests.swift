@@ -326,6 +326,13 @@ func temporaryDirectory() throws -> URL {
         #expect(namespace.status != 0 && namespace.stderr.contains("need a matcher"))
     }
 
+    /// `bench sweep links` surveys a room's pairs, so a room of one device is refused, not printed empty.
+    @Test func aLinkSurveyNeedsTwoDevices() throws {
+        let result = try Sotto.run(["bench", "sweep", "links", "--devices", "2,1", "--trials", "1"])
+        #expect(result.status == 64 && result.stderr.contains("two devices at least"), "\(result.status) \(result.stderr)")
+        #expect(result.stdout.isEmpty)
+    }
+
     @Test func simulatedRoomEndToEnd() throws {
         let result = try Sotto.run(["bench", "sweep", "exchange", "--trials", "1", "--seed", "3"])
         #expect(result.status == 0)
