@@ -73,7 +73,8 @@ public struct CrowdLinkSurvey: Sendable {
         let n = c.devices, rate = c.sampleRate
         let modulator = try Modulator(profile: profile, sampleRate: rate)
         let robustModulator = try Modulator(profile: .robust, sampleRate: rate)
-        let noiseSigma = simulation.noiseLevels(in: room, burstPower: Double(modulator.amplitude * modulator.amplitude) / 2)
+        let burstPower = Double(modulator.amplitude * modulator.amplitude) / 2
+        let noiseSigma = simulation.noiseLevels(in: room, burstPower: burstPower)
         let listenProfiles = try simulation.listenProfiles()
         let kinds = kinds ?? Kind.allCases.filter { $0 != .robustToken || listenProfiles.contains(.robust) }
         var random = SeededRandom(seed: c.seed ^ 0x11_4C5)
@@ -106,7 +107,8 @@ public struct CrowdLinkSurvey: Sendable {
             }
             decoded[kind.rawValue] = matrix
         }
-        let simulated = simulation.directSNR(in: room, noiseSigma: noiseSigma, burstPower: Double(modulator.amplitude * modulator.amplitude) / 2)
-        return Result(devices: n, repeats: repeats, decoded: decoded, directSNR: simulated, seed: c.seed, ppm: room.devices.map(\.ppm))
+        return Result(devices: n, repeats: repeats, decoded: decoded,
+                      directSNR: simulation.directSNR(in: room, noiseSigma: noiseSigma, burstPower: burstPower), seed: c.seed,
+                      ppm: room.devices.map(\.ppm))
     }
 }

@@ -487,20 +487,7 @@ public struct SweepRunner {
               for length in lengths {
                 for devices in crowdDevices {
                     output.status("\(name), \(profile.name), \(devices) devices")
-                    let seeds = (0..<trials).map { _ in random.next() }
-                    let results = try CrowdSweep.run(seeds.map { seed in
-                        var c = CrowdSweep.configuration(devices: devices, rules: name, seed: seed)!
-                        c.profile = profile.name
-                        c.tokenLength = length
-                        c.slotGuard = crowdSlotGuard
-                        c.aliasRoomSize = crowdAliasRoomSize
-                        c.cancelsInterference = cancelsInterference
-                        c.weakDevices = crowdWeakDevices
-                        c.weakLossDB = crowdWeakLoss
-                        c.linkAdaptation = crowdLinkAdaptation
-                        c.window = crowdWindow
-                        return c
-                    })
+                    let results = try CrowdSweep.run(crowdConfigurations(devices: devices, rules: name, profile: profile, length: length))
                     if let crowdTrace { try CrowdSweep.appendTrace(results, rules: name, to: crowdTrace) }
                     let summary = CrowdSweep.Summary(results)
                     func q(_ p: Double) -> String { summary.hearingQuantile(p).map { fixed($0, 2) } ?? "-" }
@@ -518,6 +505,24 @@ public struct SweepRunner {
         }
     }
 
+    /// One point's rooms of `devices` devices on the rules named `rules`, a seed each from the sweep's generator, with the
+    /// crowd options of this runner.
+    mutating func crowdConfigurations(devices: Int, rules: String, profile: Profile, length: Int) -> [CrowdSimulation.Configuration] {
+        (0..<trials).map { _ in random.next() }.map { seed in
+            var c = CrowdSweep.configuration(devices: devices, rules: rules, seed: seed)!
+            c.profile = profile.name
+            c.tokenLength = length
+            c.slotGuard = crowdSlotGuard
+            c.aliasRoomSize = crowdAliasRoomSize
+            c.cancelsInterference = cancelsInterference
+            c.weakDevices = crowdWeakDevices
+            c.weakLossDB = crowdWeakLoss
+            c.linkAdaptation = crowdLinkAdaptation
+            c.window = crowdWindow
+            return c
+        }
+    }
+
     /// The crowd's rooms (those `crowd` makes with the same seed, of one device count and rules), every ordered pair's link alone on the air
     /// (`CrowdLinkSurvey`, two repeats a frame): the share of frames decoded by kind, and the pairs whose token or
     /// alias frames were never decoded (the links a crowd cannot use however its access works), and how many of
@@ -530,15 +535,8 @@ public struct SweepRunner {
             for length in lengths {
                 for devices in crowdDevices {
                     output.status("links, \(profile.name), \(devices) devices")
-                    let seeds = (0..<trials).map { _ in random.next() }
-                    let results = try CrowdSweep.survey(seeds.map { seed in
-                        var c = CrowdSweep.configuration(devices: devices, rules: "coordinated", seed: seed)!
-                        c.profile = profile.name
-                        c.tokenLength = length
-                        c.weakDevices = crowdWeakDevices
-                        c.weakLossDB = crowdWeakLoss
-                        return c
-                    }, repeats: repeats)
+                    let results = try CrowdSweep.survey(crowdConfigurations(devices: devices, rules: "coordinated", profile: profile, length: length),
+                                                        repeats: repeats)
                     if let crowdTrace { try CrowdSweep.appendTrace(results, to: crowdTrace) }
                     let pairs = results.reduce(0) { $0 + $1.pairs }
                     func share(_ kind: CrowdLinkSurvey.Kind) -> String {
