@@ -261,8 +261,8 @@ final class FrameReceiver {
         detections += 1
         // Full: the weakest detection gives way (this one, if it is the weakest). Not the oldest: in a reverberant
         // room the echoes and a frame's own chirp-like stretches follow its preamble, so the oldest is most often
-        // the frame itself (with alias frames looked for, every up-chirp makes two detections: 2.8 % of token
-        // frames alone on the air in the crowd's rooms were lost so; `sotto bench sweep links`).
+        // the frame itself (with alias frames looked for, every up-chirp makes two detections; what that lost is in
+        // SottoModem's "Crowds" article, measured with `sotto bench sweep links`).
         if pending.count >= Self.tuning.maximumPendingCandidates {
             let weakest = pending.indices.min { pending[$0].strength < pending[$1].strength }!
             guard pending[weakest].strength < detection.strength else { return }
