@@ -25,6 +25,15 @@
 /// token was on the air least lately) carries the full token, so that a device the service has not placed yet (a
 /// listen-only one, or one whose own frames were lost) joins the room by hearing it.
 ///
+/// **Rooms that share the air.** Two rooms planned apart are usually far apart, and their slots may overlap. But
+/// the groups of one physical room that first heard different frames are planned apart too, and if their slots
+/// overlap they go on not hearing each other (in the crowd sweep, most of the pairs the turns lost). The coordinator
+/// learns it from its own plans: once a slot's hearings had time to arrive (``Rules/settle``), a slot that fewer than
+/// half of its room's other members heard, while a slot of another room was on the air, joins the two speakers'
+/// rooms on one timeline (``sharesAir(_:_:at:)``) for ``Rules/memory``: their slots no longer overlap, so their
+/// frames can be heard and the rooms merge. A false join (a slot lost to noise while a distant room's overlapped)
+/// costs airtime, not hearings: the two rooms take turns on the band until the join is forgotten.
+///
 /// Every member of a planned room receives a ``Schedule``: its slots (possibly none) and how long it should
 /// follow the service's schedule instead of its own sender's rules. A session that stops receiving
 /// schedules (a lost connection, a service restart) goes back to its own rules when the last one ends.
@@ -125,6 +134,32 @@ public struct BroadcastCoordinator: Sendable {
     var lastPlan: Double?
     /// Until when each member's room was planned to stay quiet (service time, s): a newcomer ends it early.
     var quietUntil: [SessionID: Double] = [:]
+    /// The slots planned lately, in order of their start: judged once their hearings had time to arrive, and kept
+    /// while a later one may overlap them.
+    var recentSlots: [PlannedSlot] = []
+    /// Sessions of rooms planned apart whose slots overlapped while one of them went unheard, and when it was
+    /// learnt (service time, s): their rooms share the air.
+    var sharedAir: [SessionPair: Double] = [:]
+
+    /// A slot as planned: whose, and when its frame is on the air (service time, s).
+    struct PlannedSlot: Sendable, Hashable {
+        var session: SessionID
+        /// When the frame starts (s).
+        var start: Double
+        /// When the frame ends, without the slot's guard (s).
+        var end: Double
+        /// Whether its hearings were counted.
+        var judged = false
+    }
+
+    /// Two sessions, the smaller first.
+    struct SessionPair: Sendable, Hashable {
+        let first: SessionID
+        let second: SessionID
+        init(_ a: SessionID, _ b: SessionID) {
+            (first, second) = a.value < b.value ? (a, b) : (b, a)
+        }
+    }
 
     /// - Parameter rules: how the coordinator plans.
     public init(rules: Rules) { self.rules = rules }
@@ -195,6 +230,54 @@ public struct BroadcastCoordinator: Sendable {
     /// Whether `session` takes turns.
     public func takesTurns(_ session: SessionID) -> Bool { airtimes[session] != nil }
 
+    /// Whether the rooms of `a` and `b` were found to share the air within ``Rules/memory`` of `now`: a slot of one
+    /// went unheard while a slot of the other was on the air (service time, s).
+    public func sharesAir(_ a: SessionID, _ b: SessionID, at now: Double) -> Bool {
+        sharedAir[SessionPair(a, b)].map { now - $0 <= rules.memory } ?? false
+    }
+
+    /// The longest a frame can be on the air (s): how far back a slot that overlaps another can start.
+    static let longestFrame = Double(ExchangeLimits.maxFrameAirtimeMs) / 1000
+
+    /// The index of the first recent slot that starts at or after `time`.
+    func firstSlot(startingFrom time: Double) -> Int {
+        var low = 0, high = recentSlots.count
+        while low < high {
+            let middle = (low + high) / 2
+            if recentSlots[middle].start < time { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// Keeps a planned slot, in order of start.
+    mutating func remember(_ slot: PlannedSlot) {
+        recentSlots.insert(slot, at: firstSlot(startingFrom: slot.start.nextUp))
+    }
+
+    /// Counts the hearings of the slots whose hearings had time to arrive: a slot fewer than half of its room's
+    /// other members heard, while a slot of a session of another room was on the air, joins the two (`room`: each
+    /// session's room, by its smallest member; `members`: each room's members). Then forgets slots no later one
+    /// can overlap.
+    mutating func judgeSlots(now: Double, room: [SessionID: SessionID], members: [SessionID: [SessionID]]) {
+        for index in recentSlots.indices where !recentSlots[index].judged && recentSlots[index].end + rules.settle <= now {
+            recentSlots[index].judged = true
+            let slot = recentSlots[index]
+            guard let home = room[slot.session], let listeners = members[home], listeners.count > 1 else { continue }
+            let hearings = heard[slot.session] ?? [:]
+            let heardBy = listeners.reduce(0) { $0 + ($1 != slot.session && (hearings[$1] ?? -.infinity) >= slot.start ? 1 : 0) }
+            guard 2 * heardBy < listeners.count - 1 else { continue }
+            var other = firstSlot(startingFrom: slot.start - Self.longestFrame)
+            while other < recentSlots.count, recentSlots[other].start < slot.end {
+                let overlapping = recentSlots[other]
+                other += 1
+                guard overlapping.end > slot.start, let away = room[overlapping.session], away != home else { continue }
+                sharedAir[SessionPair(slot.session, overlapping.session)] = now
+            }
+        }
+        let keep = now - rules.settle - 2 * Self.longestFrame
+        recentSlots.removeAll { $0.judged && $0.end < keep }
+    }
+
     /// `session` ended: it takes no more slots and joins no room.
     public mutating func remove(_ session: SessionID) {
         airtimes[session] = nil
@@ -211,6 +294,8 @@ public struct BroadcastCoordinator: Sendable {
         roomOf[session] = nil
         lastFullToken[session] = nil
         followUntil[session] = nil
+        recentSlots.removeAll { $0.session == session }
+        sharedAir = sharedAir.filter { $0.key.first != session && $0.key.second != session }
     }
 
     /// The rooms as they stand at `now`: sets of sessions joined by hearings within ``Rules/memory``, two
@@ -255,6 +340,7 @@ public struct BroadcastCoordinator: Sendable {
         guard !airtimes.isEmpty else {
             heard = [:]; slotsEnd = [:]; lastSlot = [:]; quietUntil = [:]
             aliases = [:]; aliasHolders = [:]; roomOf = [:]; lastFullToken = [:]; followUntil = [:]
+            recentSlots = []; sharedAir = [:]
             return []
         }
         // Hearings older than the memory no longer join anyone (`rooms` skips them); they are dropped once a second.
@@ -263,6 +349,7 @@ public struct BroadcastCoordinator: Sendable {
                 heard[speaker] = heard[speaker]?.filter { now - $0.value <= rules.memory }
                 if heard[speaker]?.isEmpty == true { heard[speaker] = nil }
             }
+            sharedAir = sharedAir.filter { now - $0.value <= rules.memory }
         }
         var schedules: [Schedule] = []
         let rooms = rooms(at: now)
@@ -277,6 +364,28 @@ public struct BroadcastCoordinator: Sendable {
         let previousRoomOf = roomOf
         roomOf = [:]
         for room in rooms { for member in room { roomOf[member] = room[0] } }
+        judgeSlots(now: now, room: roomOf, members: Dictionary(uniqueKeysWithValues: rooms.map { ($0[0], $0) }))
+        // Rooms that share the air are planned on one timeline: each band's rooms by their smallest member, and
+        // when the slots planned for the band end.
+        var band: [SessionID: SessionID] = [:]
+        func bandRoot(_ room: SessionID) -> SessionID {
+            var root = room
+            while let up = band[root], up != root { root = up }
+            return root
+        }
+        for (pair, time) in sharedAir where now - time <= rules.memory {
+            guard let a = roomOf[pair.first], let b = roomOf[pair.second], a != b else { continue }
+            if band[a] == nil { band[a] = a }
+            if band[b] == nil { band[b] = b }
+            let ra = bandRoot(a), rb = bandRoot(b)
+            if ra != rb { if ra.value < rb.value { band[rb] = ra } else { band[ra] = rb } }
+        }
+        var bandEnd: [SessionID: Double] = [:]
+        for room in rooms where band[room[0]] != nil {
+            guard let end = room.compactMap({ slotsEnd[$0] }).max() else { continue }
+            let root = bandRoot(room[0])
+            bandEnd[root] = max(bandEnd[root] ?? end, end)
+        }
         for room in rooms {
             // Rooms planned apart that a hearing joined: the members of the two have not heard each other, so a quiet
             // spell one of them was given does not hold for the merged room (it would leave the band idle while its
@@ -293,7 +402,9 @@ public struct BroadcastCoordinator: Sendable {
             let crowded = room.reduce(0) { $0 + (airtimes[$1] != nil ? 1 : 0) } >= rules.aliasRoomSize
             if crowded { assignAliases(in: room, using: &generator) }
             guard due || newcomer else { continue }
-            let start = max(planned ?? now, now + rules.lead)
+            // After the slots of the rooms it shares the air with.
+            let onAir = band[room[0]] != nil ? bandRoot(room[0]) : nil
+            let start = max(planned ?? now, now + rules.lead, onAir.flatMap { bandEnd[$0] } ?? -.infinity)
             // Who still needs to be heard, and by how many members. A member whose slot is still to come, or whose
             // frame has not had time to be heard and reported (``Rules/settle``), is left for a later plan.
             let needs: [(session: SessionID, unheard: Int, stale: Int, oldest: Double)] = room.compactMap { speaker in
@@ -359,8 +470,11 @@ public struct BroadcastCoordinator: Sendable {
                 lastSlot[member] = end
                 let alias = canPlayAlias(member) && member != fullToken ? aliasAirtimes[member] : nil
                 if alias != nil { playsAlias.insert(member) } else { lastFullToken[member] = end }
-                end += (alias ?? airtimes[member] ?? 0) + rules.slotGuard
+                let airtime = alias ?? airtimes[member] ?? 0
+                remember(PlannedSlot(session: member, start: end, end: end + airtime))
+                end += airtime + rules.slotGuard
             }
+            if let onAir { bandEnd[onAir] = max(bandEnd[onAir] ?? end, end) }
             // Every member hears of its new slots; the others only when their following would end too soon.
             let until = end + rules.openGap + rules.hold
             for member in room where airtimes[member] != nil {

@@ -527,6 +527,11 @@ extension BroadcastCoordinator {
         message.lastSlot = Self.byID(lastSlot)
         message.quietUntil = Self.byID(quietUntil)
         if let lastPlan { message.lastPlan = lastPlan }
+        message.recentSlots = recentSlots.map { slot in
+            .with { $0.session = slot.session.value; $0.start = slot.start; $0.end = slot.end; $0.judged = slot.judged }
+        }
+        message.sharedAir = sharedAir.sorted { ($0.key.first.value, $0.key.second.value) < ($1.key.first.value, $1.key.second.value) }
+            .map { pair, learnt in .with { $0.first = pair.first.value; $0.second = pair.second.value; $0.learnt = learnt } }
         return message
     }
 
@@ -549,6 +554,14 @@ extension BroadcastCoordinator {
         lastSlot = Self.bySession(message.lastSlot)
         quietUntil = Self.bySession(message.quietUntil)
         lastPlan = message.hasLastPlan ? message.lastPlan : nil
+        recentSlots = message.recentSlots.map { PlannedSlot(session: SessionID($0.session), start: $0.start, end: $0.end, judged: $0.judged) }
+        guard zip(recentSlots, recentSlots.dropFirst()).allSatisfy({ $0.start <= $1.start }), recentSlots.allSatisfy({ $0.end >= $0.start }) else {
+            throw .corrupt("the turns' recent slots are out of order")
+        }
+        for item in message.sharedAir {
+            guard item.first != item.second else { throw .corrupt("a session shares the air with itself") }
+            sharedAir[SessionPair(SessionID(item.first), SessionID(item.second))] = item.learnt
+        }
         try validateRestoredTimes()
     }
 
@@ -556,7 +569,7 @@ extension BroadcastCoordinator {
     /// frame airtimes out of range.
     func validateRestoredTimes() throws(MatcherSnapshotError) {
         let times = heard.values.flatMap(\.values) + slotsEnd.values + lastSlot.values + quietUntil.values + lastFullToken.values
-            + followUntil.values + [lastPlan ?? 0]
+            + followUntil.values + [lastPlan ?? 0] + recentSlots.flatMap { [$0.start, $0.end] } + sharedAir.values
         guard times.allSatisfy({ $0.isFinite && abs($0) < 1e12 }) else { throw .corrupt("a time of the turns is not finite") }
         guard (Array(airtimes.values) + aliasAirtimes.values).allSatisfy({ $0 > 0 && $0 <= Double(ExchangeLimits.maxFrameAirtimeMs) / 1000 }) else {
             throw .corrupt("a frame airtime of the turns is out of range")

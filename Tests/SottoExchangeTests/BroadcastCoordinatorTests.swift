@@ -238,4 +238,82 @@ import Testing
         _ = coordinator.tick(now: 12, using: &random)
         #expect(coordinator.alias(of: s(3)) == nil && coordinator.session(withAlias: alias3, heardBy: s(2)) == nil)
     }
+
+    /// Two rooms of two, each with one member still to be heard, planned apart: their first slots overlap. When
+    /// the two frames go unheard (they collided: the rooms share the air), the rooms are planned on one timeline
+    /// and their next slots no longer overlap; when the frames are heard (the rooms are far apart), the rooms keep
+    /// their own timelines. The join is forgotten after the memory.
+    @Test func roomsWhoseOverlappingSlotsGoUnheardShareTheAirAndTakeTurnsOnOneTimeline() {
+        func run(collide: Bool) -> (coordinator: BroadcastCoordinator, second: [Double], random: SplitMix64) {
+            var coordinator = joined()
+            var random = SplitMix64(seed: 1)
+            coordinator.heard(speaker: s(1), by: s(2), at: 1)  // room A: s2 still to be heard
+            coordinator.heard(speaker: s(3), by: s(4), at: 1)  // room B: s4 still to be heard
+            let first = coordinator.tick(now: 1, using: &random).flatMap(\.slots)
+            #expect(first.count == 2 && abs(first[0] - 1.3) < 1e-9 && abs(first[1] - 1.3) < 1e-9)
+            if !collide {
+                coordinator.heard(speaker: s(2), by: s(1), at: 1.9)
+                coordinator.heard(speaker: s(4), by: s(3), at: 1.9)
+            }
+            // s1 and s3 were heard by one listener only, long ago: they get slots again once stale.
+            var second: [Double] = []
+            var now = 1.1
+            while now < 3.5 {
+                second += coordinator.tick(now: now, using: &random).flatMap(\.slots)
+                now += 0.1
+            }
+            return (coordinator, second.sorted(), random)
+        }
+        var collided = run(collide: true)
+        #expect(collided.coordinator.sharesAir(s(2), s(4), at: 3.5) && !collided.coordinator.sharesAir(s(1), s(3), at: 3.5))
+        // s2 and s4 again, one after the other (a slot of 0.6 s apart at least).
+        #expect(collided.second.count >= 2)
+        #expect(zip(collided.second, collided.second.dropFirst()).allSatisfy { $1 - $0 >= 0.6 - 1e-9 })
+        // Learnt when the first slots were judged (2.2 s: their end and the settle), forgotten 10 s later.
+        #expect(collided.coordinator.sharesAir(s(2), s(4), at: 12.1))
+        _ = collided.coordinator.tick(now: 12.3, using: &collided.random)
+        #expect(!collided.coordinator.sharesAir(s(2), s(4), at: 12.3))
+
+        let apart = run(collide: false)
+        #expect(!apart.coordinator.sharesAir(s(2), s(4), at: 3.5))
+    }
+
+    /// Two groups of six in one physical room, planned apart (each first heard only its own): their slots overlap
+    /// and collide (a frame is heard, by all twelve, only alone on the air). Once the coordinator learns that they
+    /// share the air, their slots follow each other, the groups hear each other and become one room, and every
+    /// member is heard by every other; after that no two slots overlap.
+    @Test func groupsOfOneRoomPlannedApartEndUpHearingEachOther() {
+        var coordinator = joined()
+        var random = SplitMix64(seed: 5)
+        let groups = [Array(1...6), Array(7...12)]
+        for group in groups { for (i, a) in group.enumerated() { coordinator.heard(speaker: s(a), by: s(group[(i + 1) % 6]), at: 0) } }
+        var played: [(session: Int, start: Double)] = []
+        var heardPairs = Set<[Int]>()
+        var now = 0.0
+        var joinedAt: Double?
+        while now < 30 {
+            for (speaker, start) in played where start + 0.52 <= now && start + 0.62 > now {
+                guard !played.contains(where: { $0.session != speaker && $0.start < start + 0.52 && $0.start + 0.52 > start }) else { continue }
+                for listener in 1...12 where listener != speaker {
+                    coordinator.heard(speaker: s(speaker), by: s(listener), at: now)
+                    heardPairs.insert([speaker, listener])
+                }
+            }
+            for schedule in coordinator.tick(now: now, using: &random) {
+                let speaker = Int(schedule.session.value.dropFirst())!
+                for start in schedule.slots { played.append((speaker, start)) }
+            }
+            if joinedAt == nil, (1...6).contains(where: { a in (7...12).contains { coordinator.sharesAir(s(a), s($0), at: now) } }) {
+                joinedAt = now
+            }
+            now += 0.1
+        }
+        #expect(played.contains { a in played.contains { b in b.session != a.session && abs(b.start - a.start) < 0.52 } })
+        #expect(joinedAt.map { $0 < 5 } == true)
+        #expect(heardPairs.count == 12 * 11)
+        #expect(coordinator.rooms(at: now).count == 1)
+        let later = played.filter { $0.start > joinedAt! + 1.5 }.sorted { $0.start < $1.start }
+        #expect(later.count >= 12)
+        #expect(zip(later, later.dropFirst()).allSatisfy { $1.start - $0.start >= 0.52 - 1e-9 })
+    }
 }

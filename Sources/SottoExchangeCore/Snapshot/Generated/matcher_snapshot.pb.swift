@@ -910,6 +910,17 @@ nonisolated struct Sotto_Exchange_Snapshot_V1_Turns: @unchecked Sendable {
   /// Clears the value of `lastPlan`. Subsequent reads from it will return its default value.
   mutating func clearLastPlan() {_uniqueStorage()._lastPlan = nil}
 
+  /// In order of start.
+  var recentSlots: [Sotto_Exchange_Snapshot_V1_Turns.Slot] {
+    get {_storage._recentSlots}
+    set {_uniqueStorage()._recentSlots = newValue}
+  }
+
+  var sharedAir: [Sotto_Exchange_Snapshot_V1_Turns.SharedAir] {
+    get {_storage._sharedAir}
+    set {_uniqueStorage()._sharedAir = newValue}
+  }
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   nonisolated struct Rules: Sendable {
@@ -949,6 +960,42 @@ nonisolated struct Sotto_Exchange_Snapshot_V1_Turns: @unchecked Sendable {
 
     /// When each listener last heard the speaker.
     var listeners: Dictionary<String,Double> = [:]
+
+    var unknownFields = SwiftProtobuf.UnknownStorage()
+
+    init() {}
+  }
+
+  /// A slot planned lately: whose, when its frame is on the air, whether its hearings were counted.
+  nonisolated struct Slot: Sendable {
+    // SwiftProtobuf.Message conformance is added in an extension below. See the
+    // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+    // methods supported on all messages.
+
+    var session: String = String()
+
+    var start: Double = 0
+
+    var end: Double = 0
+
+    var judged: Bool = false
+
+    var unknownFields = SwiftProtobuf.UnknownStorage()
+
+    init() {}
+  }
+
+  /// Two sessions of rooms planned apart that share the air, and when it was learnt; sorted by the pair.
+  nonisolated struct SharedAir: Sendable {
+    // SwiftProtobuf.Message conformance is added in an extension below. See the
+    // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+    // methods supported on all messages.
+
+    var first: String = String()
+
+    var second: String = String()
+
+    var learnt: Double = 0
 
     var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2417,7 +2464,7 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Deadline.Rotation: SwiftProtobu
 
 nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Turns"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}rules\0\u{1}heard\0\u{1}airtimes\0\u{3}alias_airtimes\0\u{1}aliases\0\u{3}room_of\0\u{3}last_full_token\0\u{3}follow_until\0\u{3}slots_end\0\u{3}last_slot\0\u{3}quiet_until\0\u{3}last_plan\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}rules\0\u{1}heard\0\u{1}airtimes\0\u{3}alias_airtimes\0\u{1}aliases\0\u{3}room_of\0\u{3}last_full_token\0\u{3}follow_until\0\u{3}slots_end\0\u{3}last_slot\0\u{3}quiet_until\0\u{3}last_plan\0\u{3}recent_slots\0\u{3}shared_air\0")
 
   fileprivate class _StorageClass {
     var _rules: Sotto_Exchange_Snapshot_V1_Turns.Rules? = nil
@@ -2432,6 +2479,8 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, S
     var _lastSlot: Dictionary<String,Double> = [:]
     var _quietUntil: Dictionary<String,Double> = [:]
     var _lastPlan: Double? = nil
+    var _recentSlots: [Sotto_Exchange_Snapshot_V1_Turns.Slot] = []
+    var _sharedAir: [Sotto_Exchange_Snapshot_V1_Turns.SharedAir] = []
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -2454,6 +2503,8 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, S
       _lastSlot = source._lastSlot
       _quietUntil = source._quietUntil
       _lastPlan = source._lastPlan
+      _recentSlots = source._recentSlots
+      _sharedAir = source._sharedAir
     }
   }
 
@@ -2484,6 +2535,8 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, S
         case 10: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: &_storage._lastSlot) }()
         case 11: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufDouble>.self, value: &_storage._quietUntil) }()
         case 12: try { try decoder.decodeSingularDoubleField(value: &_storage._lastPlan) }()
+        case 13: try { try decoder.decodeRepeatedMessageField(value: &_storage._recentSlots) }()
+        case 14: try { try decoder.decodeRepeatedMessageField(value: &_storage._sharedAir) }()
         default: break
         }
       }
@@ -2532,6 +2585,12 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, S
       try { if let v = _storage._lastPlan {
         try visitor.visitSingularDoubleField(value: v, fieldNumber: 12)
       } }()
+      if !_storage._recentSlots.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._recentSlots, fieldNumber: 13)
+      }
+      if !_storage._sharedAir.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._sharedAir, fieldNumber: 14)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -2553,6 +2612,8 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, S
         if _storage._lastSlot != rhs_storage._lastSlot {return false}
         if _storage._quietUntil != rhs_storage._quietUntil {return false}
         if _storage._lastPlan != rhs_storage._lastPlan {return false}
+        if _storage._recentSlots != rhs_storage._recentSlots {return false}
+        if _storage._sharedAir != rhs_storage._sharedAir {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -2662,6 +2723,91 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns.Heard: SwiftProtobuf.Mess
 
   static func ==(lhs: Sotto_Exchange_Snapshot_V1_Turns.Heard, rhs: Sotto_Exchange_Snapshot_V1_Turns.Heard) -> Bool {
     if lhs.listeners != rhs.listeners {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Snapshot_V1_Turns.Slot: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = Sotto_Exchange_Snapshot_V1_Turns.protoMessageName + ".Slot"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}session\0\u{1}start\0\u{1}end\0\u{1}judged\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.session) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.start) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.end) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.judged) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.session.isEmpty {
+      try visitor.visitSingularStringField(value: self.session, fieldNumber: 1)
+    }
+    if self.start.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.start, fieldNumber: 2)
+    }
+    if self.end.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.end, fieldNumber: 3)
+    }
+    if self.judged != false {
+      try visitor.visitSingularBoolField(value: self.judged, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Snapshot_V1_Turns.Slot, rhs: Sotto_Exchange_Snapshot_V1_Turns.Slot) -> Bool {
+    if lhs.session != rhs.session {return false}
+    if lhs.start != rhs.start {return false}
+    if lhs.end != rhs.end {return false}
+    if lhs.judged != rhs.judged {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Sotto_Exchange_Snapshot_V1_Turns.SharedAir: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = Sotto_Exchange_Snapshot_V1_Turns.protoMessageName + ".SharedAir"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}first\0\u{1}second\0\u{1}learnt\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.first) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.second) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.learnt) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.first.isEmpty {
+      try visitor.visitSingularStringField(value: self.first, fieldNumber: 1)
+    }
+    if !self.second.isEmpty {
+      try visitor.visitSingularStringField(value: self.second, fieldNumber: 2)
+    }
+    if self.learnt.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.learnt, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Sotto_Exchange_Snapshot_V1_Turns.SharedAir, rhs: Sotto_Exchange_Snapshot_V1_Turns.SharedAir) -> Bool {
+    if lhs.first != rhs.first {return false}
+    if lhs.second != rhs.second {return false}
+    if lhs.learnt != rhs.learnt {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
