@@ -23,7 +23,9 @@
 /// room (``session(withAlias:heardBy:)``): heard anywhere else it names nobody, and guessing one gains nothing a
 /// session could not hear. At least every ``Rules/fullTokenEvery`` one slot (of the plan's members, the one whose
 /// token was on the air least lately) carries the full token, so that a device the service has not placed yet (a
-/// listen-only one, or one whose own frames were lost) joins the room by hearing it.
+/// listen-only one, or one whose own frames were lost) joins the room by hearing it. A member whose alias only a
+/// few members missed (``Rules/tokenAfterAliasMissedBy``) plays its token in its next slot: a listener that fails
+/// a speaker's alias frame tends to fail it again, and usually hears the token.
 ///
 /// **Rooms that share the air.** Two rooms planned apart are usually far apart, and their slots may overlap. But
 /// the groups of one physical room that first heard different frames are planned apart too, and if their slots
@@ -69,6 +71,9 @@ public struct BroadcastCoordinator: Sendable {
         /// Rounds are planned at most once per slot of this length of the service's time (s), however often it
         /// ticks (a service ticks on every log entry).
         public static let planInterval = 0.1
+        /// A member of a crowded room whose alias slot was missed by at least one and at most this many members of
+        /// its room plays its token in its next slot (2: measured with the crowd sweep, in the Benchmarks record).
+        public static let tokenAfterAliasMissedBy = 2
 
         /// - Parameters:
         ///   - slotGuard: what a slot adds to the member's frame airtime (s).
@@ -447,7 +452,19 @@ public struct BroadcastCoordinator: Sendable {
                 return $0.session.value < $1.session.value
             }
             // This plan's slots: as many of the neediest as fit the horizon (at least one).
-            func canPlayAlias(_ member: SessionID) -> Bool { crowded && aliases[member] != nil && aliasAirtimes[member] != nil }
+            // A member whose last slot played its alias, heard by all but a few (``Rules/tokenAfterAliasMissedBy``):
+            // those few may not hear its alias frame at all (a listener's failures are by speaker, and the alias
+            // frame is another frame through the same room), so its next slot plays its token.
+            func missedAlias(_ member: SessionID) -> Bool {
+                guard let slot = lastSlot[member], lastFullToken[member] != slot else { return false }
+                let listeners = heard[member] ?? [:]
+                let missed = room.reduce(0) { $0 + ($1 != member && (listeners[$1] ?? -.infinity) < slot ? 1 : 0) }
+                return missed >= 1 && missed <= Rules.tokenAfterAliasMissedBy
+            }
+            let tokenAgain = crowded ? Set(order.map(\.session).filter(missedAlias)) : []
+            func canPlayAlias(_ member: SessionID) -> Bool {
+                crowded && aliases[member] != nil && aliasAirtimes[member] != nil && !tokenAgain.contains(member)
+            }
             var batch: [SessionID] = []
             var fill = start
             for need in order where fill == start || fill < now + rules.lead + rules.horizon {

@@ -316,4 +316,36 @@ import Testing
         #expect(later.count >= 12)
         #expect(zip(later, later.dropFirst()).allSatisfy { $1.start - $0.start >= 0.52 - 1e-9 })
     }
+
+    /// In a crowded room, a member whose alias one member missed plays its token in its next slot; one whose
+    /// alias most members missed (a collision, say) plays its alias again. Here s6 never hears s3's alias frame
+    /// but hears its token, and s4's first alias frame is heard by nobody.
+    @Test func aMemberWhoseAliasAFewMissedPlaysItsTokenNext() {
+        var coordinator = BroadcastCoordinator(rules: rules)
+        var random = SplitMix64(seed: 11)
+        for i in 1...6 { coordinator.join(s(i), frameAirtime: 0.54, aliasAirtime: 0.29) }
+        for i in 2...6 { coordinator.heard(speaker: s(1), by: s(i), at: 1) }
+        var played: [(session: SessionID, start: Double, alias: UInt16?)] = []
+        var now = 1.0
+        while now < 6 {
+            for (session, start, alias) in played {
+                let airtime = alias == nil ? 0.54 : 0.29
+                guard start + airtime <= now, start + airtime + 0.1 > now else { continue }
+                if session == s(4) && !played.contains(where: { $0.session == s(4) && $0.start < start }) { continue }
+                for listener in (1...6).map(s) where listener != session && !(session == s(3) && listener == s(6) && alias != nil) {
+                    coordinator.heard(speaker: session, by: listener, at: now)
+                }
+            }
+            for schedule in coordinator.tick(now: now, using: &random) {
+                for start in schedule.slots { played.append((schedule.session, start, schedule.alias)) }
+            }
+            now += 0.1
+        }
+        let s3 = played.filter { $0.session == s(3) }
+        let s4 = played.filter { $0.session == s(4) }
+        // s3: its alias, missed by s6 alone, then its token (heard by s6): nothing more is needed of it.
+        #expect(s3.count == 2 && s3[0].alias != nil && s3[1].alias == nil)
+        // s4: its alias heard by nobody, then its alias again.
+        #expect(s4.count == 2 && s4[0].alias != nil && s4[1].alias != nil)
+    }
 }
