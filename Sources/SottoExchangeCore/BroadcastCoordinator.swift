@@ -34,7 +34,10 @@
 /// half of its room's other members heard, while a slot of another room was on the air, joins the two speakers'
 /// rooms on one timeline (``sharesAir(_:_:at:)``) for ``Rules/memory``: their slots no longer overlap, so their
 /// frames can be heard and the rooms merge. A false join (a slot lost to noise while a distant room's overlapped)
-/// costs airtime, not hearings: the two rooms take turns on the band until the join is forgotten.
+/// costs airtime, not hearings: the two rooms take turns on the band until the join is forgotten. Before anything
+/// can be learnt, rooms that form together are often groups of one crowd that started together: a new room (none of
+/// its members' slots judged yet) is planned after the slots of the other new rooms when they end within
+/// ``Rules/horizon`` (so that rooms forming in numbers elsewhere wait at most that long).
 ///
 /// Every member of a planned room receives a ``Schedule``: its slots (possibly none) and how long it should
 /// follow the service's schedule instead of its own sender's rules. A session that stops receiving
@@ -145,6 +148,8 @@ public struct BroadcastCoordinator: Sendable {
     /// Sessions of rooms planned apart whose slots overlapped while one of them went unheard, and when it was
     /// learnt (service time, s): their rooms share the air.
     var sharedAir: [SessionPair: Double] = [:]
+    /// When the slots planned for new rooms end (service time, s); nil once past.
+    var newRoomsEnd: Double?
 
     /// A slot as planned: whose, and when its frame is on the air (service time, s).
     struct PlannedSlot: Sendable, Hashable {
@@ -345,7 +350,7 @@ public struct BroadcastCoordinator: Sendable {
         guard !airtimes.isEmpty else {
             heard = [:]; slotsEnd = [:]; lastSlot = [:]; quietUntil = [:]
             aliases = [:]; aliasHolders = [:]; roomOf = [:]; lastFullToken = [:]; followUntil = [:]
-            recentSlots = []; sharedAir = [:]
+            recentSlots = []; sharedAir = [:]; newRoomsEnd = nil
             return []
         }
         // Hearings older than the memory no longer join anyone (`rooms` skips them); they are dropped once a second.
@@ -355,6 +360,7 @@ public struct BroadcastCoordinator: Sendable {
                 if heard[speaker]?.isEmpty == true { heard[speaker] = nil }
             }
             sharedAir = sharedAir.filter { now - $0.value <= rules.memory }
+            if let end = newRoomsEnd, end < now { newRoomsEnd = nil }
         }
         var schedules: [Schedule] = []
         let rooms = rooms(at: now)
@@ -409,7 +415,11 @@ public struct BroadcastCoordinator: Sendable {
             guard due || newcomer else { continue }
             // After the slots of the rooms it shares the air with.
             let onAir = band[room[0]] != nil ? bandRoot(room[0]) : nil
-            let start = max(planned ?? now, now + rules.lead, onAir.flatMap { bandEnd[$0] } ?? -.infinity)
+            var start = max(planned ?? now, now + rules.lead, onAir.flatMap { bandEnd[$0] } ?? -.infinity)
+            // A new room (none of its members' slots judged yet) follows the slots of the other new rooms when they
+            // end within the horizon: rooms that form together are often groups of one crowd.
+            let new = room.allSatisfy { member in lastSlot[member].map { $0 + (airtimes[member] ?? 0) + rules.settle > now } ?? true }
+            if new, let end = newRoomsEnd, end > start, end <= now + rules.lead + rules.horizon { start = end }
             // Who still needs to be heard, and by how many members. A member whose slot is still to come, or whose
             // frame has not had time to be heard and reported (``Rules/settle``), is left for a later plan.
             let needs: [(session: SessionID, unheard: Int, stale: Int, oldest: Double)] = room.compactMap { speaker in
@@ -492,6 +502,7 @@ public struct BroadcastCoordinator: Sendable {
                 end += airtime + rules.slotGuard
             }
             if let onAir { bandEnd[onAir] = max(bandEnd[onAir] ?? end, end) }
+            if new { newRoomsEnd = max(newRoomsEnd ?? end, end) }
             // Every member hears of its new slots; the others only when their following would end too soon.
             let until = end + rules.openGap + rules.hold
             for member in room where airtimes[member] != nil {

@@ -532,6 +532,7 @@ extension BroadcastCoordinator {
         }
         message.sharedAir = sharedAir.sorted { ($0.key.first.value, $0.key.second.value) < ($1.key.first.value, $1.key.second.value) }
             .map { pair, learnt in .with { $0.first = pair.first.value; $0.second = pair.second.value; $0.learnt = learnt } }
+        if let newRoomsEnd { message.newRoomsEnd = newRoomsEnd }
         return message
     }
 
@@ -562,14 +563,18 @@ extension BroadcastCoordinator {
             guard item.first != item.second else { throw .corrupt("a session shares the air with itself") }
             sharedAir[SessionPair(SessionID(item.first), SessionID(item.second))] = item.learnt
         }
+        newRoomsEnd = message.hasNewRoomsEnd ? message.newRoomsEnd : nil
         try validateRestoredTimes()
     }
 
     /// Refuses restored times that would turn into NaN or overflow when a schedule is put on the wire, and
     /// frame airtimes out of range.
     func validateRestoredTimes() throws(MatcherSnapshotError) {
-        let times = heard.values.flatMap(\.values) + slotsEnd.values + lastSlot.values + quietUntil.values + lastFullToken.values
-            + followUntil.values + [lastPlan ?? 0] + recentSlots.flatMap { [$0.start, $0.end] } + sharedAir.values
+        var times: [Double] = heard.values.flatMap(\.values)
+        for values in [slotsEnd, lastSlot, quietUntil, lastFullToken, followUntil] { times += values.values }
+        times += recentSlots.flatMap { [$0.start, $0.end] }
+        times += sharedAir.values
+        times += [lastPlan ?? 0, newRoomsEnd ?? 0]
         guard times.allSatisfy({ $0.isFinite && abs($0) < 1e12 }) else { throw .corrupt("a time of the turns is not finite") }
         guard (Array(airtimes.values) + aliasAirtimes.values).allSatisfy({ $0 > 0 && $0 <= Double(ExchangeLimits.maxFrameAirtimeMs) / 1000 }) else {
             throw .corrupt("a frame airtime of the turns is out of range")

@@ -239,43 +239,62 @@ import Testing
         #expect(coordinator.alias(of: s(3)) == nil && coordinator.session(withAlias: alias3, heardBy: s(2)) == nil)
     }
 
-    /// Two rooms of two, each with one member still to be heard, planned apart: their first slots overlap. When
-    /// the two frames go unheard (they collided: the rooms share the air), the rooms are planned on one timeline
-    /// and their next slots no longer overlap; when the frames are heard (the rooms are far apart), the rooms keep
-    /// their own timelines. The join is forgotten after the memory.
+    /// Two rooms of two planned apart, the second formed after the first's first slot: their slots overlap. When
+    /// overlapping frames go unheard (they collided: the rooms share the air), the rooms are planned on one
+    /// timeline and their slots no longer overlap; when the frames are heard (the rooms are far apart), the rooms
+    /// keep their own timelines. The join is forgotten after the memory.
     @Test func roomsWhoseOverlappingSlotsGoUnheardShareTheAirAndTakeTurnsOnOneTimeline() {
-        func run(collide: Bool) -> (coordinator: BroadcastCoordinator, second: [Double], random: SplitMix64) {
+        func run(collide: Bool) -> (coordinator: BroadcastCoordinator, slots: [(session: SessionID, start: Double)], random: SplitMix64) {
             var coordinator = joined()
             var random = SplitMix64(seed: 1)
-            coordinator.heard(speaker: s(1), by: s(2), at: 1)  // room A: s2 still to be heard
-            coordinator.heard(speaker: s(3), by: s(4), at: 1)  // room B: s4 still to be heard
-            let first = coordinator.tick(now: 1, using: &random).flatMap(\.slots)
-            #expect(first.count == 2 && abs(first[0] - 1.3) < 1e-9 && abs(first[1] - 1.3) < 1e-9)
-            if !collide {
-                coordinator.heard(speaker: s(2), by: s(1), at: 1.9)
-                coordinator.heard(speaker: s(4), by: s(3), at: 1.9)
-            }
-            // s1 and s3 were heard by one listener only, long ago: they get slots again once stale.
-            var second: [Double] = []
-            var now = 1.1
-            while now < 3.5 {
-                second += coordinator.tick(now: now, using: &random).flatMap(\.slots)
+            var slots: [(session: SessionID, start: Double)] = []
+            let partner = [s(1): s(2), s(2): s(1), s(3): s(4), s(4): s(3)]
+            coordinator.heard(speaker: s(3), by: s(4), at: 0)  // room B: s4 still to be heard
+            var now = 0.0
+            while now < 4 {
+                if abs(now - 1) < 1e-9 { coordinator.heard(speaker: s(1), by: s(2), at: 1) }  // room A: s2 still to be heard
+                // Frames that just ended are heard by the other member, unless they collided (s4's first is lost to
+                // noise).
+                for slot in slots where slot.start + 0.52 <= now && slot.start + 0.62 > now && slot.start > 0.5 {
+                    let overlapped = slots.contains { $0.session != slot.session && abs($0.start - slot.start) < 0.52 }
+                    if !(collide && overlapped) { coordinator.heard(speaker: slot.session, by: partner[slot.session]!, at: now) }
+                }
+                for schedule in coordinator.tick(now: now, using: &random) { slots += schedule.slots.map { (schedule.session, $0) } }
                 now += 0.1
             }
-            return (coordinator, second.sorted(), random)
+            return (coordinator, slots.sorted { $0.start < $1.start }, random)
         }
         var collided = run(collide: true)
-        #expect(collided.coordinator.sharesAir(s(2), s(4), at: 3.5) && !collided.coordinator.sharesAir(s(1), s(3), at: 3.5))
-        // s2 and s4 again, one after the other (a slot of 0.6 s apart at least).
-        #expect(collided.second.count >= 2)
-        #expect(zip(collided.second, collided.second.dropFirst()).allSatisfy { $1 - $0 >= 0.6 - 1e-9 })
-        // Learnt when the first slots were judged (2.2 s: their end and the settle), forgotten 10 s later.
-        #expect(collided.coordinator.sharesAir(s(2), s(4), at: 12.1))
-        _ = collided.coordinator.tick(now: 12.3, using: &collided.random)
-        #expect(!collided.coordinator.sharesAir(s(2), s(4), at: 12.3))
+        // s4's second slot (its first went unheard; B is no longer new) overlaps s2's first; both go unheard.
+        let first = collided.slots.filter { $0.start < 2 }
+        #expect(first.count == 3 && abs(first[1].start - first[2].start) < 0.52)
+        #expect(collided.coordinator.sharesAir(s(2), s(4), at: 4) && !collided.coordinator.sharesAir(s(1), s(3), at: 4))
+        // Learnt when s2's slot was judged (its end and the settle); then s2 and s4 again, one after the other.
+        let learnt = first[1].start + 0.52 + 0.3
+        let after = collided.slots.filter { $0.start > learnt }
+        #expect(Set(after.map(\.session)) == [s(2), s(4)])
+        #expect(zip(after, after.dropFirst()).allSatisfy { $1.start - $0.start >= 0.6 - 1e-9 })
+        // Forgotten 10 s after it was learnt (at the first plan after the judgement).
+        #expect(collided.coordinator.sharesAir(s(2), s(4), at: learnt + 9.5))
+        _ = collided.coordinator.tick(now: learnt + 10.3, using: &collided.random)
+        #expect(!collided.coordinator.sharesAir(s(2), s(4), at: learnt + 10.3))
 
         let apart = run(collide: false)
-        #expect(!apart.coordinator.sharesAir(s(2), s(4), at: 3.5))
+        #expect(apart.slots.filter { $0.start < 2 }.count == 3)
+        #expect(!apart.coordinator.sharesAir(s(2), s(4), at: 4))
+    }
+
+    /// Rooms that form in one plan, none of whose slots were judged yet, are planned one after the other as long as
+    /// the new rooms' slots end within the horizon; the others in parallel.
+    @Test func newRoomsFormedTogetherArePlannedOneAfterTheOtherWithinTheHorizon() {
+        var coordinator = joined()
+        var random = SplitMix64(seed: 1)
+        for i in stride(from: 1, through: 7, by: 2) { coordinator.heard(speaker: s(i), by: s(i + 1), at: 1) }
+        let starts = coordinator.tick(now: 1, using: &random).flatMap(\.slots).sorted()
+        // Slots of 0.6 s from 1.3; the second new room's follows the first's (it ends at 2.5, beyond 1 + 0.3 + 1), so the
+        // third and the fourth start in parallel.
+        #expect(starts.count == 4)
+        #expect(zip(starts, [1.3, 1.3, 1.3, 1.9]).allSatisfy { abs($0 - $1) < 1e-9 })
     }
 
     /// Two groups of six in one physical room, planned apart (each first heard only its own): their slots overlap

@@ -921,6 +921,16 @@ nonisolated struct Sotto_Exchange_Snapshot_V1_Turns: @unchecked Sendable {
     set {_uniqueStorage()._sharedAir = newValue}
   }
 
+  /// When the slots planned for new rooms end; absent once past.
+  var newRoomsEnd: Double {
+    get {_storage._newRoomsEnd ?? 0}
+    set {_uniqueStorage()._newRoomsEnd = newValue}
+  }
+  /// Returns true if `newRoomsEnd` has been explicitly set.
+  var hasNewRoomsEnd: Bool {_storage._newRoomsEnd != nil}
+  /// Clears the value of `newRoomsEnd`. Subsequent reads from it will return its default value.
+  mutating func clearNewRoomsEnd() {_uniqueStorage()._newRoomsEnd = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   nonisolated struct Rules: Sendable {
@@ -2464,7 +2474,7 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Deadline.Rotation: SwiftProtobu
 
 nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Turns"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}rules\0\u{1}heard\0\u{1}airtimes\0\u{3}alias_airtimes\0\u{1}aliases\0\u{3}room_of\0\u{3}last_full_token\0\u{3}follow_until\0\u{3}slots_end\0\u{3}last_slot\0\u{3}quiet_until\0\u{3}last_plan\0\u{3}recent_slots\0\u{3}shared_air\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}rules\0\u{1}heard\0\u{1}airtimes\0\u{3}alias_airtimes\0\u{1}aliases\0\u{3}room_of\0\u{3}last_full_token\0\u{3}follow_until\0\u{3}slots_end\0\u{3}last_slot\0\u{3}quiet_until\0\u{3}last_plan\0\u{3}recent_slots\0\u{3}shared_air\0\u{3}new_rooms_end\0")
 
   fileprivate class _StorageClass {
     var _rules: Sotto_Exchange_Snapshot_V1_Turns.Rules? = nil
@@ -2481,6 +2491,7 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, S
     var _lastPlan: Double? = nil
     var _recentSlots: [Sotto_Exchange_Snapshot_V1_Turns.Slot] = []
     var _sharedAir: [Sotto_Exchange_Snapshot_V1_Turns.SharedAir] = []
+    var _newRoomsEnd: Double? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -2505,6 +2516,7 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, S
       _lastPlan = source._lastPlan
       _recentSlots = source._recentSlots
       _sharedAir = source._sharedAir
+      _newRoomsEnd = source._newRoomsEnd
     }
   }
 
@@ -2537,6 +2549,7 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, S
         case 12: try { try decoder.decodeSingularDoubleField(value: &_storage._lastPlan) }()
         case 13: try { try decoder.decodeRepeatedMessageField(value: &_storage._recentSlots) }()
         case 14: try { try decoder.decodeRepeatedMessageField(value: &_storage._sharedAir) }()
+        case 15: try { try decoder.decodeSingularDoubleField(value: &_storage._newRoomsEnd) }()
         default: break
         }
       }
@@ -2591,6 +2604,9 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, S
       if !_storage._sharedAir.isEmpty {
         try visitor.visitRepeatedMessageField(value: _storage._sharedAir, fieldNumber: 14)
       }
+      try { if let v = _storage._newRoomsEnd {
+        try visitor.visitSingularDoubleField(value: v, fieldNumber: 15)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -2614,6 +2630,7 @@ nonisolated extension Sotto_Exchange_Snapshot_V1_Turns: SwiftProtobuf.Message, S
         if _storage._lastPlan != rhs_storage._lastPlan {return false}
         if _storage._recentSlots != rhs_storage._recentSlots {return false}
         if _storage._sharedAir != rhs_storage._sharedAir {return false}
+        if _storage._newRoomsEnd != rhs_storage._newRoomsEnd {return false}
         return true
       }
       if !storagesAreEqual {return false}
