@@ -89,7 +89,7 @@ public actor MessageManager {
     /// Seconds an unknown token is ignored after the matcher called it invalid.
     public static let invalidTokenCache = 600.0
     /// With a link: a payload still being heard is reported at most this often (s); the first sighting at once.
-    public static let reportInterval = 2.0
+    public static let reportInterval = ExchangeLimits.sightingReportInterval
     /// With a link: how long `publish` and `subscribe` wait for the matcher's answer before returning a
     /// handle whose status is `starting` (s).
     public static let acceptTimeout = 10.0

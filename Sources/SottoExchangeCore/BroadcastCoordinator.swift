@@ -31,7 +31,8 @@
 /// the groups of one physical room that first heard different frames are planned apart too, and if their slots
 /// overlap they go on not hearing each other (in the crowd sweep, most of the pairs the turns lost). The coordinator
 /// learns it from its own plans: once a slot's hearings had time to arrive (``Rules/settle``), a slot that fewer than
-/// half of its room's other members heard, while a slot of another room was on the air, joins the two speakers'
+/// half of its room's other members heard (not counting those that reported the speaker too lately to report it
+/// again, `ExchangeLimits/sightingReportInterval`), while a slot of another room was on the air, joins the two speakers'
 /// rooms on one timeline (``sharesAir(_:_:at:)``) for ``Rules/memory``: their slots no longer overlap, so their
 /// frames can be heard and the rooms merge. A false join (a slot lost to noise while a distant room's overlapped)
 /// costs airtime, not hearings: the two rooms take turns on the band until the join is forgotten. Before anything
@@ -259,6 +260,13 @@ public struct BroadcastCoordinator: Sendable {
         return low
     }
 
+    /// Whether a listener whose last reported hearing of a speaker was at `last` (service time, s) would not report
+    /// hearing `slot`'s frame: a client reports a payload it still hears at most every
+    /// `ExchangeLimits.sightingReportInterval`, so its silence says nothing.
+    static func reportWithheld(after last: Double, for slot: PlannedSlot) -> Bool {
+        last < slot.start && slot.end - last < ExchangeLimits.sightingReportInterval
+    }
+
     /// Keeps a planned slot, in order of start.
     mutating func remember(_ slot: PlannedSlot) {
         recentSlots.insert(slot, at: firstSlot(startingFrom: slot.start.nextUp))
@@ -274,8 +282,12 @@ public struct BroadcastCoordinator: Sendable {
             let slot = recentSlots[index]
             guard let home = room[slot.session], let listeners = members[home], listeners.count > 1 else { continue }
             let hearings = heard[slot.session] ?? [:]
-            let heardBy = listeners.reduce(0) { $0 + ($1 != slot.session && (hearings[$1] ?? -.infinity) >= slot.start ? 1 : 0) }
-            guard 2 * heardBy < listeners.count - 1 else { continue }
+            var heardBy = 0, counted = 0
+            for listener in listeners where listener != slot.session {
+                let last = hearings[listener] ?? -.infinity
+                if last >= slot.start { heardBy += 1; counted += 1 } else if !Self.reportWithheld(after: last, for: slot) { counted += 1 }
+            }
+            guard 2 * heardBy < counted else { continue }
             var other = firstSlot(startingFrom: slot.start - Self.longestFrame)
             while other < recentSlots.count, recentSlots[other].start < slot.end {
                 let overlapping = recentSlots[other]
@@ -465,10 +477,15 @@ public struct BroadcastCoordinator: Sendable {
             // A member whose last slot played its alias, heard by all but a few (``Rules/tokenAfterAliasMissedBy``):
             // those few may not hear its alias frame at all (a listener's failures are by speaker, and the alias
             // frame is another frame through the same room), so its next slot plays its token.
+            // (A listener whose report of the slot would have been withheld is not counted.)
             func missedAlias(_ member: SessionID) -> Bool {
-                guard let slot = lastSlot[member], lastFullToken[member] != slot else { return false }
+                guard let start = lastSlot[member], lastFullToken[member] != start, let airtime = aliasAirtimes[member] else { return false }
+                let slot = PlannedSlot(session: member, start: start, end: start + airtime)
                 let listeners = heard[member] ?? [:]
-                let missed = room.reduce(0) { $0 + ($1 != member && (listeners[$1] ?? -.infinity) < slot ? 1 : 0) }
+                let missed = room.reduce(0) { count, listener in
+                    let last = listeners[listener] ?? -.infinity
+                    return count + (listener != member && last < start && !Self.reportWithheld(after: last, for: slot) ? 1 : 0)
+                }
                 return missed >= 1 && missed <= Rules.tokenAfterAliasMissedBy
             }
             let tokenAgain = crowded ? Set(order.map(\.session).filter(missedAlias)) : []

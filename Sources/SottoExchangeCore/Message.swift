@@ -30,6 +30,9 @@ public enum ExchangeLimits {
     public static let lostTimeoutRange: ClosedRange<Double> = 1...60
     /// Sightings in one report to a matcher service.
     public static let maxSightingsPerReport = 64
+    /// A client linked to a matcher service reports a payload it still hears at most this often (s); the first
+    /// sighting at once.
+    public static let sightingReportInterval = 2.0
     /// Longest token-frame airtime a session may give for the matcher's turns (ms): beyond any profile's
     /// 16-byte frame.
     public static let maxFrameAirtimeMs: UInt32 = 5_000

@@ -284,6 +284,37 @@ import Testing
         #expect(!apart.coordinator.sharesAir(s(2), s(4), at: 4))
     }
 
+    /// A client reports a payload it still hears at most every 2 s, so a listener that reported a speaker just
+    /// before its slot says nothing of the slot: its silence is not counted as a miss. Room A (s1, s2, s6, s7):
+    /// everyone reported everyone at 1 s but s7 s2; s2's slot (1.3-1.82 s) overlaps s4's of room B.
+    /// Heard by the only member that could report it, the slot joins nothing; missed by it, it does.
+    @Test func aListenerThatCouldNotReportTheSlotAgainIsNotCountedAsAMiss() {
+        func run(s7Hears: Bool) -> BroadcastCoordinator {
+            var coordinator = joined()
+            var random = SplitMix64(seed: 1)
+            var slots: [(session: SessionID, start: Double)] = []
+            coordinator.heard(speaker: s(3), by: s(4), at: 0)  // room B: s4 still to be heard
+            var now = 0.0
+            while now < 3 {
+                if abs(now - 1) < 1e-9 {
+                    // Everyone in A heard everyone but s7 s2.
+                    for a in [1, 2, 6, 7] { for b in [1, 2, 6, 7] where a != b && !(a == 2 && b == 7) { coordinator.heard(speaker: s(a), by: s(b), at: 1) } }
+                }
+                for slot in slots where slot.start + 0.52 <= now && slot.start + 0.62 > now && slot.start > 0.5 {
+                    if slot.session == s(4) { coordinator.heard(speaker: s(4), by: s(3), at: now) }
+                    if slot.session == s(2) && s7Hears { coordinator.heard(speaker: s(2), by: s(7), at: now) }
+                }
+                for schedule in coordinator.tick(now: now, using: &random) { slots += schedule.slots.map { (schedule.session, $0) } }
+                now += 0.1
+            }
+            let s2 = slots.first { $0.session == s(2) }, s4 = slots.last { $0.session == s(4) && $0.start < 2 }
+            #expect(s2 != nil && s4 != nil && abs(s2!.start - s4!.start) < 0.52)
+            return coordinator
+        }
+        #expect(!run(s7Hears: true).sharesAir(s(2), s(4), at: 3))
+        #expect(run(s7Hears: false).sharesAir(s(2), s(4), at: 3))
+    }
+
     /// Rooms that form in one plan, none of whose slots were judged yet, are planned one after the other as long as
     /// the new rooms' slots end within the horizon; the others in parallel.
     @Test func newRoomsFormedTogetherArePlannedOneAfterTheOtherWithinTheHorizon() {
