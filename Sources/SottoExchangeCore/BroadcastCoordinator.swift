@@ -323,28 +323,12 @@ public struct BroadcastCoordinator: Sendable {
     /// The rooms as they stand at `now`: sets of sessions joined by hearings within ``Rules/memory``, two
     /// members at least, each sorted by session.
     public func rooms(at now: Double) -> [[SessionID]] {
-        var parent: [SessionID: SessionID] = [:]
-        // Union-find whose root is the smallest member (so the result does not depend on dictionary order), with
-        // path halving.
-        func root(_ s: SessionID) -> SessionID {
-            var r = s
-            while let p = parent[r], p != r {
-                let grand = parent[p] ?? p
-                parent[r] = grand
-                r = grand
-            }
-            return r
-        }
+        var joined = SessionUnion()
         for (speaker, listeners) in heard {
-            for (listener, time) in listeners where now - time <= rules.memory {
-                if parent[speaker] == nil { parent[speaker] = speaker }
-                if parent[listener] == nil { parent[listener] = listener }
-                let a = root(speaker), b = root(listener)
-                if a != b { if a.value < b.value { parent[b] = a } else { parent[a] = b } }
-            }
+            for (listener, time) in listeners where now - time <= rules.memory { joined.join(speaker, listener) }
         }
         var rooms: [SessionID: [SessionID]] = [:]
-        for s in parent.keys { rooms[root(s), default: []].append(s) }
+        for s in joined.sessions { rooms[joined.root(s), default: []].append(s) }
         return rooms.values.map { $0.sorted { $0.value < $1.value } }.filter { $0.count >= 2 }.sorted { $0[0].value < $1[0].value }
     }
 
@@ -390,23 +374,15 @@ public struct BroadcastCoordinator: Sendable {
         judgeSlots(now: now, room: roomOf, members: Dictionary(uniqueKeysWithValues: rooms.map { ($0[0], $0) }))
         // Rooms that share the air are planned on one timeline: each band's rooms by their smallest member, and
         // when the slots planned for the band end.
-        var band: [SessionID: SessionID] = [:]
-        func bandRoot(_ room: SessionID) -> SessionID {
-            var root = room
-            while let up = band[root], up != root { root = up }
-            return root
-        }
+        var band = SessionUnion()
         for (pair, time) in sharedAir where now - time <= rules.memory {
             guard let a = roomOf[pair.first], let b = roomOf[pair.second], a != b else { continue }
-            if band[a] == nil { band[a] = a }
-            if band[b] == nil { band[b] = b }
-            let ra = bandRoot(a), rb = bandRoot(b)
-            if ra != rb { if ra.value < rb.value { band[rb] = ra } else { band[ra] = rb } }
+            band.join(a, b)
         }
         var bandEnd: [SessionID: Double] = [:]
-        for room in rooms where band[room[0]] != nil {
+        for room in rooms where band.contains(room[0]) {
             guard let end = room.compactMap({ slotsEnd[$0] }).max() else { continue }
-            let root = bandRoot(room[0])
+            let root = band.root(room[0])
             bandEnd[root] = max(bandEnd[root] ?? end, end)
         }
         for room in rooms {
@@ -426,7 +402,7 @@ public struct BroadcastCoordinator: Sendable {
             if crowded { assignAliases(in: room, using: &generator) }
             guard due || newcomer else { continue }
             // After the slots of the rooms it shares the air with.
-            let onAir = band[room[0]] != nil ? bandRoot(room[0]) : nil
+            let onAir = band.contains(room[0]) ? band.root(room[0]) : nil
             var start = max(planned ?? now, now + rules.lead, onAir.flatMap { bandEnd[$0] } ?? -.infinity)
             // A new room (none of its members' slots judged yet) follows the slots of the other new rooms when they
             // end within the horizon: rooms that form together are often groups of one crowd.
@@ -533,5 +509,38 @@ public struct BroadcastCoordinator: Sendable {
             }
         }
         return schedules
+    }
+}
+
+/// Sessions joined pair by pair into sets, each named by its smallest member, so that the sets and their names do not
+/// depend on the order of the joins (dictionary order differs between the replicas' processes): a union-find with
+/// path halving.
+struct SessionUnion {
+    private var parent: [SessionID: SessionID] = [:]
+
+    /// Every session joined to anything.
+    var sessions: [SessionID] { Array(parent.keys) }
+
+    /// Whether `session` was joined to anything.
+    func contains(_ session: SessionID) -> Bool { parent[session] != nil }
+
+    /// The smallest member of `session`'s set (`session` itself when it was joined to nothing).
+    mutating func root(_ session: SessionID) -> SessionID {
+        var node = session
+        while let up = parent[node], up != node {
+            let grand = parent[up] ?? up
+            parent[node] = grand
+            node = grand
+        }
+        return node
+    }
+
+    /// Puts `a` and `b` in one set.
+    mutating func join(_ a: SessionID, _ b: SessionID) {
+        if parent[a] == nil { parent[a] = a }
+        if parent[b] == nil { parent[b] = b }
+        let rootA = root(a), rootB = root(b)
+        guard rootA != rootB else { return }
+        if rootA.value < rootB.value { parent[rootB] = rootA } else { parent[rootA] = rootB }
     }
 }
