@@ -267,6 +267,18 @@ public struct BroadcastCoordinator: Sendable {
         last < slot.start && slot.end - last < ExchangeLimits.sightingReportInterval
     }
 
+    /// How many of `listeners` (the speaker aside) reported hearing `slot` (service time, s), and how many missed it;
+    /// those whose report would have been withheld (``reportWithheld(after:for:)``) are in neither.
+    func hearings(of slot: PlannedSlot, by listeners: [SessionID]) -> (heard: Int, missed: Int) {
+        let reported = heard[slot.session] ?? [:]
+        var heardBy = 0, missed = 0
+        for listener in listeners where listener != slot.session {
+            let last = reported[listener] ?? -.infinity
+            if last >= slot.start { heardBy += 1 } else if !Self.reportWithheld(after: last, for: slot) { missed += 1 }
+        }
+        return (heardBy, missed)
+    }
+
     /// Keeps a planned slot, in order of start.
     mutating func remember(_ slot: PlannedSlot) {
         recentSlots.insert(slot, at: firstSlot(startingFrom: slot.start.nextUp))
@@ -281,13 +293,8 @@ public struct BroadcastCoordinator: Sendable {
             recentSlots[index].judged = true
             let slot = recentSlots[index]
             guard let home = room[slot.session], let listeners = members[home], listeners.count > 1 else { continue }
-            let hearings = heard[slot.session] ?? [:]
-            var heardBy = 0, counted = 0
-            for listener in listeners where listener != slot.session {
-                let last = hearings[listener] ?? -.infinity
-                if last >= slot.start { heardBy += 1; counted += 1 } else if !Self.reportWithheld(after: last, for: slot) { counted += 1 }
-            }
-            guard 2 * heardBy < counted else { continue }
+            let (heardBy, missed) = hearings(of: slot, by: listeners)
+            guard heardBy < missed else { continue }
             var other = firstSlot(startingFrom: slot.start - Self.longestFrame)
             while other < recentSlots.count, recentSlots[other].start < slot.end {
                 let overlapping = recentSlots[other]
@@ -456,12 +463,7 @@ public struct BroadcastCoordinator: Sendable {
             // (A listener whose report of the slot would have been withheld is not counted.)
             func missedAlias(_ member: SessionID) -> Bool {
                 guard let start = lastSlot[member], lastFullToken[member] != start, let airtime = aliasAirtimes[member] else { return false }
-                let slot = PlannedSlot(session: member, start: start, end: start + airtime)
-                let listeners = heard[member] ?? [:]
-                let missed = room.reduce(0) { count, listener in
-                    let last = listeners[listener] ?? -.infinity
-                    return count + (listener != member && last < start && !Self.reportWithheld(after: last, for: slot) ? 1 : 0)
-                }
+                let missed = hearings(of: PlannedSlot(session: member, start: start, end: start + airtime), by: room).missed
                 return missed >= 1 && missed <= Rules.tokenAfterAliasMissedBy
             }
             let tokenAgain = crowded ? Set(order.map(\.session).filter(missedAlias)) : []
