@@ -28,6 +28,8 @@ final class BasebandFrontEnd {
     let detectors: [PreambleDetector]
     /// The detections of every receiver of the decoder, on every front end.
     let board: DetectionBoard
+    /// The tuning of the detectors here and of the receivers on this front end.
+    let tuning: ReceiverTuning
 
     /// A preamble one of the receivers on this front end detected.
     struct Detection {
@@ -90,20 +92,22 @@ final class BasebandFrontEnd {
     }
 
     /// A front end with a band decimator (and a detection board) of its own, for receivers of `profiles`.
-    convenience init(_ parameters: Parameters, profiles: [Profile]) {
+    convenience init(_ parameters: Parameters, profiles: [Profile], tuning: ReceiverTuning = .standard) {
         do {
             try self.init(parameters, decimator: BandDecimator(checkedSampleRate: parameters.sampleRate, band: parameters.band),
-                          profiles: profiles, board: DetectionBoard())
+                          profiles: profiles, board: DetectionBoard(), tuning: tuning)
         } catch { preconditionFailure("\(error)") }
     }
 
     /// A front end on `decimator` (made for these parameters: its own, or a band of a decoder's bank), for
     /// receivers of `profiles` (each profile once; their front-end parameters are these), recording their
     /// detections on `board` beside those of the decoder's other front ends.
-    init(_ parameters: Parameters, decimator: BandDecimator, profiles: [Profile], board: DetectionBoard) throws(FFTError) {
+    init(_ parameters: Parameters, decimator: BandDecimator, profiles: [Profile], board: DetectionBoard,
+         tuning: ReceiverTuning) throws(FFTError) {
         precondition(!profiles.isEmpty && Set(profiles).count == profiles.count)
         self.parameters = parameters
         self.board = board
+        self.tuning = tuning
         self.decimator = decimator
         self.profiles = profiles
         let rate = decimator.outputRate
@@ -117,7 +121,7 @@ final class BasebandFrontEnd {
         let detectors = profiles.indices.map { index in
             PreambleDetector(profile: profiles[index], basebandRate: rate, noiseBandwidth: noiseBandwidth,
                              capacity: history.capacity, chirpLength: templates[index][0].real.count,
-                             upTemplate: 2 * index, lead: lead)
+                             upTemplate: 2 * index, lead: lead, tuning: tuning)
         }
         self.detectors = detectors
         // The correlation before the stream, as if silence preceded it (`PreambleDetector.leadPositions`).

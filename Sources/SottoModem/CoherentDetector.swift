@@ -31,12 +31,13 @@ final class CoherentDetector {
     static var precursorDuration: Double { CandidateShapes.precursorDuration }
 
     /// A detector for the token frames of `profile`, or its alias frames (`aliasPreamble`: two up-chirps).
-    init(profile: Profile, basebandRate: Double, centerFrequency: Double, aliasPreamble: Bool = false) {
+    init(profile: Profile, basebandRate: Double, centerFrequency: Double, aliasPreamble: Bool = false,
+         tuning: ReceiverTuning = .standard) {
         self.profile = profile
         shapes = CandidateShapes.shared(profile: profile, basebandRate: basebandRate, centerFrequency: centerFrequency,
                                         aliasPreamble: aliasPreamble)
         estimator = RoomEstimator(shapes: shapes)
-        decision = SequenceDecision(shapes: shapes)
+        decision = SequenceDecision(shapes: shapes, tuning: tuning)
     }
 
     /// Grid samples of the window each symbol is decided over (two symbols: the current and the next).

@@ -139,16 +139,17 @@ final class FrameReceiver {
         frames.reserveCapacity(8)
         return frames
     }()
-    /// The receiver's tuning (``ReceiverTuning``): its constants and, in the design article, why.
-    static var tuning: ReceiverTuning { .standard }
+    /// The receiver's tuning (``ReceiverTuning``, its front end's): its constants and, in the design article, why.
+    let tuning: ReceiverTuning
     /// The decoding path's buffers, reused by every attempt.
     private var workspace: DecodeWorkspace
     /// The second opinion for reverberant rooms, built the first time a frame needs it.
     private lazy var coherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
-                                                 centerFrequency: decimator.centerFrequency)
+                                                 centerFrequency: decimator.centerFrequency, tuning: tuning)
     /// The same for alias frames (their preamble is two up-chirps).
     private lazy var aliasCoherent = CoherentDetector(profile: profile, basebandRate: basebandRate,
-                                                      centerFrequency: decimator.centerFrequency, aliasPreamble: true)
+                                                      centerFrequency: decimator.centerFrequency, aliasPreamble: true,
+                                                      tuning: tuning)
 
     /// The room-aware detector of `frame`'s kind.
     private func detector(for frame: FrameCandidate) -> CoherentDetector { frame.isAlias ? aliasCoherent : coherent }
@@ -181,9 +182,9 @@ final class FrameReceiver {
     }
 
     /// A receiver with a front end of its own.
-    convenience init(profile: Profile, sampleRate: Double) {
+    convenience init(profile: Profile, sampleRate: Double, tuning: ReceiverTuning = .standard) {
         let parameters = Self.frontEndParameters(profile: profile, sampleRate: sampleRate)
-        self.init(profile: profile, frontEnd: BasebandFrontEnd(parameters, profiles: [profile]))
+        self.init(profile: profile, frontEnd: BasebandFrontEnd(parameters, profiles: [profile], tuning: tuning))
     }
 
     /// A receiver on a front end it may share with receivers of other profiles (same parameters, history
@@ -191,6 +192,7 @@ final class FrameReceiver {
     init(profile: Profile, frontEnd: BasebandFrontEnd) {
         self.profile = profile
         self.frontEnd = frontEnd
+        tuning = frontEnd.tuning
         sampleRate = frontEnd.decimator.sampleRate
         decimator = frontEnd.decimator
         basebandRate = decimator.outputRate
@@ -263,7 +265,7 @@ final class FrameReceiver {
         // room the echoes and a frame's own chirp-like stretches follow its preamble, so the oldest is most often
         // the frame itself (with alias frames looked for, every up-chirp makes two detections; what that lost is in
         // SottoModem's "Crowds" article, measured with `sotto bench sweep links`).
-        if pending.count >= Self.tuning.maximumPendingCandidates {
+        if pending.count >= tuning.maximumPendingCandidates {
             let weakest = pending.indices.min { pending[$0].strength < pending[$1].strength }!
             guard pending[weakest].strength < detection.strength else { return }
             recycle(pending.remove(at: weakest))
@@ -300,7 +302,7 @@ final class FrameReceiver {
 
     /// Keeps a finished candidate's arrays for the next detections.
     private func recycle(_ candidate: FrameCandidate) {
-        guard spareEnergies.count <= Self.tuning.maximumPendingCandidates else { return }
+        guard spareEnergies.count <= tuning.maximumPendingCandidates else { return }
         spareSteps.append(candidate.steps)
         spareEnergies.append(candidate.energies)
     }
@@ -334,7 +336,7 @@ final class FrameReceiver {
     /// True when the tone metric's last decode of `frame` saw a floor that a reverberant room in noise brings
     /// (see `ReceiverTuning.reverberantFloorRise`).
     private func isNoisyReverberant(_ frame: FrameCandidate) -> Bool {
-        frame.floorRise >= Self.tuning.reverberantFloorRise && frame.floorShare >= Self.tuning.reverberantFloorShare
+        frame.floorRise >= tuning.reverberantFloorRise && frame.floorShare >= tuning.reverberantFloorShare
     }
 
     /// Takes the next action of candidate `index` (its samples have arrived).
@@ -374,15 +376,16 @@ final class FrameReceiver {
         case .decodeWithToneMetric, .decodeWithRoomModel, .refineRoomModel, .redecideWithFeedback:
             let longRoom = isLongRoom(frame)
             _ = frame.machine.step(.init(
-                decoded: decoded != nil, reverberant: frame.tail >= Self.tuning.reverberantTail || isNoisyReverberant(frame) || longRoom,
-                nearlyRight: headerDistance <= Self.tuning.refinementHeaderDistance,
-                refinementLimit: Self.tuning.maximumRefinements, longRoom: longRoom,
-                canRetryAtUnitScale: !frame.outranked && frame.nominalStart.map { $0 >= suppressUntil } ?? false))
+                decoded: decoded != nil, reverberant: frame.tail >= tuning.reverberantTail || isNoisyReverberant(frame) || longRoom,
+                nearlyRight: headerDistance <= tuning.refinementHeaderDistance,
+                refinementLimit: tuning.maximumRefinements, longRoom: longRoom,
+                canRetryAtUnitScale: tuning.retriesAtUnitScale && !frame.outranked
+                    && frame.nominalStart.map { $0 >= suppressUntil } ?? false))
         }
         if let result = decoded {
             if !isEcho(result.frame) {
                 frames.append(result.frame)
-                recentFrames.removeAll { result.frame.startTime - $0.startTime > Self.tuning.echoWindow }
+                recentFrames.removeAll { result.frame.startTime - $0.startTime > tuning.echoWindow }
                 if recentFrames.count >= 8 { recentFrames.removeFirst() }
                 recentFrames.append(result.frame)
             }
@@ -442,7 +445,7 @@ final class FrameReceiver {
         }
         let attempt = decode(&frame, payloadBytes: bytes, coherentLikelihoods: likelihoods)
         frame.feedback = []
-        if attempt.result == nil && longRoom && attempt.headerDistance <= Self.tuning.refinementHeaderDistance {
+        if attempt.result == nil && longRoom && attempt.headerDistance <= tuning.refinementHeaderDistance {
             frame.feedback = viterbiSymbols(payloadBytes: bytes)
         }
         return attempt
@@ -460,7 +463,7 @@ final class FrameReceiver {
     /// room fit: too many decided symbols are wrong there for it (see `ReceiverTuning.longRoomFloorRise`).
     private func redecideWithFeedback(_ frame: inout FrameCandidate, payloadBytes bytes: Int) -> (frame: DecodedFrame, end: Double)? {
         let symbols = FrameFormat.symbolCount(payloadBytes: bytes)
-        for _ in 0..<Self.tuning.feedbackPasses {
+        for _ in 0..<tuning.feedbackPasses {
             guard frame.feedback.count >= symbols, let state = frame.coherent,
                   let second = coherent.redecided(state, hints: frame.feedback),
                   coherent.likelihoods(second, symbols: symbols, history: history) != nil else { break }
@@ -494,7 +497,7 @@ final class FrameReceiver {
     private func isEcho(_ frame: DecodedFrame) -> Bool {
         recentFrames.contains {
             $0.token == frame.token && $0.alias == frame.alias && frame.startTime > $0.startTime
-                && frame.startTime - $0.startTime <= Self.tuning.echoWindow && $0.level - frame.level >= Self.tuning.echoLevelDrop
+                && frame.startTime - $0.startTime <= tuning.echoWindow && $0.level - frame.level >= tuning.echoLevelDrop
         }
     }
 
@@ -502,13 +505,13 @@ final class FrameReceiver {
 
     /// True when the tone metric saw the noise floor of a long room (see `ReceiverTuning.longRoomFloorRise`).
     private func isLongRoom(_ frame: FrameCandidate) -> Bool {
-        frame.floorRise >= Self.tuning.longRoomFloorRise && frame.floorShare >= Self.tuning.longRoomFloorShare
+        frame.floorRise >= tuning.longRoomFloorRise && frame.floorShare >= tuning.longRoomFloorShare
     }
 
-    /// Mean power per baseband sample over the `Self.tuning.noiseProbe` seconds that end shortly before the frame.
+    /// Mean power per baseband sample over the `tuning.noiseProbe` seconds that end shortly before the frame.
     private func powerBefore(_ frame: FrameCandidate) -> Double {
         let end = Int(frame.start.rounded(.down)) - Int(0.005 * basebandRate)
-        let count = Int(Self.tuning.noiseProbe * basebandRate)
+        let count = Int(tuning.noiseProbe * basebandRate)
         guard history.holds(end - count, at: clock), end <= clock else { return .infinity }
         return history.meanPower(from: end - count, length: count)
     }

@@ -25,6 +25,8 @@ final class InterferenceCanceller {
     let sampleRate: Double
     let profiles: [Profile]
     let aliasFrames: Bool
+    /// The tuning of the decoders run on what is left.
+    let tuning: ReceiverTuning
     /// Input kept (samples, a power of two) and its ring.
     private let capacity: Int
     private var ring: [Float]
@@ -73,8 +75,9 @@ final class InterferenceCanceller {
     private var forward: [Int: RealFFT] = [:]
     private var inverse: [Int: InverseRealFFT] = [:]
 
-    init(sampleRate: Double, profiles: [Profile], aliasFrames: Bool) {
+    init(sampleRate: Double, profiles: [Profile], aliasFrames: Bool, tuning: ReceiverTuning) {
         self.sampleRate = sampleRate
+        self.tuning = tuning
         self.profiles = profiles
         self.aliasFrames = aliasFrames
         let longest = profiles.map { $0.airtime(payloadBytes: FrameFormat.payloadBytes.upperBound) }.max() ?? 1
@@ -178,7 +181,7 @@ final class InterferenceCanceller {
                 }
             }
             guard let decoded = try? StreamingDecoder.decode(window, sampleRate: sampleRate, profiles: profiles,
-                                                              aliasFrames: aliasFrames) else { return reported }
+                                                              aliasFrames: aliasFrames, tuning: tuning) else { return reported }
             var added = false
             for var frame in decoded {
                 frame.startTime += Double(from) / sampleRate

@@ -44,6 +44,8 @@ final class PreambleDetector {
     /// Half-width of the correlation profiles compared to measure the down-chirp's delay (baseband samples).
     let profileSpan: Int
     /// Thresholds scaled to this template: rho^2 noise mean = 1 / (chirp time x noise bandwidth).
+    /// The normalised chirp correlation's mean under noise: the unit of the thresholds.
+    private let noiseMean: Float
     let singleThreshold: Float
     let pairThreshold: Float
     let downThreshold: Float
@@ -62,9 +64,6 @@ final class PreambleDetector {
     /// profileSpan - maxPeakShift` or more positions before it (see `take`); false for a profile whose
     /// chirps are too short for that, which then correlates both chirps everywhere.
     private let downChirpAfterPeaksOnly: Bool
-    /// Added to the measured delay of the down-chirp (baseband samples): tests reproduce with it the biased
-    /// delay a reverberant room gave (see `PreambleDetection.nominalStart`). 0 otherwise.
-    var delayBiasForTesting = 0.0
     /// Whether alias frames (two up-chirps) are looked for (`pairNextWithAlias`).
     var looksForAliases = false
     /// Correlation positions computed so far, and scanned for up-chirp peaks.
@@ -126,10 +125,9 @@ final class PreambleDetector {
     ///   - basebandRate: rate of the baseband it is fed (Hz).
     ///   - noiseBandwidth: bandwidth of the noise in that baseband (Hz), for the thresholds.
     ///   - capacity: positions of correlation kept (a power of two, at least the baseband history's).
-    ///   - correlateDownChirpEverywhere: correlate the down-chirp at every position, not only near up-chirp
-    ///     peaks (the same detections at more cost; for tests).
+    ///   - tuning: the thresholds and whether the down-chirp is correlated everywhere (``ReceiverTuning``).
     init(profile: Profile, basebandRate: Double, noiseBandwidth: Double, capacity: Int, chirpLength: Int,
-         upTemplate: Int, lead: Int, correlateDownChirpEverywhere: Bool = false) {
+         upTemplate: Int, lead: Int, tuning: ReceiverTuning) {
         self.profile = profile
         self.basebandRate = basebandRate
         self.chirpLength = chirpLength
@@ -141,11 +139,12 @@ final class PreambleDetector {
         maxPeakShift = Int((2 * maxShift).rounded(.up)) + 2
         profileSpan = Self.profileSpan(basebandRate: basebandRate)
         precondition(lead >= profileSpan + Self.leadMargin)
-        downChirpAfterPeaksOnly = !correlateDownChirpEverywhere && chirpLength > profileSpan + maxPeakShift
+        downChirpAfterPeaksOnly = !tuning.correlatesDownChirpEverywhere && chirpLength > profileSpan + maxPeakShift
         let mean = Float(1 / (profile.chirpDuration * noiseBandwidth))
-        singleThreshold = ReceiverTuning.standard.singleChirpThreshold * mean
-        pairThreshold = ReceiverTuning.standard.chirpPairThreshold * mean
-        downThreshold = ReceiverTuning.standard.downChirpFloor * mean
+        singleThreshold = tuning.singleChirpThreshold * mean
+        pairThreshold = tuning.chirpPairThreshold * mean
+        downThreshold = tuning.downChirpFloor * mean
+        noiseMean = mean
         mask = capacity - 1
         rhoUp = .zeroed(capacity)
         rhoDown = .zeroed(capacity)
@@ -323,7 +322,7 @@ final class PreambleDetector {
         // rather than their two maxima: in a reverberant room the strongest peak of each may be a
         // different arrival, and every sample between them is 330 ppm of time scale (default profile;
         // 2 660 for audible: see `PreambleDetection.nominalStart`).
-        let td = tu + Double(chirpLength) + profileLag(upPosition: up.position) + delayBiasForTesting
+        let td = tu + Double(chirpLength) + profileLag(upPosition: up.position)
         // A frame stretched by s = 1 + e (every frequency divided by s, every duration multiplied)
         // moves the up-chirp peak by e (f_mid / k + T/2) and the down-chirp peak by
         // e (-f_mid / k + 3T/2), k being the chirp rate (Hz/s) and T its duration: their distance
@@ -346,7 +345,7 @@ final class PreambleDetector {
     /// arrivals (direct sound, reflections) seen by both chirps line up, refined by a parabola.
     /// Correlation values under twice the noise mean are ignored.
     private func profileLag(upPosition: Int) -> Double {
-        let floor = 2 * singleThreshold / ReceiverTuning.standard.singleChirpThreshold
+        let floor = 2 * noiseMean
         let rhoUp = rhoUp, rhoDown = rhoDown, mask = mask, span = profileSpan, chirpLength = chirpLength
         let width = 2 * span + 1, reach = maxPeakShift + 1
         // The two profiles above the floor, copied out of their rings once: the up-chirp's around its peak

@@ -9,7 +9,7 @@ import SottoDSP
 struct SequenceDecision {
     let shapes: CandidateShapes
     /// The loop gains and soft feedback's constants (``ReceiverTuning``).
-    static var tuning: ReceiverTuning { .standard }
+    let tuning: ReceiverTuning
     /// Values a symbol takes (16-FSK: every profile's data symbols; the `InlineArray`s below spell it as a literal).
     static let symbolValues = 16
     /// The stand-in for the symbol before the first (the preamble): one past the last value.
@@ -103,8 +103,8 @@ struct SequenceDecision {
         for a in 0..<Self.symbolValues { frame.costs.append(row[a]) }
 
         let error = Double.atan2(y: loop.im, x: loop.re)
-        frame.frequency += Self.tuning.frequencyGain * error
-        let step = Self.tuning.phaseGain * error + frame.frequency
+        frame.frequency += tuning.frequencyGain * error
+        let step = tuning.phaseGain * error + frame.frequency
         let (sr, si) = (Double.cos(step), Double.sin(step))
         frame.rotation = (frame.rotation.re * sr - frame.rotation.im * si, frame.rotation.re * si + frame.rotation.im * sr)
         // Commit the decided symbol's first samples (they depend on previous and current only) to the prediction.
@@ -114,16 +114,16 @@ struct SequenceDecision {
         var soft = false
         if frame.softFeedback && k >= frame.hints.count {
             let level = k == 0 ? Double(best.cost) : frame.residualLevel
-            frame.residualLevel = k == 0 ? Double(best.cost) : level + Self.tuning.residualSmoothing * (Double(best.cost) - level)
-            let scale = Float(Double(window) / max(level, frame.noiseVariance * Double(window), 1e-30)) * Self.tuning.softScale
+            frame.residualLevel = k == 0 ? Double(best.cost) : level + tuning.residualSmoothing * (Double(best.cost) - level)
+            let scale = Float(Double(window) / max(level, frame.noiseVariance * Double(window), 1e-30)) * tuning.softScale
             var total: Float = 0
             for a in 0..<Self.symbolValues {
                 let w = Float.exp(-(row[a] - decisionBest.cost) * scale)
-                weights[a] = w > Self.tuning.softFloor ? w : 0
+                weights[a] = w > tuning.softFloor ? w : 0
                 total += weights[a]
             }
             for a in 0..<Self.symbolValues { weights[a] /= total }
-            soft = weights[decisionBest.a] < 1 - Self.tuning.softFloor
+            soft = weights[decisionBest.a] < 1 - tuning.softFloor
         }
         for i in 0..<shapes.samplesPerSymbol {
             var (xr, xi): (Float, Float) = i < shapes.segmentSplit

@@ -41,10 +41,12 @@ public final class StreamingDecoder {
     ///     frame that hid it plus the longest frame of the profiles plus 0.8 s (for the default profile alone,
     ///     about 1.6 s), out of order; the frames found without it are the same, reported at the same time. Costs a few milliseconds and a decode
     ///     of about three frames' audio for each frame heard (nothing on audio without frames).
+    ///   - tuning: the receivers' thresholds and limits (``ReceiverTuning``); ``ReceiverTuning/standard`` unless a
+    ///     sweep or an experiment measures another.
     /// - Throws: `ModemError` when the rate is absurd or too low for one of the profiles, or when the
     ///   receiver's transforms cannot be made (``ModemError/transformFailed(_:)``: out of memory).
     public init(sampleRate: Double, profiles: [Profile] = [.standard], aliasFrames: Bool = false, lowLatency: Bool = false,
-                cancelsInterference: Bool = false) throws(ModemError) {
+                cancelsInterference: Bool = false, tuning: ReceiverTuning = .standard) throws(ModemError) {
         for profile in profiles { try validate(sampleRate: sampleRate, for: profile) }
         self.sampleRate = sampleRate
         self.profiles = profiles
@@ -65,7 +67,8 @@ public final class StreamingDecoder {
         do throws(FFTError) {
             bank = try BandDecimatorBank(checkedSampleRate: sampleRate, bands: groups.map { $0.parameters.band }, lowLatency: lowLatency)
             for (group, decimator) in zip(groups, bank.bands) {
-                let frontEnd = try BasebandFrontEnd(group.parameters, decimator: decimator, profiles: group.profiles, board: board)
+                let frontEnd = try BasebandFrontEnd(group.parameters, decimator: decimator, profiles: group.profiles, board: board,
+                                                    tuning: tuning)
                 frontEnds.append((frontEnd: frontEnd, receivers: group.profiles.map { FrameReceiver(profile: $0, frontEnd: frontEnd) }))
             }
         } catch {
@@ -76,7 +79,8 @@ public final class StreamingDecoder {
         let all = frontEnds.flatMap { $0.receivers }
         receivers = profiles.map { profile in all.first { $0.profile == profile }! }
         for receiver in receivers { receiver.preamble.looksForAliases = aliasFrames }
-        canceller = cancelsInterference ? InterferenceCanceller(sampleRate: sampleRate, profiles: profiles, aliasFrames: aliasFrames) : nil
+        canceller = cancelsInterference
+            ? InterferenceCanceller(sampleRate: sampleRate, profiles: profiles, aliasFrames: aliasFrames, tuning: tuning) : nil
     }
 
     /// Preambles detected so far, per profile name, including those that yielded no frame (a measure of
@@ -145,12 +149,14 @@ public final class StreamingDecoder {
     ///   - samples: the stream (full scale = 1).
     ///   - sampleRate: its rate (Hz).
     ///   - profiles: the profiles to listen for.
-    ///   - aliasFrames: also look for alias frames (see ``init(sampleRate:profiles:aliasFrames:lowLatency:cancelsInterference:)``).
+    ///   - aliasFrames: also look for alias frames (see ``init(sampleRate:profiles:aliasFrames:lowLatency:cancelsInterference:tuning:)``).
     ///   - cancelsInterference: decode frames hidden under stronger ones too (see the initialiser).
+    ///   - tuning: the receivers' thresholds and limits (``ReceiverTuning``).
     public static func decode(_ samples: [Float], sampleRate: Double, profiles: [Profile] = [.standard],
-                              aliasFrames: Bool = false, cancelsInterference: Bool = false) throws(ModemError) -> [DecodedFrame] {
+                              aliasFrames: Bool = false, cancelsInterference: Bool = false,
+                              tuning: ReceiverTuning = .standard) throws(ModemError) -> [DecodedFrame] {
         let decoder = try StreamingDecoder(sampleRate: sampleRate, profiles: profiles, aliasFrames: aliasFrames,
-                                           cancelsInterference: cancelsInterference)
+                                           cancelsInterference: cancelsInterference, tuning: tuning)
         return decoder.process(samples) + decoder.finish()
     }
 }

@@ -265,10 +265,12 @@ import Testing
         let correlator = StreamingCorrelator(templates: templates + templates)
         let lead = PreambleDetector.leadPositions(basebandRate: basebandRate)
         let detectors = [true, false].enumerated().map { index, correlateEverywhere in
-            PreambleDetector(profile: profile, basebandRate: basebandRate,
-                             noiseBandwidth: min(basebandRate, profile.highFrequency - profile.lowFrequency + 300),
-                             capacity: receiver.history.capacity, chirpLength: templates[0].real.count,
-                             upTemplate: 2 * index, lead: lead, correlateDownChirpEverywhere: correlateEverywhere)
+            var tuning = ReceiverTuning.standard
+            tuning.correlatesDownChirpEverywhere = correlateEverywhere
+            return PreambleDetector(profile: profile, basebandRate: basebandRate,
+                                    noiseBandwidth: min(basebandRate, profile.highFrequency - profile.lowFrequency + 300),
+                                    capacity: receiver.history.capacity, chirpLength: templates[0].real.count,
+                                    upTemplate: 2 * index, lead: lead, tuning: tuning)
         }
         func correlate(_ re: UnsafeBufferPointer<Float>, _ im: UnsafeBufferPointer<Float>) {
             correlator.process(real: re, imaginary: im) { count, correlation in

@@ -18,6 +18,19 @@ import Testing
         #expect(frames.map(\.token) == Self.tokens)
     }
 
+    /// Each decoder runs with the tuning it was given: a detection threshold no preamble reaches leaves these
+    /// frames undetected in that decoder alone, and `ReceiverTuning()` is the standard tuning.
+    @Test func aDecoderRunsWithItsOwnTuning() throws {
+        var deaf = ReceiverTuning.standard
+        deaf.singleChirpThreshold = .infinity
+        let tuned = try StreamingDecoder(sampleRate: Self.rate, tuning: deaf)
+        let standard = try StreamingDecoder(sampleRate: Self.rate)
+        let heard = Self.signal.withUnsafeBufferPointer { (tuned.process($0) + tuned.finish(), standard.process($0) + standard.finish()) }
+        #expect(heard.0.isEmpty && tuned.detections["default"] == 0, "\(heard.0.map(\.token))")
+        #expect(heard.1.map(\.token) == Self.tokens)
+        #expect(ReceiverTuning() == .standard)
+    }
+
     /// A frame at the very first sample of a stream (and one ending at its last): times within the stream,
     /// never before it (the start estimate's error of a fraction of a baseband sample was reported as
     /// -0.00007 s).
