@@ -165,6 +165,7 @@ let package = Package(
         // The matcher as a network service: gRPC sessions, projects and keys, limits, metrics; stores.
         .target(name: "SottoExchangeService",
                 dependencies: ["SottoExchange", "SottoExchangeCore", "SottoExchangeWire", "SottoSupport",
+                               .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "GRPCCore", package: "grpc-swift-2"),
                                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                                .product(name: "NIOCore", package: "swift-nio"),

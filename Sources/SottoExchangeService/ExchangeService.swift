@@ -33,7 +33,8 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
         self.metrics = metrics
         self.logger = logger
         self.limits = limits
-        helloGate = HelloGate(perConnection: limits.maxStreamsWithoutHelloPerConnection, total: limits.maxStreamsWithoutHello) { count in
+        helloGate = HelloGate(perConnection: limits.maxStreamsWithoutHelloPerConnection, total: limits.maxStreamsWithoutHello,
+                              timeout: limits.helloTimeout) { count in
             metrics.transport.streamsWithoutHello.record(count)
         }
     }
@@ -45,8 +46,6 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
         /// The project's counters once the key is known, and when the last sighting frame arrived.
         let project = Mutex<TransportMetrics.ProjectCounters?>(nil)
         let lastSighting = Mutex<ContinuousClock.Instant?>(nil)
-        /// Set when the Hello arrived (its key may still be being checked).
-        let saidHello = Mutex(false)
     }
 
     public func session(request: StreamingServerRequest<ClientFrame>, context: ServerContext) async throws -> StreamingServerResponse<ServerFrame> {
@@ -97,12 +96,19 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
     /// the memory its deepest call chain took (slabs of about 1 kB, from `malloc`) until it ends. So the reader and
     /// the writer stay shallow: the Hello's deep work runs in a child task that ends, per-frame work is synchronous,
     /// and the frames' sequence is one concrete type (a generic one's values are allocated from the task at each
-    /// use). That took a session from 48 kB to 44 (heaptrack and `scripts/load-node`, in `Benchmarks/README.md`).
+    /// use). That took a session from 48 kB to 44 (heaptrack and `scripts/load-node`, in `Benchmarks/README.md`). The
+    /// Hello's deadline is the gate's (``HelloGate/enforceDeadlines()``, one task for the node): a timer task here
+    /// held 1.7 kB a session for the first 5 s of every session.
     func run(frames: RPCAsyncSequence<ClientFrame, any Error>, peer: String, pass: HelloGate.Pass, transport: SessionTransport,
              write: @escaping @Sendable (ServerFrame) async throws -> Void) async throws {
         let host = self.host, metrics = self.metrics, helloTimeout = limits.helloTimeout
         let outbox = Outbox(limits: host.configuration.outbox)
         let state = StreamState()
+        // A stream that never says Hello is closed (its writer ends with the cut-off).
+        pass.onExpiry {
+            metrics.transport.helloTimeouts.increment()
+            outbox.finish(cutOff: .noHello)
+        }
         do {  // (a scope only: the body below is what the gRPC response closure once held)
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 // Writer: the host's frames for this session, until the session ends or is cut off.
@@ -114,6 +120,7 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                     switch outbox.cutOff {
                     case .slowReader: throw RPCError(code: .resourceExhausted, message: "the client did not read its stream")
                     case .silent: throw RPCError(code: .deadlineExceeded, message: "no frame for three heartbeat intervals")
+                    case .noHello: throw RPCError(code: .deadlineExceeded, message: "no Hello within \(helloTimeout) s")
                     case .replaced: throw RPCError(code: .aborted, message: "the session was resumed on another stream")
                     case .shutdown: throw RPCError(code: .unavailable, message: "the service is shutting down")
                     case .revoked: throw RPCError(code: .unauthenticated, message: "the API key of this session was revoked")
@@ -153,21 +160,11 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
                         throw error
                     }
                 }
-                // A stream that never says Hello is closed.
-                group.addTask {
-                    try await Task.sleep(for: .seconds(helloTimeout))
-                    if !state.saidHello.withLock({ $0 }) {
-                        outbox.finish()
-                        metrics.transport.helloTimeouts.increment()
-                        throw RPCError(code: .deadlineExceeded, message: "no Hello within \(helloTimeout) s")
-                    }
-                    return false
-                }
                 var firstError: (any Error)?
                 while let result = await group.nextResult() {
                     switch result {
                     case .success(let writerEnded):
-                        if writerEnded { group.cancelAll() }  // the stream is over: stop the Hello timer
+                        if writerEnded { group.cancelAll() }  // the stream is over: stop the reader
                     case .failure(let error):
                         if firstError == nil, !(error is CancellationError) { firstError = error }
                         outbox.finish()
@@ -229,7 +226,6 @@ public struct ExchangeService: Sotto_Exchange_V1_Exchange.StreamingServiceProtoc
         }
         // It said Hello: the deadline is met (checking the key is the service's own time), and
         // what remains is bounded by the key checks and the quotas.
-        state.saidHello.withLock { $0 = true }
         pass.release()
         let opened = try await admit(hello, peer: peer, transport: transport, outbox: outbox, write: write)
         state.stream.withLock { $0 = opened.stream }

@@ -150,7 +150,8 @@ public struct MatcherServer: Service {
             throw error
         }
         do {
-            try await serve(server, transport: transport, httpAddress: httpAddress, web: webListener.map { ($0, service) },
+            try await serve(server, transport: transport, helloGate: service.helloGate, httpAddress: httpAddress,
+                            web: webListener.map { ($0, service) },
                             connections: connections, admin: adminListener, adminGRPC: adminGRPC)
         } catch is DrainDeadlinePassed {
             logger.notice("drain time (\(configuration.drainTimeout) s) over: closed the connections left")
@@ -173,7 +174,7 @@ public struct MatcherServer: Service {
     /// with UNAVAILABLE "shutting down" (clients move to another node; alone, the sessions end), and the
     /// streams get ``ServiceConfiguration/drainTimeout`` seconds to end before the connections left are closed.
     private func serve(_ server: GRPCServer<HTTP2ServerTransport.Custom<GuardedListener>>, transport: HTTP2ServerTransport.Custom<GuardedListener>,
-                       httpAddress: String?, web webListener: (WebListener, ExchangeService)? = nil,
+                       helloGate: HelloGate, httpAddress: String?, web webListener: (WebListener, ExchangeService)? = nil,
                        connections: ConnectionGuard, admin adminListener: AdminListener? = nil, adminGRPC: AdminGRPCListener? = nil) async throws {
         let host = self.host, logger = self.logger, drain = configuration.drainTimeout
         try await withGracefulShutdownHandler {
@@ -225,6 +226,8 @@ public struct MatcherServer: Service {
                         }
                     }
                 }
+                // The Hello deadlines of both transports' streams.
+                group.addTask { await helloGate.enforceDeadlines(); return .other }
                 group.addTask { await self.followRegistry(); return .other }
                 group.addTask { await self.followRevocations(); return .other }
                 if replication.isShared { group.addTask { await self.shareLiveCounters(); return .other } }

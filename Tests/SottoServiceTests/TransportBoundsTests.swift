@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -79,7 +80,7 @@ import Testing
     }
 
     @Test func streamsWithoutHelloAreCountedPerConnectionAndNode() throws {
-        let gate = HelloGate(perConnection: 2, total: 3)
+        let gate = HelloGate(perConnection: 2, total: 3, timeout: 5)
         let a1 = try gate.enter(connection: "ipv4:127.0.0.1:1000")
         let a2 = try gate.enter(connection: "ipv4:127.0.0.1:1000")
         #expect(throws: HelloGate.Refusal.connection(2)) { _ = try gate.enter(connection: "ipv4:127.0.0.1:1000") }
@@ -93,6 +94,30 @@ import Testing
         _ = try gate.enter(connection: "ipv4:127.0.0.1:1000")
         #expect(b1 == nil)
         _ = a2
+    }
+
+    /// One task ends every stream that did not say Hello in time: a place still held at its deadline runs what its
+    /// stream gave to end it (at once when given after the deadline), and a place given back in time runs nothing.
+    @Test func theGateEndsTheStreamsWhoseHelloDidNotComeInTime() async throws {
+        let gate = HelloGate(perConnection: 10, total: 10, timeout: 0.2)
+        let expired = Mutex<[String]>([])
+        let silent = try gate.enter(connection: "ipv4:127.0.0.1:1000")
+        silent.onExpiry { expired.withLock { $0.append("silent") } }
+        let polite = try gate.enter(connection: "ipv4:127.0.0.1:1000")
+        polite.onExpiry { expired.withLock { $0.append("polite") } }
+        let late = try gate.enter(connection: "ipv4:127.0.0.1:2000")
+        polite.release()  // its Hello came
+        let sweeper = Task { await gate.enforceDeadlines() }
+        defer { sweeper.cancel() }
+        #expect(await eventually(5) { expired.withLock { $0 } == ["silent"] })
+        #expect(gate.count == 2, "an expired place is held until its stream ends")
+        late.onExpiry { expired.withLock { $0.append("late") } }  // past its deadline already
+        #expect(expired.withLock { $0 } == ["silent", "late"])
+        silent.release()
+        late.release()
+        #expect(gate.count == 0)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(expired.withLock { $0 } == ["silent", "late"], "each stream is ended once")
     }
 
     @Test func everyMetricHasItsHelpLine() async throws {

@@ -118,16 +118,39 @@ func selfSignedCertificate(in directory: String) throws -> (certificate: String,
         }
     }
 
+    /// A Hello timer of 0.5 s (`TransportLimits.helloTimeout`, 5 s by default).
+    static var shortHelloTimeout: TransportLimits {
+        var limits = TransportLimits()
+        limits.helloTimeout = 0.5
+        return limits
+    }
+
     @Test func streamWithoutHelloIsClosedAfterTheHelloTimeout() async throws {
-        let service = try await TestServer()
+        let service = try await TestServer(limits: Self.shortHelloTimeout)
         defer { Task { await service.stop() } }
         let client = try RawClient(service.address)
         defer { Task { await client.close() } }
         let mute = RawSession(client, heartbeats: false)
-        let end = await mute.end(ExchangeService.helloTimeout + 6)
+        let end = await mute.end(10)
         guard case .some(.some(let error)) = end else { Issue.record("a stream without Hello stayed open: \(String(describing: end))"); return }
         #expect((error as? RPCError)?.code == .deadlineExceeded)
         #expect(mute.frames.isEmpty)
+        #expect(service.metric("sotto_hello_timeouts_total") == 1)
+    }
+
+    /// The Hello timer stops at the Hello: a session that said Hello in time is not closed at the deadline, and the
+    /// timer counts nothing.
+    @Test func aStreamThatSaidHelloOutlivesTheHelloTimeout() async throws {
+        let service = try await TestServer(limits: Self.shortHelloTimeout)
+        defer { Task { await service.stop() } }
+        let client = try RawClient(service.address)
+        defer { Task { await client.close() } }
+        let session = RawSession(client)
+        #expect(await session.hello(key: service.apiKey) != nil)
+        try await Task.sleep(for: .seconds(1.5))  // three deadlines
+        #expect(session.ended == nil)
+        #expect(await session.settled())
+        #expect(service.metric("sotto_hello_timeouts_total") == 0)
     }
 }
 

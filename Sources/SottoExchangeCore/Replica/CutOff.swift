@@ -4,6 +4,8 @@ public enum CutOff: Sendable, Hashable {
     case slowReader
     /// No frame (not even a heartbeat) for three heartbeat intervals.
     case silent
+    /// No Hello within the Hello timeout of the stream's start.
+    case noHello
     /// Another connection resumed the session.
     case replaced
     /// The service is shutting down.
