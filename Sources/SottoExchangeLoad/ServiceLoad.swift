@@ -329,14 +329,59 @@ public enum ServiceLoad {
         let once = Atomic<Bool>(false)
         let opened: @Sendable () -> Void = { if !once.exchange(true, ordering: .relaxed) { opened() } }
         defer { opened() }
+        let content = Array("device \(device.index) ".utf8) + [UInt8](repeating: 0x2e, count: max(0, configuration.messageBytes - 16))
+        await stream(device, key: configuration.apiKey, broadcasts: true, clientVersion: "sotto-bench", client: client,
+                     tally: tally, errorLabel: "stream") { frame in
+            switch frame.kind {
+            case .welcome(let welcome):
+                opened()
+                device.welcomed.store(true, ordering: .relaxed)
+                tally.heartbeatInterval.withLock { $0 = max(0.5, Double(welcome.heartbeatIntervalMs) / 1000) }
+                let message = try! Message(content: content)
+                device.outbound.yield(ClientFrame(.publish(OperationID(1), message, try! Strategy(ttl: .seconds(3_600)))))
+                device.outbound.yield(ClientFrame(.subscribe(OperationID(2), .allMyTypes, try! Strategy(ttl: .seconds(3_600)), lostTimeout: 10)))
+            case .token(let body):
+                device.token.withLock { $0 = Array(body.token) }
+            case .found(let body):
+                let now = tally.now
+                if let other = publisher(of: body.message) { tally.found(device.index, other, at: now) }
+            case .lost(let body):
+                if let other = publisher(of: body.message) { tally.lost(device.index, other) }
+            case .opStatus(let body) where body.state == .rejected:
+                tally.error("rejected: \(body.message)")
+            case .error(let body):
+                tally.error("error: \(body.message)")
+            default:
+                break
+            }
+        }
+    }
+
+    /// A noisy neighbour's session: says Hello and counts the service's refusals.
+    static func noisySession(_ device: Device, key: String, client: GRPCClient<HTTP2ClientTransport.Posix>, tally: Tally) async {
+        await stream(device, key: key, broadcasts: false, clientVersion: "sotto-bench-noisy", client: client, tally: tally,
+                     errorLabel: "noisy stream") { frame in
+            switch frame.kind {
+            case .welcome: device.welcomed.store(true, ordering: .relaxed)
+            case .error(let body) where body.code == .rateLimited: tally.state.withLock { $0.noisyRefused += 1 }
+            default: break
+            }
+        }
+    }
+
+    /// One device's stream: a Hello with `key`, then the frames the device queues (`Device.outbound`); each frame the
+    /// service sends goes to `onFrame`. Fails rather than waits when the service cannot be reached; a failure other than
+    /// cancellation is tallied as an error named `errorLabel`.
+    static func stream(_ device: Device, key: String, broadcasts: Bool, clientVersion: String,
+                       client: GRPCClient<HTTP2ClientTransport.Posix>, tally: Tally, errorLabel: String,
+                       onFrame: @escaping @Sendable (ServerFrame) -> Void) async {
         var hello = Sotto_Exchange_V1_Hello()
-        hello.apiKey = configuration.apiKey
-        hello.broadcasts = true
-        hello.clientVersion = "sotto-bench"
+        hello.apiKey = key
+        hello.broadcasts = broadcasts
+        hello.clientVersion = clientVersion
         var helloFrame = ClientFrame()
         helloFrame.kind = .hello(hello)
         let first = helloFrame
-        let content = Array("device \(device.index) ".utf8) + [UInt8](repeating: 0x2e, count: max(0, configuration.messageBytes - 16))
         let exchange = Sotto_Exchange_V1_Exchange.Client(wrapping: client)
         var options = CallOptions.defaults
         // Fail (rather than wait forever) when the service cannot be reached: the load then ends with an error.
@@ -347,67 +392,12 @@ public enum ServiceLoad {
                 try await writer.write(first)
                 for await frame in device.outboundStream { try await writer.write(frame) }
             }, onResponse: { response in
-                for try await frame in response.messages {
-                    switch frame.kind {
-                    case .welcome(let welcome):
-                        opened()
-                        device.welcomed.store(true, ordering: .relaxed)
-                        tally.heartbeatInterval.withLock { $0 = max(0.5, Double(welcome.heartbeatIntervalMs) / 1000) }
-                        let message = try! Message(content: content)
-                        device.outbound.yield(ClientFrame(.publish(OperationID(1), message, try! Strategy(ttl: .seconds(3_600)))))
-                        device.outbound.yield(ClientFrame(.subscribe(OperationID(2), .allMyTypes, try! Strategy(ttl: .seconds(3_600)), lostTimeout: 10)))
-                    case .token(let body):
-                        device.token.withLock { $0 = Array(body.token) }
-                    case .found(let body):
-                        let now = tally.now
-                        if let other = publisher(of: body.message) { tally.found(device.index, other, at: now) }
-                    case .lost(let body):
-                        if let other = publisher(of: body.message) { tally.lost(device.index, other) }
-                    case .opStatus(let body) where body.state == .rejected:
-                        tally.error("rejected: \(body.message)")
-                    case .error(let body):
-                        tally.error("error: \(body.message)")
-                    default:
-                        break
-                    }
-                }
+                for try await frame in response.messages { onFrame(frame) }
             })
         } catch let error as RPCError {
-            if error.code != .cancelled { tally.error("stream: \(error.code)") }
+            if error.code != .cancelled { tally.error("\(errorLabel): \(error.code)") }
         } catch {
-            tally.error("stream: \(type(of: error))")
-        }
-    }
-
-    /// A noisy neighbour's session: says Hello and counts the service's refusals.
-    static func noisySession(_ device: Device, key: String, client: GRPCClient<HTTP2ClientTransport.Posix>, tally: Tally) async {
-        var hello = Sotto_Exchange_V1_Hello()
-        hello.apiKey = key
-        hello.clientVersion = "sotto-bench-noisy"
-        var helloFrame = ClientFrame()
-        helloFrame.kind = .hello(hello)
-        let first = helloFrame
-        let exchange = Sotto_Exchange_V1_Exchange.Client(wrapping: client)
-        var options = CallOptions.defaults
-        options.waitForReady = false
-        defer { device.ended.store(true, ordering: .releasing) }
-        do {
-            try await exchange.session(options: options, requestProducer: { writer in
-                try await writer.write(first)
-                for await frame in device.outboundStream { try await writer.write(frame) }
-            }, onResponse: { response in
-                for try await frame in response.messages {
-                    switch frame.kind {
-                    case .welcome: device.welcomed.store(true, ordering: .relaxed)
-                    case .error(let body) where body.code == .rateLimited: tally.state.withLock { $0.noisyRefused += 1 }
-                    default: break
-                    }
-                }
-            })
-        } catch let error as RPCError {
-            if error.code != .cancelled { tally.error("noisy stream: \(error.code)") }
-        } catch {
-            tally.error("noisy stream: \(type(of: error))")
+            tally.error("\(errorLabel): \(type(of: error))")
         }
     }
 

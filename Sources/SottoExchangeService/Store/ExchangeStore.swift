@@ -300,6 +300,16 @@ extension ExchangeStore {
         return owner.id
     }
 
+    /// A new key checked (``APIKeyRecord``'s rules) and made for the project `project` names, for the store to write:
+    /// its record (origins normalised) and its plaintext, shown once.
+    /// - Throws: `StoreError.invalid` for a bad rate, burst, label or origin; `.unknownProject` when `project` names none.
+    func newKey(project: String, label: String, ratePerSecond: Double, burst: Double, origins: [String]) async throws(StoreError)
+        -> (APIKeyRecord, key: String) {
+        let origins = try APIKeyRecord.checkNew(label: label, ratePerSecond: ratePerSecond, burst: burst, origins: origins)
+        guard let owner = try await self.project(id: project) else { throw .unknownProject(project) }
+        return APIKeyRecord.generate(projectID: owner.id, label: label, ratePerSecond: ratePerSecond, burst: burst, origins: origins)
+    }
+
     /// A rotation checked (its overlap, the key known and still opening sessions): the old key, and the new one
     /// with its plaintext, for the store to write.
     func rotation(of id: String, overlap: Double) async throws(StoreError) -> (old: APIKeyRecord, new: APIKeyRecord, key: String) {

@@ -196,16 +196,13 @@ public final class PostgresStore: ExchangeStore {
 
     public func createKey(project: String, label: String, ratePerSecond: Double, burst: Double, origins: [String]) async throws(StoreError)
         -> (APIKeyRecord, key: String) {
-        let origins = try APIKeyRecord.checkNew(label: label, ratePerSecond: ratePerSecond, burst: burst, origins: origins)
-        guard let owner = try await self.project(id: project) else { throw .unknownProject(project) }
-        let (record, key) = APIKeyRecord.generate(projectID: owner.id, label: label, ratePerSecond: ratePerSecond, burst: burst,
-                                                  origins: origins)
-        let (id, hash) = (record.id, record.secretHash)
-        let stored = WebOrigin.stored(origins)
+        let (record, key) = try await newKey(project: project, label: label, ratePerSecond: ratePerSecond, burst: burst, origins: origins)
+        let (id, hash, projectID) = (record.id, record.secretHash, record.projectID)
+        let stored = WebOrigin.stored(record.origins)
         try await withConnection { connection in
             try await Self.run("""
                 INSERT INTO api_key (id, project_id, label, secret_hash, rate_per_second, burst, created, origins)
-                VALUES (\(id), \(owner.id), \(label), \(ByteBuffer(bytes: hash)), \(ratePerSecond), \(burst),
+                VALUES (\(id), \(projectID), \(label), \(ByteBuffer(bytes: hash)), \(ratePerSecond), \(burst),
                         extract(epoch from clock_timestamp()), \(stored))
                 """, on: connection)
         }

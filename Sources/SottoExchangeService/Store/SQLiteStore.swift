@@ -162,15 +162,12 @@ public final class SQLiteStore: ExchangeStore {
 
     public func createKey(project: String, label: String, ratePerSecond: Double, burst: Double, origins: [String]) async throws(StoreError)
         -> (APIKeyRecord, key: String) {
-        let origins = try APIKeyRecord.checkNew(label: label, ratePerSecond: ratePerSecond, burst: burst, origins: origins)
-        guard let owner = try await self.project(id: project) else { throw .unknownProject(project) }
-        let (record, key) = APIKeyRecord.generate(projectID: owner.id, label: label, ratePerSecond: ratePerSecond, burst: burst,
-                                                  origins: origins)
+        let (record, key) = try await newKey(project: project, label: label, ratePerSecond: ratePerSecond, burst: burst, origins: origins)
         let (id, hash) = (record.id, record.secretHash)
         try await write { db in
             try db.execute(sql: "INSERT INTO api_key (id, project_id, label, secret_hash, revoked, rate_per_second, burst, created, origins) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)",
-                           arguments: [id, owner.id, label, Data(hash), ratePerSecond, burst, Date().timeIntervalSince1970,
-                                       WebOrigin.stored(origins)])
+                           arguments: [id, record.projectID, label, Data(hash), ratePerSecond, burst, Date().timeIntervalSince1970,
+                                       WebOrigin.stored(record.origins)])
         }
         return (record, key)
     }
