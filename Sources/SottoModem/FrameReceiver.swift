@@ -89,40 +89,40 @@ final class FrameReceiver {
     private var clock = 0
 
     /// A detected preamble whose frame is still being received.
+    /// A detection being decoded: its preamble, the state machine deciding what is tried next, the tone metric's
+    /// energies so far and what its last decode measured, and the room model's state once one is fitted.
     struct FrameCandidate {
-        var start: Double        // baseband samples, fractional
-        var scale: Double        // received time scale: 1 + ppm x 1e-6 (stretch)
-        /// The preamble's match with this profile's chirps (`PreambleDetection.strength`).
-        var strength: Float
+        /// The preamble: start (baseband samples, fractional), time scale, match, scale-1 start, alias or token.
+        var detection: PreambleDetection
         var machine = CandidateStateMachine()
         /// Per tone, the phase step per baseband sample of its correlator at this time scale.
         var steps: [(Float, Float)]
         var energies: [Float] = []  // toneCount per symbol, computed so far
         var symbolsDone = 0
-        /// Noise variance per baseband sample measured by the noncoherent metric (for the coherent one).
-        var noiseVariance = 0.0
-        /// The tone metric's estimate of the reverberant tail (energy a tone keeps one symbol later, as a
-        /// share), from its last decode.
-        var tail = 0.0
-        /// The tone metric's noise floor per tone over its signal per symbol, and over the noise before
-        /// the frame (0 when the stream holds none), from its last decode.
-        var floorShare = 0.0
-        var floorRise = 0.0
-        /// The coherent detector's state, from the first time it is needed.
+        /// What the tone metric measured at its last decode.
+        var reading = ToneMetricReading()
+        /// The coherent detector's state, from the first time it is needed (a class: its buffers are reused by every
+        /// pass over the frame, not copied with the candidate).
         var coherent: CoherentDetector.Frame?
         /// What the code's decision of the last failed coherent decode in a long room re-encodes to (the
         /// symbols a second pass takes as sent; see `redecideWithFeedback`), empty otherwise.
         var feedback: [Int] = []
-        /// The preamble's start at time scale 1 (baseband samples), tried as a new candidate when this one
-        /// decodes nothing at its estimated scale (`PreambleDetection.nominalStart`); nil when there is
-        /// none, for the retry itself, and once this candidate is abandoned.
-        var nominalStart: Double?
         /// Another profile's receiver owns this preamble: no room model for it.
         var outranked = false
-        /// An alias frame's candidate (two up-chirps, `FrameFormat.aliasSymbolCount` symbols).
-        var isAlias = false
         /// True once the room model refused this detection (or will not try it).
         var roomModelRefused: Bool { outranked || (coherent?.failed ?? false) }
+    }
+
+    /// What the tone metric measured of a candidate at its last decode.
+    struct ToneMetricReading {
+        /// Noise variance per baseband sample (for the coherent detector).
+        var noiseVariance = 0.0
+        /// The reverberant tail: the share of a tone's energy left one symbol later.
+        var tail = 0.0
+        /// The noise floor per tone over the signal per symbol (power ratio).
+        var floorShare = 0.0
+        /// The noise floor per tone over the noise before the frame (power ratio; 0 when the stream holds none).
+        var floorRise = 0.0
     }
     private var pending: [FrameCandidate] = []
     /// The arrays of candidates no longer pending, for the next ones (a detection allocates nothing once
@@ -152,7 +152,7 @@ final class FrameReceiver {
                                                       tuning: tuning)
 
     /// The room-aware detector of `frame`'s kind.
-    private func detector(for frame: FrameCandidate) -> CoherentDetector { frame.isAlias ? aliasCoherent : coherent }
+    private func detector(for frame: FrameCandidate) -> CoherentDetector { frame.detection.isAlias ? aliasCoherent : coherent }
 
     /// The band extractor a receiver for `profile` at `sampleRate` needs (profiles whose band, Doppler
     /// margin and rate come out the same share one: the default and robust profiles at any rate).
@@ -266,14 +266,12 @@ final class FrameReceiver {
         // the frame itself (with alias frames looked for, every up-chirp makes two detections; what that lost is in
         // SottoModem's "Crowds" article, measured with `sotto bench sweep links`).
         if pending.count >= tuning.maximumPendingCandidates {
-            let weakest = pending.indices.min { pending[$0].strength < pending[$1].strength }!
-            guard pending[weakest].strength < detection.strength else { return }
+            let weakest = pending.indices.min { pending[$0].detection.strength < pending[$1].detection.strength }!
+            guard pending[weakest].detection.strength < detection.strength else { return }
             recycle(pending.remove(at: weakest))
         }
-        var candidate = makeCandidate(start: detection.start, scale: detection.scale, strength: detection.strength)
-        candidate.nominalStart = detection.nominalStart
+        var candidate = makeCandidate(detection)
         if detection.isAlias {
-            candidate.isAlias = true
             candidate.machine = CandidateStateMachine(alias: true)
             pending.append(candidate)
             return
@@ -284,8 +282,9 @@ final class FrameReceiver {
                                     latestEnd: detection.start / basebandRate + longestFrameTime))
     }
 
-    /// A fresh candidate for a frame at `start` with time scale `scale` (arrays from the spares).
-    private func makeCandidate(start: Double, scale: Double, strength: Float) -> FrameCandidate {
+    /// A fresh candidate for `detection` (arrays from the spares).
+    private func makeCandidate(_ detection: PreambleDetection) -> FrameCandidate {
+        let scale = detection.scale
         var steps = spareSteps.popLast() ?? []
         steps.removeAll(keepingCapacity: true)
         steps.reserveCapacity(profile.toneCount)
@@ -297,7 +296,7 @@ final class FrameReceiver {
         var energies = spareEnergies.popLast() ?? []
         energies.removeAll(keepingCapacity: true)
         energies.reserveCapacity(profile.toneCount * FrameFormat.symbolCount(payloadBytes: FrameFormat.payloadBytes.upperBound))
-        return FrameCandidate(start: start, scale: scale, strength: strength, steps: steps, energies: energies)
+        return FrameCandidate(detection: detection, steps: steps, energies: energies)
     }
 
     /// Keeps a finished candidate's arrays for the next detections.
@@ -309,12 +308,12 @@ final class FrameReceiver {
 
     /// Baseband position of the start of data symbol `k` of a frame.
     private func symbolStart(_ frame: FrameCandidate, _ k: Int) -> Double {
-        frame.start + (2 * profile.chirpDuration + Double(k) * profile.symbolTime) * basebandRate * frame.scale
+        frame.detection.start + (2 * profile.chirpDuration + Double(k) * profile.symbolTime) * basebandRate * frame.detection.scale
     }
 
     /// Symbols of `frame` at the length `bytes` (an alias frame's own count).
     private func symbolCount(_ frame: FrameCandidate, payloadBytes bytes: Int) -> Int {
-        frame.isAlias ? FrameFormat.aliasSymbolCount : FrameFormat.symbolCount(payloadBytes: bytes)
+        frame.detection.isAlias ? FrameFormat.aliasSymbolCount : FrameFormat.symbolCount(payloadBytes: bytes)
     }
 
     /// Baseband samples needed before the next action of candidate `index`, or nil while it must wait for
@@ -330,13 +329,13 @@ final class FrameReceiver {
         guard frame.machine.usesRoomModel else { return toneTime }
         guard !pending[0..<index].contains(where: { !$0.roomModelRefused }) else { return nil }
         if frame.roomModelRefused { return toneTime }
-        return max(toneTime, detector(for: frame).requiredSamples(start: frame.start, scale: frame.scale, symbols: symbols))
+        return max(toneTime, detector(for: frame).requiredSamples(start: frame.detection.start, scale: frame.detection.scale, symbols: symbols))
     }
 
     /// True when the tone metric's last decode of `frame` saw a floor that a reverberant room in noise brings
     /// (see `ReceiverTuning.reverberantFloorRise`).
     private func isNoisyReverberant(_ frame: FrameCandidate) -> Bool {
-        frame.floorRise >= tuning.reverberantFloorRise && frame.floorShare >= tuning.reverberantFloorShare
+        frame.reading.floorRise >= tuning.reverberantFloorRise && frame.reading.floorShare >= tuning.reverberantFloorShare
     }
 
     /// Takes the next action of candidate `index` (its samples have arrived).
@@ -349,12 +348,12 @@ final class FrameReceiver {
         // Given up when its samples are overwritten (counting what the coherent detector reads before the start),
         // inside a frame another profile's receiver decoded on the same band (not a frame of this profile), or
         // inside one another profile matched far better and still on the air (a stretch of its symbols).
-        let samplesGone = frame.start - (CoherentDetector.precursorDuration * basebandRate + 16) < Double(clock - history.mask)
+        let samplesGone = frame.detection.start - (CoherentDetector.precursorDuration * basebandRate + 16) < Double(clock - history.mask)
         _ = frame.machine.check(.init(
             samplesGone: samplesGone,
-            insideOtherFrame: !samplesGone && frontEnd.isInsideOtherFrame(ObjectIdentifier(self), frame.start),
+            insideOtherFrame: !samplesGone && frontEnd.isInsideOtherFrame(ObjectIdentifier(self), frame.detection.start),
             underDominantFrame: frame.machine.yieldsToDominantFrames
-                && frontEnd.board.isUnderDominantFrame(ObjectIdentifier(self), start: frame.start / basebandRate, strength: frame.strength)))
+                && frontEnd.board.isUnderDominantFrame(ObjectIdentifier(self), start: frame.detection.start / basebandRate, strength: frame.detection.strength)))
         var headerDistance = 8
         switch frame.machine.action {
         case .decodeWithToneMetric(let bytes):
@@ -376,11 +375,11 @@ final class FrameReceiver {
         case .decodeWithToneMetric, .decodeWithRoomModel, .refineRoomModel, .redecideWithFeedback:
             let longRoom = isLongRoom(frame)
             _ = frame.machine.step(.init(
-                decoded: decoded != nil, reverberant: frame.tail >= tuning.reverberantTail || isNoisyReverberant(frame) || longRoom,
+                decoded: decoded != nil, reverberant: frame.reading.tail >= tuning.reverberantTail || isNoisyReverberant(frame) || longRoom,
                 nearlyRight: headerDistance <= tuning.refinementHeaderDistance,
                 refinementLimit: tuning.maximumRefinements, longRoom: longRoom,
                 canRetryAtUnitScale: tuning.retriesAtUnitScale && !frame.outranked
-                    && frame.nominalStart.map { $0 >= suppressUntil } ?? false))
+                    && frame.detection.nominalStart.map { $0 >= suppressUntil } ?? false))
         }
         if let result = decoded {
             if !isEcho(result.frame) {
@@ -389,26 +388,26 @@ final class FrameReceiver {
                 if recentFrames.count >= 8 { recentFrames.removeFirst() }
                 recentFrames.append(result.frame)
             }
-            frontEnd.recordDecoded(ObjectIdentifier(self), start: frame.start - Double(preamble.chirpLength) / 2, end: result.end)
-            frontEnd.board.settle(ObjectIdentifier(self), start: frame.start / basebandRate, end: result.end / basebandRate)
+            frontEnd.recordDecoded(ObjectIdentifier(self), start: frame.detection.start - Double(preamble.chirpLength) / 2, end: result.end)
+            frontEnd.board.settle(ObjectIdentifier(self), start: frame.detection.start / basebandRate, end: result.end / basebandRate)
             suppressUntil = max(suppressUntil, result.end - Double(preamble.chirpLength) / 2)
         }
-        if case .restartAtUnitScale = frame.machine.action, let nominal = frame.nominalStart {
+        if case .restartAtUnitScale = frame.machine.action, let nominal = frame.detection.nominalStart {
             // The same preamble again at scale 1, every length from the first (its samples are still in the history).
-            frontEnd.board.forget(ObjectIdentifier(self), start: frame.start / basebandRate)
+            frontEnd.board.forget(ObjectIdentifier(self), start: frame.detection.start / basebandRate)
             recycle(frame)
-            pending[index] = makeCandidate(start: nominal, scale: 1, strength: frame.strength)
+            pending[index] = makeCandidate(PreambleDetection(start: nominal, scale: 1, strength: frame.detection.strength))
         } else if case .drop = frame.machine.action {
             pending.remove(at: index)
-            if decoded == nil { frontEnd.board.forget(ObjectIdentifier(self), start: frame.start / basebandRate) }
+            if decoded == nil { frontEnd.board.forget(ObjectIdentifier(self), start: frame.detection.start / basebandRate) }
             recycle(frame)
             // Drop other detections inside the frame just decoded.
             if decoded != nil {
-                for candidate in pending where candidate.start < suppressUntil {
-                    frontEnd.board.forget(ObjectIdentifier(self), start: candidate.start / basebandRate)
+                for candidate in pending where candidate.detection.start < suppressUntil {
+                    frontEnd.board.forget(ObjectIdentifier(self), start: candidate.detection.start / basebandRate)
                     recycle(candidate)
                 }
-                pending.removeAll { $0.start < suppressUntil }
+                pending.removeAll { $0.detection.start < suppressUntil }
             }
         } else {
             pending[index] = frame
@@ -421,7 +420,7 @@ final class FrameReceiver {
     /// for a room fit and a coherent decode of every frame of the default profile).
     private func decodeWithRoomModel(_ frame: inout FrameCandidate, payloadBytes bytes: Int)
         -> (result: (frame: DecodedFrame, end: Double)?, headerDistance: Int) {
-        if frame.outranked || frontEnd.isOutranked(ObjectIdentifier(self), start: frame.start, strength: frame.strength,
+        if frame.outranked || frontEnd.isOutranked(ObjectIdentifier(self), start: frame.detection.start, strength: frame.detection.strength,
                                 window: Double(preamble.chirpLength)) {
             // Refused, as the room fit refuses what it cannot explain (so later detections do not wait for it).
             frame.outranked = true
@@ -431,8 +430,8 @@ final class FrameReceiver {
         let coherent = detector(for: frame)
         // The noise the room model must not fit: what arrived just before the frame, when that
         // was quieter than the tone metric's noise (which counts the room's tails as noise).
-        let state = frame.coherent ?? coherent.makeFrame(start: frame.start, scale: frame.scale,
-                                                         noiseVariance: min(frame.noiseVariance, powerBefore(frame)))
+        let state = frame.coherent ?? coherent.makeFrame(start: frame.detection.start, scale: frame.detection.scale,
+                                                         noiseVariance: min(frame.reading.noiseVariance, powerBefore(frame)))
         // In a long room the decisions' echoes are predicted from their posteriors (see `Frame.softFeedback`).
         if frame.coherent == nil { state.softFeedback = isLongRoom(frame) }
         frame.coherent = state
@@ -505,12 +504,12 @@ final class FrameReceiver {
 
     /// True when the tone metric saw the noise floor of a long room (see `ReceiverTuning.longRoomFloorRise`).
     private func isLongRoom(_ frame: FrameCandidate) -> Bool {
-        frame.floorRise >= tuning.longRoomFloorRise && frame.floorShare >= tuning.longRoomFloorShare
+        frame.reading.floorRise >= tuning.longRoomFloorRise && frame.reading.floorShare >= tuning.longRoomFloorShare
     }
 
     /// Mean power per baseband sample over the `tuning.noiseProbe` seconds that end shortly before the frame.
     private func powerBefore(_ frame: FrameCandidate) -> Double {
-        let end = Int(frame.start.rounded(.down)) - Int(0.005 * basebandRate)
+        let end = Int(frame.detection.start.rounded(.down)) - Int(0.005 * basebandRate)
         let count = Int(tuning.noiseProbe * basebandRate)
         guard history.holds(end - count, at: clock), end <= clock else { return .infinity }
         return history.meanPower(from: end - count, length: count)
@@ -518,7 +517,7 @@ final class FrameReceiver {
 
     /// The tone metric's window for this frame (baseband samples).
     private func metricWindow(_ frame: FrameCandidate) -> Double {
-        SymbolMetric.windowLength(symbolSamples: profile.symbolTime * basebandRate * frame.scale)
+        SymbolMetric.windowLength(symbolSamples: profile.symbolTime * basebandRate * frame.detection.scale)
     }
 
     /// Energies of every tone of the profile (all sub-bands) over each symbol up to `symbols`:
@@ -527,7 +526,7 @@ final class FrameReceiver {
     private func computeEnergies(_ frame: inout FrameCandidate, upTo symbols: Int) {
         guard frame.symbolsDone < symbols else { return }
         // Skip the start of each symbol, where the transition from the previous tone lingers.
-        let skip = SymbolMetric.windowSkip * profile.symbolTime * basebandRate * frame.scale
+        let skip = SymbolMetric.windowSkip * profile.symbolTime * basebandRate * frame.detection.scale
         let window = metricWindow(frame)
         frame.steps.withUnsafeBufferPointer { steps in
             for k in frame.symbolsDone..<symbols {
@@ -547,8 +546,8 @@ final class FrameReceiver {
     private func measureNoiseProbe(_ frame: FrameCandidate) {
         workspace.noiseProbe.removeAll(keepingCapacity: true)
         let window = metricWindow(frame)
-        let end = frame.start - SignalReport.noiseProbeGap * basebandRate
-        let afterPrevious = frontEnd.latestDecodedEnd(startingBefore: frame.start)
+        let end = frame.detection.start - SignalReport.noiseProbeGap * basebandRate
+        let afterPrevious = frontEnd.latestDecodedEnd(startingBefore: frame.detection.start)
             .map { $0 + SignalReport.noiseProbeGap * basebandRate } ?? -.infinity
         var windows = SignalReport.noiseProbeWindows
         while windows >= SignalReport.minimumNoiseProbeWindows {
@@ -574,13 +573,13 @@ final class FrameReceiver {
         let (signal, noise, tail) = SymbolMetric.likelihoods(
             energies: frame.energies[0..<(profile.toneCount * symbols)], symbols: symbols, profile: profile, workspace: &workspace)
         if coherentLikelihoods == nil {
-            frame.tail = tail
-            frame.floorShare = noise / max(signal, 1e-30)
-            frame.floorRise = noise / metricWindow(frame) / powerBefore(frame)
+            frame.reading.tail = tail
+            frame.reading.floorShare = noise / max(signal, 1e-30)
+            frame.reading.floorRise = noise / metricWindow(frame) / powerBefore(frame)
         }
-        frame.noiseVariance = noise / metricWindow(frame)
+        frame.reading.noiseVariance = noise / metricWindow(frame)
         let attempt = (coherentLikelihoods ?? workspace.likelihoods).withUnsafeBufferPointer { likelihoods in
-            if frame.isAlias {
+            if frame.detection.isAlias {
                 let decoded = FrameFormat.decodeAlias(symbolLogLikelihoods: likelihoods, profile: profile, workspace: &workspace)
                 return (decoded: decoded, headerDistance: decoded == nil ? 8 : 0)
             }
@@ -590,7 +589,7 @@ final class FrameReceiver {
         guard let decoded = attempt.decoded else { return (nil, attempt.headerDistance) }
         let window = metricWindow(frame) / basebandRate
         // The in-band SNR, against the symbols actually sent (re-encoded from the payload).
-        if frame.isAlias {
+        if frame.detection.isAlias {
             FrameFormat.recodedAliasSymbols(profile: profile, workspace: &workspace)
         } else {
             FrameFormat.recodedSymbols(payloadBytes: payloadBytes, profile: profile, workspace: &workspace)
@@ -599,8 +598,8 @@ final class FrameReceiver {
         let snr = SignalReport.inBandSNR(
             energies: frame.energies[0..<(profile.toneCount * symbols)], values: workspace.symbolValues[0..<symbols],
             probe: workspace.noiseProbe[...], profile: profile,
-            bandwidthCorrection: profile.symbolTime * frame.scale / window)
-        let end = symbolStart(frame, symbols) + profile.fadeDuration * basebandRate * frame.scale
+            bandwidthCorrection: profile.symbolTime * frame.detection.scale / window)
+        let end = symbolStart(frame, symbols) + profile.fadeDuration * basebandRate * frame.detection.scale
         // A tone of amplitude a sums to a x W over a W-sample window (the decimator keeps a cosine's
         // amplitude), so the received level is sqrt(signal) / W, in dB re full scale.
         let windowSamples = window * basebandRate
@@ -608,13 +607,13 @@ final class FrameReceiver {
         let result = DecodedFrame(
             token: decoded.payload, profile: profile.name,
             // The start is estimated to a fraction of a baseband sample: a frame at the first sample is not before it.
-            startTime: max(frame.start, 0) / basebandRate,
+            startTime: max(frame.detection.start, 0) / basebandRate,
             endTime: end / basebandRate,
             snr: (snr * 10).rounded() / 10,
             level: (level * 10).rounded() / 10,
-            clockOffsetPPM: ((frame.scale - 1) * 1e6).rounded(),
+            clockOffsetPPM: ((frame.detection.scale - 1) * 1e6).rounded(),
             correctedBits: decoded.correctedBits,
-            alias: frame.isAlias ? UInt16(decoded.payload[0]) << 8 | UInt16(decoded.payload[1]) : nil)
+            alias: frame.detection.isAlias ? UInt16(decoded.payload[0]) << 8 | UInt16(decoded.payload[1]) : nil)
         return ((result, end), attempt.headerDistance)
     }
 }
