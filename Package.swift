@@ -165,7 +165,6 @@ let package = Package(
         // The matcher as a network service: gRPC sessions, projects and keys, limits, metrics; stores.
         .target(name: "SottoExchangeService",
                 dependencies: ["SottoExchange", "SottoExchangeCore", "SottoExchangeWire", "SottoSupport",
-                               .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "GRPCCore", package: "grpc-swift-2"),
                                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                                .product(name: "NIOCore", package: "swift-nio"),
@@ -186,7 +185,7 @@ let package = Package(
                                .product(name: "PostgresNIO", package: "postgres-nio"),
                                .product(name: "Crypto", package: "swift-crypto"),
                                .product(name: "Logging", package: "swift-log"),
-                               // The session outbox's queue (Outbox.swift); the replication log's messages.
+                               // The session outbox's queue (Outbox.swift), the Hello deadlines (HelloGate.swift); the replication log's messages.
                                .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "SwiftProtobuf", package: "swift-protobuf")],
                 exclude: ["Replication/replication.proto"],
