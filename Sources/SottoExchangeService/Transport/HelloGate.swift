@@ -142,9 +142,10 @@ final class HelloGate: Sendable {
     }
 
     /// Ends the streams whose deadline passed without Hello (``Pass/onExpiry(_:)``), checking a few times a timeout
-    /// (every quarter of it, at most every 0.25 s), until the task is cancelled.
+    /// (every quarter of it, at most every 0.25 s and at least every 10 ms, so a timeout of 0 does not spin), until the
+    /// task is cancelled.
     func enforceDeadlines() async {
-        let tick = min(.milliseconds(250), timeout / 4)
+        let tick = max(.milliseconds(10), min(.milliseconds(250), timeout / 4))
         while (try? await Task.sleep(for: tick)) != nil {
             let now = ContinuousClock.now
             let due = state.withLock { state -> [Pass] in
