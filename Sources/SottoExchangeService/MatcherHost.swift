@@ -330,7 +330,11 @@ public actor MatcherHost {
     }
 
     /// What the client of a stream sent, checked at the edge by the transport that received it.
-    public enum Inbound: Sendable {
+    ///
+    /// Indirect (one pointer): it is held across the hop to this actor in every session's reader task, whose memory
+    /// is the deepest its calls ever took for as long as the session lives; inline, a request (a publication, a
+    /// filter) made each session's tasks keep about 3 kB more (`scripts/load-node`, in `Benchmarks/README.md`).
+    public indirect enum Inbound: Sendable {
         /// A request for the matcher.
         case request(MatcherRequest)
         /// A frame that carried none: the answer goes to the client without the matcher (nor the log).
