@@ -45,121 +45,113 @@ import Testing
     /// download into a time-out; the stalled route holds its request forever, so time-outs are still tested.
     static let limits = MediaLimits(imageBytes: 1_000, videoBytes: 1_000, timeout: 3, maxRedirects: 5, cacheBytes: 10_000)
 
-    @Test func anImageWithinItsLimitIsCachedAndShown() async throws {
+    /// A fetcher with `limits` (and `metering`) into a fresh cache, and the routes' HTTP server; both stopped, and the
+    /// cache removed, after `body`.
+    func withFetcher(limits: MediaLimits = MediaFetcherTests.limits, metering: NetworkMetering? = nil,
+                     _ body: (TestHTTPServer, URL, MediaFetcher) async throws -> Void) async throws {
         let server = try await TestHTTPServer(routes: Self.routes)
         let directory = cache()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let fetcher = MediaFetcher(cacheDirectory: directory, limits: Self.limits, metering: nil)
-        let result = await fetcher.media(for: found("look: \(server.url("/a.png")) !"))
-        guard case .image(let path)? = result.media else { Issue.record("no image: \(result)"); await fetcher.shutdown(); return }
-        #expect(path.hasPrefix(directory.path) && path.hasSuffix(".png"))
-        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(Self.png))
-        // A second find of the same URL is served from the cache.
-        let again = await fetcher.media(for: found(server.url("/a.png")))
-        #expect(again.media == .image(path: path))
-        #expect(server.paths == ["/a.png"])
-        // Redirects are followed; a URL without an extension is shown when it serves an image.
-        #expect(await fetcher.media(for: found(server.url("/hop.gif"))).media.map { if case .image = $0 { true } else { false } } == true)
-        #expect(await fetcher.media(for: found(server.url("/noextension"))).media.map { if case .image = $0 { true } else { false } } == true)
+        let fetcher = MediaFetcher(cacheDirectory: directory, limits: limits, metering: metering)
+        do { try await body(server, directory, fetcher) } catch {
+            await fetcher.shutdown(); await server.stop()
+            throw error
+        }
         await fetcher.shutdown()
         await server.stop()
+    }
+
+    @Test func anImageWithinItsLimitIsCachedAndShown() async throws {
+        try await withFetcher { server, directory, fetcher in
+            let result = await fetcher.media(for: found("look: \(server.url("/a.png")) !"))
+            guard case .image(let path)? = result.media else { Issue.record("no image: \(result)"); return }
+            #expect(path.hasPrefix(directory.path) && path.hasSuffix(".png"))
+            let cached = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect(cached == Data(Self.png))
+            // A second find of the same URL is served from the cache.
+            let again = await fetcher.media(for: found(server.url("/a.png")))
+            #expect(again.media == .image(path: path))
+            #expect(server.paths == ["/a.png"])
+            // Redirects are followed; a URL without an extension is shown when it serves an image.
+            #expect(await fetcher.media(for: found(server.url("/hop.gif"))).media.map { if case .image = $0 { true } else { false } } == true)
+            #expect(await fetcher.media(for: found(server.url("/noextension"))).media.map { if case .image = $0 { true } else { false } } == true)
+        }
     }
 
     @Test func overTheLimitGarbageAndErrorsFallBackToAPlainNotification() async throws {
-        let server = try await TestHTTPServer(routes: Self.routes)
-        let directory = cache()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let fetcher = MediaFetcher(cacheDirectory: directory, limits: Self.limits, metering: nil)
-        for (path, reason) in [("/big.jpg", "limit"), ("/chunked.jpg", "limit"), ("/garbage.png", "not a JPEG/PNG/GIF"),
-                               ("/missing.png", "HTTP 404")] {
-            let result = await fetcher.media(for: found(server.url(path)))
-            #expect(result.media == .link(url: server.url(path)), "\(path)")
-            #expect(result.fallbackReason?.contains(reason) == true, "\(path): \(result.fallbackReason ?? "")")
+        try await withFetcher { server, directory, fetcher in
+            for (path, reason) in [("/big.jpg", "limit"), ("/chunked.jpg", "limit"), ("/garbage.png", "not a JPEG/PNG/GIF"),
+                                   ("/missing.png", "HTTP 404")] {
+                let result = await fetcher.media(for: found(server.url(path)))
+                #expect(result.media == .link(url: server.url(path)), "\(path)")
+                #expect(result.fallbackReason?.contains(reason) == true, "\(path): \(result.fallbackReason ?? "")")
+            }
+            let page = await fetcher.media(for: found(server.url("/page")))
+            #expect(page.media == nil && page.fallbackReason?.contains("not an image") == true)
+            // Nothing but finished downloads stays in the cache.
+            let kept = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            #expect(kept.isEmpty)
         }
-        let page = await fetcher.media(for: found(server.url("/page")))
-        #expect(page.media == nil && page.fallbackReason?.contains("not an image") == true)
-        // Nothing but finished downloads stays in the cache.
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
-        await fetcher.shutdown()
-        await server.stop()
     }
 
     @Test func aStalledServerTimesOutToAPlainNotification() async throws {
-        let server = try await TestHTTPServer(routes: Self.routes)
-        let directory = cache()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let fetcher = MediaFetcher(cacheDirectory: directory, limits: Self.limits, metering: nil)
-        let started = ContinuousClock.now
-        let result = await fetcher.media(for: found(server.url("/stall.jpg")))
-        let elapsed = ContinuousClock.now - started
-        #expect(result.media == .link(url: server.url("/stall.jpg")))
-        #expect(result.fallbackReason?.contains("timed out") == true, "\(result.fallbackReason ?? "")")
-        // The server holds the request forever: the 3 s limit ended it, not the system's own time-out (60 s and
-        // more); the bound leaves room for a loaded CI machine.
-        #expect(elapsed < .seconds(20))
-        await fetcher.shutdown()
-        await server.stop()
+        try await withFetcher { server, directory, fetcher in
+            let started = ContinuousClock.now
+            let result = await fetcher.media(for: found(server.url("/stall.jpg")))
+            let elapsed = ContinuousClock.now - started
+            #expect(result.media == .link(url: server.url("/stall.jpg")))
+            #expect(result.fallbackReason?.contains("timed out") == true, "\(result.fallbackReason ?? "")")
+            // The server holds the request forever: the 3 s limit ended it, not the system's own time-out (60 s and
+            // more); the bound leaves room for a loaded CI machine.
+            #expect(elapsed < .seconds(20))
+        }
     }
 
     @Test func redirectLoopsAndRedirectsAwayFromHTTPAreRefused() async throws {
-        let server = try await TestHTTPServer(routes: Self.routes)
-        let directory = cache()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let fetcher = MediaFetcher(cacheDirectory: directory, limits: Self.limits, metering: nil)
-        let loop = await fetcher.media(for: found(server.url("/loop1.gif")))
-        #expect(loop.fallbackReason?.contains("redirect loop") == true, "\(loop.fallbackReason ?? "")")
-        #expect(server.paths == ["/loop1.gif", "/loop2.gif"])
-        let file = await fetcher.media(for: found(server.url("/to-file.gif")))
-        #expect(file.fallbackReason?.contains("not an http(s) URL: file:///etc/passwd") == true, "\(file.fallbackReason ?? "")")
-        // Content that is a file:// or other URL is never fetched at all.
-        for content in ["file:///etc/passwd", "ftp://127.0.0.1:\(server.port)/a.png", "gopher://x/a.png"] {
-            #expect(await fetcher.media(for: found(content)) == MediaResult(media: nil, fallbackReason: nil))
+        try await withFetcher { server, directory, fetcher in
+            let loop = await fetcher.media(for: found(server.url("/loop1.gif")))
+            #expect(loop.fallbackReason?.contains("redirect loop") == true, "\(loop.fallbackReason ?? "")")
+            #expect(server.paths == ["/loop1.gif", "/loop2.gif"])
+            let file = await fetcher.media(for: found(server.url("/to-file.gif")))
+            #expect(file.fallbackReason?.contains("not an http(s) URL: file:///etc/passwd") == true, "\(file.fallbackReason ?? "")")
+            // Content that is a file:// or other URL is never fetched at all.
+            for content in ["file:///etc/passwd", "ftp://127.0.0.1:\(server.port)/a.png", "gopher://x/a.png"] {
+                #expect(await fetcher.media(for: found(content)) == MediaResult(media: nil, fallbackReason: nil))
+            }
+            #expect(server.paths.count == 3)
         }
-        #expect(server.paths.count == 3)
-        await fetcher.shutdown()
-        await server.stop()
     }
 
     @Test func onAMeteredConnectionVideoAndAudioAreNotDownloadedButImagesAre() async throws {
-        let server = try await TestHTTPServer(routes: Self.routes)
         let systemBus = try TestBus()
         defer { systemBus.stop() }
         let networkManager = try NetworkManagerStandIn(address: systemBus.address, metered: 1)
         defer { networkManager.stop() }
-        let directory = cache()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let fetcher = MediaFetcher(cacheDirectory: directory, limits: Self.limits,
-                                   metering: NetworkMetering(systemBusAddress: systemBus.address))
-        let video = await fetcher.media(for: found(server.url("/clip.mp4")))
-        #expect(video.media == .link(url: server.url("/clip.mp4")))
-        #expect(video.fallbackReason?.contains("metered") == true)
-        let audio = await fetcher.media(for: found(server.url("/song.mp3")))
-        #expect(audio.media == .link(url: server.url("/song.mp3")))
-        let image = await fetcher.media(for: found(server.url("/a.png")))
-        #expect(image.media.map { if case .image = $0 { true } else { false } } == true)
-        #expect(server.paths == ["/a.png"])
-        #expect(networkManager.asked.withLock { $0 } == 1)
-        await fetcher.shutdown()
-        await server.stop()
+        try await withFetcher(metering: NetworkMetering(systemBusAddress: systemBus.address)) { server, directory, fetcher in
+            let video = await fetcher.media(for: found(server.url("/clip.mp4")))
+            #expect(video.media == .link(url: server.url("/clip.mp4")))
+            #expect(video.fallbackReason?.contains("metered") == true)
+            let audio = await fetcher.media(for: found(server.url("/song.mp3")))
+            #expect(audio.media == .link(url: server.url("/song.mp3")))
+            let image = await fetcher.media(for: found(server.url("/a.png")))
+            #expect(image.media.map { if case .image = $0 { true } else { false } } == true)
+            #expect(server.paths == ["/a.png"])
+            #expect(networkManager.asked.withLock { $0 } == 1)
+        }
     }
 
     @Test func onAnUnmeteredConnectionAVideoIsDownloadedWithinItsLimit() async throws {
-        let server = try await TestHTTPServer(routes: Self.routes)
         let systemBus = try TestBus()
         defer { systemBus.stop() }
         let networkManager = try NetworkManagerStandIn(address: systemBus.address, metered: 4)  // guess-no
         defer { networkManager.stop() }
-        let directory = cache()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let fetcher = MediaFetcher(cacheDirectory: directory, limits: Self.limits,
-                                   metering: NetworkMetering(systemBusAddress: systemBus.address))
-        let video = await fetcher.media(for: found(server.url("/clip.mp4")))
-        guard case .video(let path, let url)? = video.media else { Issue.record("no video: \(video)"); await fetcher.shutdown(); return }
-        #expect(url == server.url("/clip.mp4") && path.hasSuffix(".mp4"))
-        // No NetworkManager at all: not metered.
-        #expect(await NetworkMetering(systemBusAddress: "unix:path=\(directory.path)/none").isMetered() == false)
-        await fetcher.shutdown()
-        await server.stop()
+        try await withFetcher(metering: NetworkMetering(systemBusAddress: systemBus.address)) { server, directory, fetcher in
+            let video = await fetcher.media(for: found(server.url("/clip.mp4")))
+            guard case .video(let path, let url)? = video.media else { Issue.record("no video: \(video)"); return }
+            #expect(url == server.url("/clip.mp4") && path.hasSuffix(".mp4"))
+            // No NetworkManager at all: not metered.
+            #expect(await NetworkMetering(systemBusAddress: "unix:path=\(directory.path)/none").isMetered() == false)
+        }
     }
 
     @Test func theCacheIsTrimmedOldestFirstToItsCap() async throws {
@@ -188,58 +180,55 @@ import Testing
         await server.stop()
     }
 
-    @Test func theNotificationShowsTheImageAndTheFindTimeNotTheDownloadTime() async throws {
-        let server = try await TestHTTPServer(routes: Self.routes)
+    /// A desktop notifier with `policy`, fetching media through a fetcher with `limits` into a fresh cache, on a bus
+    /// of its own with a recording notification server, and the routes' HTTP server; all stopped after `body`.
+    func withNotifier(policy: NotificationPolicy,
+                      _ body: (TestHTTPServer, RecordingNotificationServer, URL, DesktopNotifier) async throws -> Void) async throws {
         let bus = try TestBus()
         defer { bus.stop() }
         let notifications = try RecordingNotificationServer(address: bus.address)
         defer { notifications.stop() }
-        let directory = cache()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let fetcher = MediaFetcher(cacheDirectory: directory, limits: Self.limits, metering: nil)
-        let notifier = try DesktopNotifier(busAddress: bus.address,
-                                           configuration: .init(policy: .init(timeZone: TimeZone(identifier: "UTC")!)), media: fetcher)
-        await notifier.deliver(found(server.url("/a.png")))
-        #expect(await notifications.wait { $0.notifies.count == 1 })
-        let shown = notifications.notifies[0]
-        guard case .string(let image)? = shown.hints["image-path"] else {
-            Issue.record("no image-path hint"); await notifier.close(); await fetcher.shutdown(); return
+        try await withFetcher { server, directory, fetcher in
+            let notifier = try DesktopNotifier(busAddress: bus.address, configuration: .init(policy: policy), media: fetcher)
+            do { try await body(server, notifications, directory, notifier) } catch {
+                await notifier.close()
+                throw error
+            }
+            await notifier.close()
         }
-        #expect(image.hasPrefix("file://" + directory.path) && image.hasSuffix(".png"))
-        #expect(shown.body.hasSuffix("found at 08:00:00"))
-        // A stalled download falls back to a plain notification, still with the find time.
-        await notifier.deliver(NotificationEvent(kind: .found, subscriptionID: "t", content: Array(server.url("/stall.jpg").utf8),
-                                                 foundAt: Date(timeIntervalSince1970: 1_800_000_005)))
-        #expect(await notifications.wait { $0.notifies.count == 2 })
-        #expect(notifications.notifies[1].hints["image-path"] == nil)
-        #expect(notifications.notifies[1].body.hasSuffix("found at 08:00:05"))
-        await notifier.close()
-        await fetcher.shutdown()
-        await server.stop()
+    }
+
+    @Test func theNotificationShowsTheImageAndTheFindTimeNotTheDownloadTime() async throws {
+        try await withNotifier(policy: .init(timeZone: TimeZone(identifier: "UTC")!)) { server, notifications, directory, notifier in
+            await notifier.deliver(found(server.url("/a.png")))
+            #expect(await notifications.wait { $0.notifies.count == 1 })
+            let shown = notifications.notifies[0]
+            guard case .string(let image)? = shown.hints["image-path"] else {
+                Issue.record("no image-path hint"); return
+            }
+            #expect(image.hasPrefix("file://" + directory.path) && image.hasSuffix(".png"))
+            #expect(shown.body.hasSuffix("found at 08:00:00"))
+            // A stalled download falls back to a plain notification, still with the find time.
+            await notifier.deliver(NotificationEvent(kind: .found, subscriptionID: "t", content: Array(server.url("/stall.jpg").utf8),
+                                                     foundAt: Date(timeIntervalSince1970: 1_800_000_005)))
+            #expect(await notifications.wait { $0.notifies.count == 2 })
+            #expect(notifications.notifies[1].hints["image-path"] == nil)
+            #expect(notifications.notifies[1].body.hasSuffix("found at 08:00:05"))
+        }
     }
 
     @Test func aLostRightAfterAFindWaitsForTheFindsDownload() async throws {
-        let server = try await TestHTTPServer(routes: Self.routes)
-        let bus = try TestBus()
-        defer { bus.stop() }
-        let notifications = try RecordingNotificationServer(address: bus.address)
-        defer { notifications.stop() }
-        let directory = cache()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let fetcher = MediaFetcher(cacheDirectory: directory, limits: Self.limits, metering: nil)
-        let notifier = try DesktopNotifier(busAddress: bus.address, configuration: .init(policy: .init(lost: .withdraw)), media: fetcher)
-        let stalled = found(server.url("/stall.jpg"))
-        async let first: Void = notifier.deliver(stalled)
-        try await Task.sleep(for: .milliseconds(100))  // the download is under way (it times out after 3 s)
-        var lost = stalled
-        lost.kind = .lost
-        await notifier.deliver(lost)
-        await first
-        #expect(await notifications.wait { $0.closes.count == 1 })
-        #expect(notifications.notifies.count == 1 && notifications.closes == [notifications.notifies[0].assignedID])
-        await notifier.close()
-        await fetcher.shutdown()
-        await server.stop()
+        try await withNotifier(policy: .init(lost: .withdraw)) { server, notifications, _, notifier in
+            let stalled = found(server.url("/stall.jpg"))
+            async let first: Void = notifier.deliver(stalled)
+            try await Task.sleep(for: .milliseconds(100))  // the download is under way (it times out after 3 s)
+            var lost = stalled
+            lost.kind = .lost
+            await notifier.deliver(lost)
+            await first
+            #expect(await notifications.wait { $0.closes.count == 1 })
+            #expect(notifications.notifies.count == 1 && notifications.closes == [notifications.notifies[0].assignedID])
+        }
     }
 
     @Test func theCacheDirectoryFollowsXDG() {
