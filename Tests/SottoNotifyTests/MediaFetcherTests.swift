@@ -45,14 +45,14 @@ import Testing
     /// download into a time-out; the stalled route holds its request forever, so time-outs are still tested.
     static let limits = MediaLimits(imageBytes: 1_000, videoBytes: 1_000, timeout: 3, maxRedirects: 5, cacheBytes: 10_000)
 
-    /// A fetcher with `limits` (and `metering`) into a fresh cache, and the routes' HTTP server; both stopped, and the
-    /// cache removed, after `body`.
-    func withFetcher(limits: MediaLimits = MediaFetcherTests.limits, metering: NetworkMetering? = nil,
+    /// A fetcher with the test's limits (and `metering`) into a fresh cache, and the routes' HTTP server; both stopped,
+    /// and the cache removed, after `body`.
+    func withFetcher(metering: NetworkMetering? = nil,
                      _ body: (TestHTTPServer, URL, MediaFetcher) async throws -> Void) async throws {
         let server = try await TestHTTPServer(routes: Self.routes)
         let directory = cache()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let fetcher = MediaFetcher(cacheDirectory: directory, limits: limits, metering: metering)
+        let fetcher = MediaFetcher(cacheDirectory: directory, limits: Self.limits, metering: metering)
         do { try await body(server, directory, fetcher) } catch {
             await fetcher.shutdown(); await server.stop()
             throw error
