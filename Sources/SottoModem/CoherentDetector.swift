@@ -75,6 +75,8 @@ final class CoherentDetector {
         var failed = false
         /// What was transmitted, as far as decided (interleaved complex, by grid index from the frame start).
         var sent: [Float] = []
+        /// The room model's first tap within 5 dB of its strongest (the direct sound, as far as the fit sees it).
+        var firstStrongTap = 0
         /// Share of the preamble's power the room model does not explain.
         var unexplained = 1.0
         /// Symbols to take as sent instead of the decisions (see `redecided`); empty on a first pass.
@@ -124,6 +126,20 @@ final class CoherentDetector {
     func makeFrame(start: Double, scale: Double, noiseVariance: Double) -> Frame {
         Frame(start: start, scale: scale, noiseVariance: max(noiseVariance, 1e-20),
               origin: shapes.precursorTaps + 1)
+    }
+
+    /// A frame started where `frame`'s room fit puts the direct sound, when that is earlier than its symbol
+    /// windows can reach: the preamble detector locked onto a reflection louder than the direct sound (far from
+    /// the speaker in a reverberant room, where the reflections' sum outweighs it). Nil when the fit did not
+    /// place the direct sound too early (or was not made).
+    func reanchored(_ frame: Frame) -> Frame? {
+        guard !frame.channel.isEmpty, frame.unexplained < 1 else { return nil }
+        let early = shapes.precursorTaps - frame.firstStrongTap
+        guard early > shapes.guardSamples / 2 else { return nil }
+        let shift = Double(early) / gridRate * basebandRate * frame.scale
+        let moved = makeFrame(start: frame.start - shift, scale: frame.scale, noiseVariance: frame.noiseVariance)
+        moved.softFeedback = frame.softFeedback
+        return moved
     }
 
     /// Baseband position (fractional samples) of grid index `n` of `frame`.

@@ -434,13 +434,27 @@ final class FrameReceiver {
                                                          noiseVariance: min(frame.reading.noiseVariance, powerBefore(frame)))
         // In a long room the decisions' echoes are predicted from their posteriors (see `Frame.softFeedback`).
         if frame.coherent == nil { state.softFeedback = isLongRoom(frame) }
-        frame.coherent = state
-        guard var likelihoods = coherent.likelihoods(state, symbols: symbols, history: history) else { return (nil, 8) }
+        var first = coherent.likelihoods(state, symbols: symbols, history: history)
+        var chosen = state
+        if frame.coherent == nil {
+            // The detector may lock onto a reflection louder than the direct sound: fit again from where the room
+            // model puts the direct sound (twice at most: the first fit's precursor may not reach back to it), and
+            // keep the fit that explains the preamble better.
+            var current = state
+            for _ in 0..<2 {
+                guard let moved = coherent.reanchored(current) else { break }
+                let again = coherent.likelihoods(moved, symbols: symbols, history: history)
+                guard again != nil, first == nil || moved.unexplained < chosen.unexplained else { break }
+                chosen = moved; first = again; current = moved
+            }
+        }
+        frame.coherent = chosen
+        guard var likelihoods = first else { return (nil, 8) }
         let longRoom = isLongRoom(frame)
         if longRoom {
             // The tail beyond the room model builds up during the frame: weigh each symbol by its own part.
-            likelihoods = LongRoomWeighting.likelihoods(costs: state.costs, symbols: symbols,
-                                                        windowSamples: coherent.decisionWindow, noiseVariance: state.noiseVariance)
+            likelihoods = LongRoomWeighting.likelihoods(costs: chosen.costs, symbols: symbols,
+                                                        windowSamples: coherent.decisionWindow, noiseVariance: chosen.noiseVariance)
         }
         let attempt = decode(&frame, payloadBytes: bytes, coherentLikelihoods: likelihoods)
         frame.feedback = []

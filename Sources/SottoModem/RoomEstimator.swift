@@ -125,6 +125,7 @@ struct RoomEstimator {
         var first = 0
         while first < taps, hr[first] * hr[first] + hi[first] * hi[first] < 0.3 * strongest { first += 1 }
         frame.windowOffset = max(-shapes.guardSamples / 2, min(shapes.maximumWindowOffset, first - pre))
+        frame.firstStrongTap = first
         startPrediction(frame)
         guard source == nil else { frame.unexplained = 0; return true }
         // A detection that is not a frame of this profile (another profile's chirps, a chirp-like stretch
