@@ -100,9 +100,10 @@ import Testing
     }
 
     /// Rooms whose reverberation biases the measured delay between the chirps (seeds found by decoding seeds
-    /// 1-30): the frame decodes at scale 1 (0 ppm reported) and only because scale 1 is tried; without the
-    /// retry nothing decodes.
-    @Test(arguments: [UInt64(5), 8, 9, 13])
+    /// 1-30; again on 2026-11-29, when the room fit's direct-sound anchor let seed 13's frame decode at the
+    /// estimated scale, and 5, 8, 9, 16, 17, 24 and 26 qualified): the frame decodes at scale 1 (0 ppm reported)
+    /// and only because scale 1 is tried; without the retry nothing decodes.
+    @Test(arguments: [UInt64(5), 8, 9, 16])
     func aScaleThatDecodesNothingIsTriedAtOne(seed: UInt64) throws {
         let (token, frames) = try decode(seed: seed)
         #expect(frames.map(\.token) == [token], "\(frames.map(\.token))")
