@@ -434,22 +434,22 @@ final class FrameReceiver {
                                                          noiseVariance: min(frame.reading.noiseVariance, powerBefore(frame)))
         // In a long room the decisions' echoes are predicted from their posteriors (see `Frame.softFeedback`).
         if frame.coherent == nil { state.softFeedback = isLongRoom(frame) }
-        var first = coherent.likelihoods(state, symbols: symbols, history: history)
+        var fitted = coherent.likelihoods(state, symbols: symbols, history: history)
         var chosen = state
         if frame.coherent == nil {
             // The detector may lock onto a reflection louder than the direct sound: fit again from where the room
             // model puts the direct sound (twice at most: the first fit's precursor may not reach back to it), and
             // keep the fit that explains the preamble better.
-            var current = state
             for _ in 0..<2 {
-                guard let moved = coherent.reanchored(current) else { break }
+                guard let moved = coherent.reanchored(chosen) else { break }
                 let again = coherent.likelihoods(moved, symbols: symbols, history: history)
-                guard again != nil, first == nil || moved.unexplained < chosen.unexplained else { break }
-                chosen = moved; first = again; current = moved
+                guard again != nil, fitted == nil || moved.unexplained < chosen.unexplained else { break }
+                chosen = moved
+                fitted = again
             }
         }
         frame.coherent = chosen
-        guard var likelihoods = first else { return (nil, 8) }
+        guard var likelihoods = fitted else { return (nil, 8) }
         let longRoom = isLongRoom(frame)
         if longRoom {
             // The tail beyond the room model builds up during the frame: weigh each symbol by its own part.

@@ -128,15 +128,8 @@ import Testing
         let rate = 48_000.0
         let room = CrowdRoom.random(count: 20, seed: 12_966_619_160_104_079_557)
         let frame: [UInt8] = [0x10, 0x54, 0x6A, 0x87, 0xFF, 0x24, 0x25, 0x96, 0x04]
-        let heard = try room.heard(room.played(try Modulator(sampleRate: rate).modulate(frame), by: 17, sampleRate: rate),
-                                   from: 17, to: 18, sampleRate: rate)
-        let power = heard.prefix(Int(0.5 * rate)).reduce(0) { $0 + Double($1 * $1) } / (0.5 * rate)
         for seed in UInt64(1)...2 {
-            var x = [Float](repeating: 0, count: Int(0.3 * rate) + heard.count + Int(rate))
-            for (i, s) in heard.enumerated() { x[Int(0.3 * rate) + i] = s }
-            var noise = SeededRandom(seed: seed)
-            let sigma = Float((power / 100).squareRoot())
-            for i in x.indices { x[i] += sigma * noise.sample() }
+            let x = try heardAlone(frame, in: room, from: 17, to: 18, noiseBelow: 100, noiseSeed: seed, rate: rate)
             let plain = try StreamingDecoder.decode(x, sampleRate: rate)
             let withAliases = try StreamingDecoder.decode(x, sampleRate: rate, aliasFrames: true)
             #expect(plain.map(\.token) == [frame], "noise \(seed)")

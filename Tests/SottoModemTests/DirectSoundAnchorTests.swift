@@ -1,5 +1,4 @@
 import SottoChannel
-import SottoDSP
 import Testing
 @testable import SottoModem
 
@@ -9,7 +8,7 @@ import Testing
 @Suite struct DirectSoundAnchorTests {
     /// Pairs of the link survey's rooms (`sotto bench sweep links --devices 20 --trials 12 --seed 1`) whose token
     /// frames failed alone on the air, at the survey's noise and with that noise 30 dB lower alike (room seed,
-    /// speaker, listener): their room fits put the strongest arrivals 11-15 grid samples (3-4 ms) before the
+    /// speaker, listener): their room fits put the first strong arrival 11-15 grid samples (3-4 ms) before the
     /// detected start. Without the new anchor none of these decodes (checked when the anchor was added).
     static let pairs: [(seed: UInt64, from: Int, to: Int)] = [
         (12_860_671_823_995_680_371, 2, 14),
@@ -23,14 +22,7 @@ import Testing
         let rate = 48_000.0
         let room = CrowdRoom.random(count: 20, seed: seed)
         let frame: [UInt8] = [0x10, 0x3C, 0xA5, 0x0F, 0x77, 0x81, 0x2E, 0xD4, 0x69]
-        let heard = try room.heard(room.played(try Modulator(sampleRate: rate).modulate(frame), by: from, sampleRate: rate),
-                                   from: from, to: to, sampleRate: rate)
-        let power = heard.prefix(Int(0.5 * rate)).reduce(0) { $0 + Double($1 * $1) } / (0.5 * rate)
-        var x = [Float](repeating: 0, count: Int(0.3 * rate) + heard.count + Int(rate))
-        for (i, s) in heard.enumerated() { x[Int(0.3 * rate) + i] = s }
-        var noise = SeededRandom(seed: seed &+ UInt64(to))
-        let sigma = Float((power / 1_000).squareRoot())
-        for i in x.indices { x[i] += sigma * noise.sample() }
+        let x = try heardAlone(frame, in: room, from: from, to: to, noiseBelow: 1_000, noiseSeed: seed &+ UInt64(to), rate: rate)
         let frames = try StreamingDecoder.decode(x, sampleRate: rate, profiles: Profile.all, aliasFrames: true)
         #expect(frames.map(\.token) == [frame], "room \(seed), \(from) to \(to): \(frames.map(\.token))")
     }
