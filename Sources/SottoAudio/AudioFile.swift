@@ -740,7 +740,7 @@ public final class AudioFileWriter {
             } else if let header = WAVStreamHeader(format: format, sampleRate: Int(sfInfo.samplerate), channels: channels, frames: expectedFrames) {
                 // WAV streams: its header is written first (sizes known up front, or "unknown"), then raw samples
                 // as they come; memory stays flat for any length.
-                guard StandardOutputBytes.write(header.bytes) else {
+                guard DescriptorBytes.write(header.bytes) else {
                     throw .writeFailed(path: "standard output", reason: String(cString: strerror(errno)))
                 }
                 sfInfo.format = header.rawFormat
@@ -764,6 +764,20 @@ public final class AudioFileWriter {
                 var io = DescriptorFile.virtualIO
                 handle = sf_open_virtual(&io, Int32(SFM_WRITE), &sfInfo, Unmanaged.passUnretained(sink).toOpaque())
                 if handle == nil && temporary != output.target { unlink(temporary) }
+            } else if !format.streamsToPipes,
+                      let header = WAVStreamHeader(format: format, sampleRate: Int(sfInfo.samplerate), channels: channels, frames: expectedFrames) {
+                // A FIFO or socket, as a WAV stream (libsndfile will not write WAV where it cannot seek back): the header
+                // first, then raw samples, as on standard output.
+                let descriptor = open(temporary, O_WRONLY | O_CLOEXEC)
+                guard descriptor >= 0 else { throw .writeFailed(path: path, reason: String(cString: strerror(errno))) }
+                guard DescriptorBytes.write(header.bytes, to: descriptor) else {
+                    let reason = String(cString: strerror(errno))
+                    Glibc.close(descriptor)
+                    throw .writeFailed(path: path, reason: reason)
+                }
+                sfInfo.format = header.rawFormat
+                handle = sf_open_fd(descriptor, Int32(SFM_WRITE), &sfInfo, 1)
+                if handle == nil { Glibc.close(descriptor) }
             } else {
                 // A FIFO or socket: libsndfile's own pipe writing.
                 handle = sf_open(temporary, Int32(SFM_WRITE), &sfInfo)
@@ -875,16 +889,17 @@ struct WAVStreamHeader {
     }
 }
 
-/// Whole writes to standard output for the audio writer.
-enum StandardOutputBytes {
-    /// Writes every byte to descriptor 1; false (errno set) on failure, noting a reader gone (EPIPE).
-    static func write(_ bytes: [UInt8]) -> Bool {
+/// Whole writes to a descriptor (standard output, a FIFO) for the audio writer.
+enum DescriptorBytes {
+    /// Writes every byte to `descriptor`; false (errno set) on failure, noting a reader of standard output gone
+    /// (EPIPE).
+    static func write(_ bytes: [UInt8], to descriptor: Int32 = 1) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(1, $0.baseAddress! + offset, bytes.count - offset) }
+            let n = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, bytes.count - offset) }
             if n < 0 {
                 if errno == EINTR { continue }
-                if errno == EPIPE { StandardOutput.readerClosed.set() }
+                if errno == EPIPE && descriptor == 1 { StandardOutput.readerClosed.set() }
                 return false
             }
             offset += n

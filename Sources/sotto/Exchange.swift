@@ -13,7 +13,7 @@ import SottoTools
 /// Where a transmitter's frames go.
 struct TransmitTarget: ParsableArguments {
     @Option(help: "ALSA playback PCM to play on.") var device: String = "default"
-    @Option(name: [.customShort("o"), .long], help: "Write exactly what would be played over the TTL to this file instead (at most 86400 s, a day, in any format and to a pipe; 16-bit WAV and AIFF about 12 h).") var out: String?
+    @Option(name: [.customShort("o"), .long], help: "Write exactly what would be played over the TTL to this file instead (at most 86400 s, a day, in any format, also to standard output as - and to a named pipe, AIFF only to -; 16-bit WAV and AIFF about 12 h).") var out: String?
     @Option(parsing: .unconditional, help: "Seconds from one frame to the next.") var interval: Double = 1
     @Option(name: .customLong("jitter"), parsing: .unconditional, help: "Random extra delay per frame (s, uniform 0...jitter), so that devices do not collide every time (default: \(fixed(FramePlayer.Schedule.defaultJitter, 2)) s, or --interval when shorter, as in send and daemon).") var jitterOption: Double?
     /// --jitter as given, or the default every transmitting command shares.
