@@ -764,8 +764,7 @@ public final class AudioFileWriter {
                 var io = DescriptorFile.virtualIO
                 handle = sf_open_virtual(&io, Int32(SFM_WRITE), &sfInfo, Unmanaged.passUnretained(sink).toOpaque())
                 if handle == nil && temporary != output.target { unlink(temporary) }
-            } else if !format.streamsToPipes,
-                      let header = WAVStreamHeader(format: format, sampleRate: Int(sfInfo.samplerate), channels: channels, frames: expectedFrames) {
+            } else if let header = WAVStreamHeader(format: format, sampleRate: Int(sfInfo.samplerate), channels: channels, frames: expectedFrames) {
                 // A FIFO or socket, as a WAV stream (libsndfile will not write WAV where it cannot seek back): the header
                 // first, then raw samples, as on standard output.
                 let descriptor = open(temporary, O_WRONLY | O_CLOEXEC)
