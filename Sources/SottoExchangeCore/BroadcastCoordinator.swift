@@ -37,8 +37,10 @@
 /// frames can be heard and the rooms merge. A false join (a slot lost to noise while a distant room's overlapped)
 /// costs airtime, not hearings: the two rooms take turns on the band until the join is forgotten. Before anything
 /// can be learnt, rooms that form together are often groups of one crowd that started together: a new room (none of
-/// its members' slots judged yet) is planned after the slots of the other new rooms when they end within
-/// ``Rules/horizon`` (so that rooms forming in numbers elsewhere wait at most that long).
+/// its members' slots judged yet) is planned after the slots of the other new rooms when they end within twice
+/// ``Rules/horizon`` beyond the lead, and while they end later waits for a later plan if it still has slots to come
+/// (so that rooms forming in numbers elsewhere wait at most that long). The first slot of one group is then heard by
+/// the others alone on the air, and the groups become one room before their slots could collide.
 ///
 /// Every member of a planned room receives a ``Schedule``: its slots (possibly none) and how long it should
 /// follow the service's schedule instead of its own sender's rules. A session that stops receiving
@@ -412,9 +414,18 @@ public struct BroadcastCoordinator: Sendable {
             let onAir = band.contains(room[0]) ? band.root(room[0]) : nil
             var start = max(planned ?? now, now + rules.lead, onAir.flatMap { bandEnd[$0] } ?? -.infinity)
             // A new room (none of its members' slots judged yet) follows the slots of the other new rooms when they
-            // end within the horizon: rooms that form together are often groups of one crowd.
+            // end within two horizons beyond the lead: rooms that form together are often groups of one crowd whose
+            // first frames collided, and slots planned beside each other would collide again (in the crowd sweep, a
+            // bound of one horizon let the second group's slots overlap the first's whole batch).
             let new = room.allSatisfy { member in lastSlot[member].map { $0 + (airtimes[member] ?? 0) + rules.settle > now } ?? true }
-            if new, let end = newRoomsEnd, end > start, end <= now + rules.lead + rules.horizon { start = end }
+            if new, let end = newRoomsEnd, end > start {
+                if end <= now + rules.lead + 2 * rules.horizon {
+                    start = end
+                } else if let planned, planned > now + rules.lead {
+                    // Still on the air for a while: plan after the others' slots in a later plan rather than beside them.
+                    continue
+                }
+            }
             // Who still needs to be heard, and by how many members. A member whose slot is still to come, or whose
             // frame has not had time to be heard and reported (``Rules/settle``), is left for a later plan.
             let needs: [(session: SessionID, unheard: Int, stale: Int, oldest: Double)] = room.compactMap { speaker in

@@ -316,36 +316,33 @@ import Testing
     }
 
     /// Rooms that form in one plan, none of whose slots were judged yet, are planned one after the other as long as
-    /// the new rooms' slots end within the horizon; the others in parallel.
-    @Test func newRoomsFormedTogetherArePlannedOneAfterTheOtherWithinTheHorizon() {
+    /// the new rooms' slots end within two horizons beyond the lead; the others in parallel.
+    @Test func newRoomsFormedTogetherArePlannedOneAfterTheOtherWithinTwoHorizons() {
         var coordinator = joined()
         var random = SplitMix64(seed: 1)
-        for i in stride(from: 1, through: 7, by: 2) { coordinator.heard(speaker: s(i), by: s(i + 1), at: 1) }
+        for i in stride(from: 1, through: 11, by: 2) { coordinator.heard(speaker: s(i), by: s(i + 1), at: 1) }
         let starts = coordinator.tick(now: 1, using: &random).flatMap(\.slots).sorted()
-        // Slots of 0.6 s from 1.3; the second new room's follows the first's (it ends at 2.5, beyond 1 + 0.3 + 1), so the
-        // third and the fourth start in parallel.
-        #expect(starts.count == 4)
-        #expect(zip(starts, [1.3, 1.3, 1.3, 1.9]).allSatisfy { abs($0 - $1) < 1e-9 })
+        // Six rooms of two, one slot of 0.6 s each, from 1.3: four follow each other (the fourth's starts at 3.1, the
+        // chain then ends at 3.7, beyond 1 + 0.3 + 2), the fifth and the sixth start in parallel.
+        #expect(starts.count == 6)
+        #expect(zip(starts, [1.3, 1.3, 1.3, 1.9, 2.5, 3.1]).allSatisfy { abs($0 - $1) < 1e-9 })
     }
 
-    /// Two groups of six in one physical room, planned apart (each first heard only its own): their slots overlap
-    /// and collide (a frame is heard, by all twelve, only alone on the air). Once the coordinator learns that they
-    /// share the air, their slots follow each other, the groups hear each other and become one room, and every
-    /// member is heard by every other; after that no two slots overlap.
-    @Test func groupsOfOneRoomPlannedApartEndUpHearingEachOther() {
-        var coordinator = joined()
-        var random = SplitMix64(seed: 5)
-        let groups = [Array(1...6), Array(7...12)]
-        for group in groups { for (i, a) in group.enumerated() { coordinator.heard(speaker: s(a), by: s(group[(i + 1) % 6]), at: 0) } }
+    /// Frames heard alone on the air by all twelve sessions of one physical room (none while another overlaps it),
+    /// and the slots the coordinator gives.
+    struct OnePhysicalRoom {
+        var coordinator: BroadcastCoordinator
+        var random: SplitMix64
         var played: [(session: Int, start: Double)] = []
         var heardPairs = Set<[Int]>()
-        var now = 0.0
-        var joinedAt: Double?
-        while now < 30 {
+        /// When sessions start listening (before it they hear nothing; s1...s12).
+        var starts: [Int: Double]
+
+        mutating func step(_ now: Double) {
             for (speaker, start) in played where start + 0.52 <= now && start + 0.62 > now {
                 guard !played.contains(where: { $0.session != speaker && $0.start < start + 0.52 && $0.start + 0.52 > start }) else { continue }
-                for listener in 1...12 where listener != speaker {
-                    coordinator.heard(speaker: s(speaker), by: s(listener), at: now)
+                for listener in 1...12 where listener != speaker && starts[listener]! <= start {
+                    coordinator.heard(speaker: SessionID("s\(speaker)"), by: SessionID("s\(listener)"), at: now)
                     heardPairs.insert([speaker, listener])
                 }
             }
@@ -353,15 +350,61 @@ import Testing
                 let speaker = Int(schedule.session.value.dropFirst())!
                 for start in schedule.slots { played.append((speaker, start)) }
             }
-            if joinedAt == nil, (1...6).contains(where: { a in (7...12).contains { coordinator.sharesAir(s(a), s($0), at: now) } }) {
+        }
+
+        func overlapping() -> Bool {
+            played.contains { a in played.contains { b in b.session != a.session && abs(b.start - a.start) < 0.52 } }
+        }
+    }
+
+    /// Three groups of one physical room that each first heard a different frame (devices started together and
+    /// collided) form together: planned one after the other, no slot of one overlaps a slot of another, the first
+    /// group's first slot is heard by all, and they become one room in which everyone hears everyone.
+    @Test func groupsOfOneRoomThatFormTogetherNeverOverlapAndMerge() {
+        var room = OnePhysicalRoom(coordinator: joined(), random: SplitMix64(seed: 5),
+                                   starts: Dictionary(uniqueKeysWithValues: (1...12).map { ($0, 0.0) }))
+        let groups = [Array(1...4), Array(5...8), Array(9...12)]
+        for group in groups { for (i, a) in group.enumerated() { room.coordinator.heard(speaker: s(a), by: s(group[(i + 1) % 4]), at: 0) } }
+        var now = 0.0
+        var mergedAt: Double?
+        while now < 20 {
+            room.step(now)
+            if mergedAt == nil, room.coordinator.rooms(at: now).count == 1 { mergedAt = now }
+            now += 0.1
+        }
+        let overlapping = room.overlapping()
+        #expect(!overlapping)
+        #expect(mergedAt.map { $0 < 1.5 } == true)
+        #expect(room.heardPairs.count == 12 * 11)
+        #expect(room.coordinator.rooms(at: now).count == 1)
+    }
+
+    /// Two groups of six in one physical room planned apart: the second started listening 3 s after the first, when
+    /// the first's slots were judged (it is no longer new), and formed on a frame of its own. Their slots
+    /// overlap and collide. Once the coordinator learns that they share the air, their slots follow each other, the
+    /// groups hear each other and become one room, and every member is heard by every other; after that no two
+    /// slots overlap.
+    @Test func groupsOfOneRoomPlannedApartEndUpHearingEachOther() {
+        var room = OnePhysicalRoom(coordinator: joined(), random: SplitMix64(seed: 5),
+                                   starts: Dictionary(uniqueKeysWithValues: (1...12).map { ($0, $0 <= 6 ? 0.0 : 3.0) }))
+        let groups = [Array(1...6), Array(7...12)]
+        var now = 0.0
+        var joinedAt: Double?
+        while now < 30 {
+            for group in groups where abs(now - room.starts[group[0]]!) < 1e-9 {
+                for (i, a) in group.enumerated() { room.coordinator.heard(speaker: s(a), by: s(group[(i + 1) % 6]), at: now) }
+            }
+            room.step(now)
+            if joinedAt == nil, (1...6).contains(where: { a in (7...12).contains { room.coordinator.sharesAir(s(a), s($0), at: now) } }) {
                 joinedAt = now
             }
             now += 0.1
         }
-        #expect(played.contains { a in played.contains { b in b.session != a.session && abs(b.start - a.start) < 0.52 } })
+        let played = room.played, overlapping = room.overlapping()
+        #expect(overlapping)
         #expect(joinedAt.map { $0 < 5 } == true)
-        #expect(heardPairs.count == 12 * 11)
-        #expect(coordinator.rooms(at: now).count == 1)
+        #expect(room.heardPairs.count == 12 * 11)
+        #expect(room.coordinator.rooms(at: now).count == 1)
         let later = played.filter { $0.start > joinedAt! + 1.5 }.sorted { $0.start < $1.start }
         #expect(later.count >= 12)
         #expect(zip(later, later.dropFirst()).allSatisfy { $1.start - $0.start >= 0.52 - 1e-9 })
