@@ -390,11 +390,13 @@ public actor MessageManager {
     /// Whether some live operation plays the token (broadcast or both).
     private var broadcastsToken: Bool { book.operations.values.contains { $0.mode != nil && $0.mode != .scan } }
 
-    /// Feeds one decoded frame (the modem's token bytes) heard at `now` with this SNR (dB) and level (dBFS).
-    /// Ignored while no live operation scans. `unixTime` (s since 1970) is the wall clock when it was heard,
-    /// the time base of rotating beacons in an embedded core; nil when `now` is Unix time itself.
-    public func heard(frame: [UInt8], snr: Double, level: Double, now: Double, unixTime: Double? = nil) async {
-        guard let payload = Payload(frame: frame) else { return }
+    /// Feeds one decoded frame heard at `now` with this SNR (dB) and level (dBFS): a token frame's bytes, or the
+    /// room alias of the modem's alias frame (`alias`; `frame` is then ignored). A token frame that claims the
+    /// room-alias kind is ignored (``Payload/init(decoded:alias:)``), and so is everything while no live operation
+    /// scans. `unixTime` (s since 1970) is the wall clock when it was heard, the time base of rotating beacons in an
+    /// embedded core; nil when `now` is Unix time itself.
+    public func heard(frame: [UInt8], alias: UInt16? = nil, snr: Double, level: Double, now: Double, unixTime: Double? = nil) async {
+        guard let payload = Payload(decoded: frame, alias: alias) else { return }
         switch backend {
         case .embedded(var core):
             lastNow = now

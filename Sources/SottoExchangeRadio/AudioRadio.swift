@@ -205,7 +205,7 @@ public final class AudioRadio: Sendable {
                     let (check, accesses) = self.state.withLock { ($0.selfCheck, $0.accesses) }
                     check?.heard(frame)
                     for access in accesses { access.heard(frame.token) }
-                    await self.manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: self.now)
+                    await self.manager.heard(frame: frame.token, alias: frame.alias, snr: frame.snr, level: frame.level, now: self.now)
                 case .deviceError(let error, _):
                     // Until the capture is back, the band is not sensed (frames go out on the idle time so far).
                     self.carrierSense.captureStopped()

@@ -96,8 +96,12 @@ public struct CrowdSimulation: Sendable {
         /// `firstFound[listener][speaker]`: seconds from the later of their starts until the listener's
         /// subscription found the speaker's message; nil if never.
         public var firstFound: [[Double?]]
-        /// Frames decoded that no device sent.
+        /// Frames decoded that no device sent and that the exchange takes (a payload, as a client's radio reads it:
+        /// ``Payload/init(decoded:alias:)``).
         public var falseTokens: Int
+        /// Frames decoded that no device sent and that the exchange drops (no payload: one byte, an unknown kind, a
+        /// token frame claiming the room-alias kind).
+        public var droppedFalseFrames: Int = 0
         /// Frames sent by all devices.
         public var framesSent: Int
         /// Frames decoded by listeners other than their sender.
@@ -117,7 +121,8 @@ public struct CrowdSimulation: Sendable {
         public var weakDevices: [Int] = []
         /// Link adaptation: every profile change the matcher directed (device, time in s, profile name).
         public var profileChanges: [ProfileChange] = []
-        /// Every frame decoded that no device sent (``falseTokens`` of them): what it was, for tracing.
+        /// Every frame decoded that no device sent (``falseTokens`` and ``droppedFalseFrames`` of them): what it was,
+        /// for tracing.
         public var falseFrames: [FalseFrame] = []
         /// `directSNR[listener][speaker]`: the speaker's direct sound at the listener over the listener's noise (dB,
         /// full band; the reverberation adds to it), 0 on the diagonal: where a link is weak, for tracing.
@@ -130,6 +135,8 @@ public struct CrowdSimulation: Sendable {
             public var time: Double
             /// The payload as decoded, hexadecimal (an alias frame's as the exchange's room-alias payload).
             public var payload: String
+            /// Whether the exchange takes it (a ``falseTokens`` frame) or drops it (a ``droppedFalseFrames`` one).
+            public var reachesExchange: Bool
             public var profile: String
             /// In-band SNR (dB) and the coded bits the code corrected.
             public var snr: Double
@@ -445,14 +452,17 @@ public struct CrowdSimulation: Sendable {
                 for frame in decoders[to].process(block) {
                     // Decoder time counts from the device's first period.
                     let heardAt = Double(first + period) / rate
-                    // An alias frame is the exchange's room-alias payload (as a client reports it to the service).
+                    // What the exchange takes from it, as a client's radio reads it: an alias frame is the room-alias
+                    // payload; a token frame claiming the alias kind is nothing.
+                    let payload = Payload(decoded: frame.token, alias: frame.alias)
                     let bytes = frame.alias.map { Payload.roomAlias($0).frameBytes } ?? frame.token
-                    let aliasSpeaker: Int? = if case .roomAlias(let alias)? = Payload(frame: bytes) { aliasHolder[alias] } else { nil }
+                    let aliasSpeaker: Int? = if case .roomAlias(let alias)? = payload { aliasHolder[alias] } else { nil }
                     guard let speaker = owner[bytes] ?? aliasSpeaker else {
-                        result.falseTokens += 1
+                        if payload != nil { result.falseTokens += 1 } else { result.droppedFalseFrames += 1 }
                         // The tokens of that length, to tell a frame decoded wrong from one made of nothing.
                         let sameLength = owner.keys.filter { $0.count == bytes.count }.map { $0.map { String(format: "%02x", $0) }.joined() }
                         result.falseFrames.append(.init(listener: to, time: heardAt, payload: bytes.map { String(format: "%02x", $0) }.joined(),
+                                                        reachesExchange: payload != nil,
                                                         profile: frame.profile, snr: frame.snr, correctedBits: frame.correctedBits,
                                                         roomTokens: sameLength.sorted()))
                         continue
@@ -464,7 +474,7 @@ public struct CrowdSimulation: Sendable {
                     if firstHeard[to][speaker] == nil {
                         firstHeard[to][speaker] = heardAt - max(starts[to], starts[speaker])
                     }
-                    if let payload = Payload(frame: bytes) {
+                    if let payload {
                         handle(core.handle(.observe(SessionID("\(to)"), payload, snr: frame.snr, level: frame.level), now: heardAt), at: heardAt)
                     }
                 }
@@ -574,8 +584,10 @@ public enum CrowdSweep {
         public var foundShare: Double
         /// Rooms where every ordered pair was heard within the window.
         public var roomsAllHeard: Int
-        /// False tokens over every room.
+        /// False tokens over every room (``CrowdSimulation/Result/falseTokens``).
         public var falseTokens: Int
+        /// False frames the exchange drops, over every room (``CrowdSimulation/Result/droppedFalseFrames``).
+        public var droppedFalseFrames: Int
         /// Mean share of time with at least one device sending.
         public var busyShare: Double
         /// Every pair's first hearing within the window (s), sorted.
@@ -587,6 +599,7 @@ public enum CrowdSweep {
             foundShare = Double(results.reduce(0) { $0 + $1.pairsFound }) / pairs
             roomsAllHeard = results.filter(\.everyoneHeard).count
             falseTokens = results.reduce(0) { $0 + $1.falseTokens }
+            droppedFalseFrames = results.reduce(0) { $0 + $1.droppedFalseFrames }
             busyShare = results.isEmpty ? 0 : results.reduce(0) { $0 + $1.bandBusyShare } / Double(results.count)
             hearingTimes = results.flatMap(\.hearingTimes).sorted()
         }

@@ -479,8 +479,8 @@ public struct SweepRunner {
         let weak = crowdWeakDevices > 0
         let weakText = weak ? " \(crowdWeakDevices) devices a room have a weak speaker (roll-off loss at 19 kHz within \(fixed(crowdWeakLoss[0], 0))-\(fixed(crowdWeakLoss[1], 0)) dB); weak heard: pairs whose speaker is weak heard in time." : ""
         let adaptationText = crowdLinkAdaptation ? " The matcher's link adaptation switches each device's token frames between the profile and robust; profile changes: a room's mean." : ""
-        output.table("A room full of devices: 7 x 5 x 2.6 m, RT60 0.5 s, devices at random places, levels within 6 dB, clocks within 100 ppm, each listener's noise 10 dB under its mean received power, starts within 1 s; every device broadcasts its token (the matcher's token length: bytes) and decodes all profiles; coordinated slots are the frame plus \(fixed(crowdSlotGuard, 2)) s; \(trials) rooms a point. Heard: the listener decoded the speaker's token within \(fixed(crowdWindow, 0)) s of both starting; found: its subscription found the speaker's message.\(weakText)\(adaptationText)",
-                     ["rules", "profile", "bytes", "devices", "pairs heard", "rooms all heard", "median first hearing (s)", "95th percentile (s)", "pairs found", "false tokens", "band busy", "listeners"]
+        output.table("A room full of devices: 7 x 5 x 2.6 m, RT60 0.5 s, devices at random places, levels within 6 dB, clocks within 100 ppm, each listener's noise 10 dB under its mean received power, starts within 1 s; every device broadcasts its token (the matcher's token length: bytes) and decodes all profiles; coordinated slots are the frame plus \(fixed(crowdSlotGuard, 2)) s; \(trials) rooms a point. Heard: the listener decoded the speaker's token within \(fixed(crowdWindow, 0)) s of both starting; found: its subscription found the speaker's message. False tokens: frames no device sent that the exchange takes; false frames dropped: those it drops (no payload: one byte, an unknown kind, a token frame claiming the room-alias kind).\(weakText)\(adaptationText)",
+                     ["rules", "profile", "bytes", "devices", "pairs heard", "rooms all heard", "median first hearing (s)", "95th percentile (s)", "pairs found", "false tokens", "false frames dropped", "band busy", "listeners"]
                         + (weak ? ["weak heard"] : []) + (crowdLinkAdaptation ? ["profile changes"] : []))
         for profile in profiles {
             for name in crowdRules {
@@ -495,7 +495,7 @@ public struct SweepRunner {
                     func share(_ x: Double) -> String { devices < 2 ? "-" : "\(fixed(100 * x, 1))%" }
                     output.row([name, profile.name, "\(length)", "\(devices)", share(summary.heardShare),
                                 devices < 2 ? "-" : "\(summary.roomsAllHeard) of \(results.count)", q(0.5), q(0.95),
-                                share(summary.foundShare), "\(summary.falseTokens)",
+                                share(summary.foundShare), "\(summary.falseTokens)", "\(summary.droppedFalseFrames)",
                                 "\(fixed(100 * summary.busyShare, 0))%", cancelsInterference ? "cancel interference" : "plain"]
                                + (weak ? [weakShare(results)] : [])
                                + (crowdLinkAdaptation ? [fixed(Double(results.map(\.profileChanges.count).reduce(0, +)) / Double(max(1, results.count)), 1)] : []))

@@ -55,7 +55,7 @@ public enum ExchangeSession {
             try RecordingDecoder.decode(path: path, raw: raw, profiles: Profile.all, channel: .mix, onProgress: onProgress) { frames.append($0) }
             // Heard now, on the same clock as the ticks below (an embedded manager's lost timeout runs from here).
             let heardAt = time.elapsed()
-            for frame in frames { await manager.heard(frame: frame.token, snr: frame.snr, level: frame.level, now: heardAt) }
+            for frame in frames { await manager.heard(frame: frame.token, alias: frame.alias, snr: frame.snr, level: frame.level, now: heardAt) }
             let fed = time.elapsed()
             while !ended.isSet && !stop.isSet {
                 // An embedded manager keeps time only through ticks (a linked one is told by its matcher); the

@@ -53,6 +53,11 @@ struct CountingGenerator: RandomNumberGenerator, Sendable {
         #expect(Payload(frame: [0x4A, 0xBC, 0]) == nil)
         #expect(Payload(frame: [0x77, 1, 2]) == nil)
         #expect(Payload(frame: [0x20] + [UInt8](repeating: 0, count: 11)) == nil)
+        // Heard: a room alias comes as the modem's alias frame; a token frame that claims the alias kind is nobody's.
+        #expect(Payload(decoded: [], alias: 0x0ABC) == .roomAlias(0x0ABC))
+        #expect(Payload(decoded: [0x4A, 0xBC], alias: nil) == nil)
+        #expect(Payload(decoded: [], alias: Payload.maxRoomAlias + 1) == nil)
+        #expect(Payload(decoded: [0x10, 1, 2, 3, 4, 5, 6, 7, 8], alias: nil) == .token([1, 2, 3, 4, 5, 6, 7, 8]))
     }
 }
 
