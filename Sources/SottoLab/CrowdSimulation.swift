@@ -181,6 +181,11 @@ public struct CrowdSimulation: Sendable {
             public var listener: Int
             public var speaker: Int
             public var time: Double
+            /// Whether it was the speaker's alias frame (else its token frame).
+            public var alias: Bool
+            /// In-band SNR (dB) and the coded bits the code corrected: how real frames look beside false ones.
+            public var snr: Double
+            public var correctedBits: Int
         }
 
         /// Ordered pairs (listener != speaker).
@@ -469,7 +474,8 @@ public struct CrowdSimulation: Sendable {
                     }
                     guard speaker != to else { continue }
                     result.framesHeard += 1
-                    result.hearings.append(.init(listener: to, speaker: speaker, time: heardAt))
+                    result.hearings.append(.init(listener: to, speaker: speaker, time: heardAt, alias: frame.alias != nil, snr: frame.snr,
+                                                correctedBits: frame.correctedBits))
                     schedulers[to].heard(bytes, at: heardAt)
                     if firstHeard[to][speaker] == nil {
                         firstHeard[to][speaker] = heardAt - max(starts[to], starts[speaker])
