@@ -392,7 +392,7 @@ public actor MessageManager {
 
     /// Feeds one decoded frame heard at `now` with this SNR (dB) and level (dBFS): a token frame's bytes, or the
     /// room alias of the modem's alias frame (`alias`; `frame` is then ignored). A token frame that claims the
-    /// room-alias kind is ignored (``Payload/init(decoded:alias:)``), and so is everything while no live operation
+    /// room-alias kind is ignored (`Payload(decoded:alias:)`), and so is everything while no live operation
     /// scans. `unixTime` (s since 1970) is the wall clock when it was heard, the time base of rotating beacons in an
     /// embedded core; nil when `now` is Unix time itself.
     public func heard(frame: [UInt8], alias: UInt16? = nil, snr: Double, level: Double, now: Double, unixTime: Double? = nil) async {

@@ -97,7 +97,7 @@ public struct CrowdSimulation: Sendable {
         /// subscription found the speaker's message; nil if never.
         public var firstFound: [[Double?]]
         /// Frames decoded that no device sent and that the exchange takes (a payload, as a client's radio reads it:
-        /// ``Payload/init(decoded:alias:)``).
+        /// `Payload(decoded:alias:)`).
         public var falseTokens: Int
         /// Frames decoded that no device sent and that the exchange drops (no payload: one byte, an unknown kind, a
         /// token frame claiming the room-alias kind).
@@ -135,7 +135,8 @@ public struct CrowdSimulation: Sendable {
             public var time: Double
             /// The payload as decoded, hexadecimal (an alias frame's as the exchange's room-alias payload).
             public var payload: String
-            /// Whether the exchange takes it (a ``falseTokens`` frame) or drops it (a ``droppedFalseFrames`` one).
+            /// Whether the exchange takes it (a ``CrowdSimulation/Result/falseTokens`` frame) or drops it (a
+            /// ``CrowdSimulation/Result/droppedFalseFrames`` one).
             public var reachesExchange: Bool
             public var profile: String
             /// In-band SNR (dB) and the coded bits the code corrected.
