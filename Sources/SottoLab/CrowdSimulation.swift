@@ -99,9 +99,6 @@ public struct CrowdSimulation: Sendable {
         /// Frames decoded that no device sent and that the exchange takes (a payload, as a client's radio reads it:
         /// `Payload(decoded:alias:)`).
         public var falseTokens: Int
-        /// Frames decoded that no device sent and that the exchange drops (no payload: one byte, an unknown kind, a
-        /// token frame claiming the room-alias kind).
-        public var droppedFalseFrames: Int = 0
         /// Frames sent by all devices.
         public var framesSent: Int
         /// Frames decoded by listeners other than their sender.
@@ -124,6 +121,9 @@ public struct CrowdSimulation: Sendable {
         /// Every frame decoded that no device sent (``falseTokens`` and ``droppedFalseFrames`` of them): what it was,
         /// for tracing.
         public var falseFrames: [FalseFrame] = []
+        /// Frames decoded that no device sent and that the exchange drops (no payload: one byte, an unknown kind, a
+        /// token frame claiming the room-alias kind).
+        public var droppedFalseFrames: Int { falseFrames.count { !$0.reachesExchange } }
         /// `directSNR[listener][speaker]`: the speaker's direct sound at the listener over the listener's noise (dB,
         /// full band; the reverberation adds to it), 0 on the diagonal: where a link is weak, for tracing.
         public var directSNR: [[Double]] = []
@@ -464,7 +464,7 @@ public struct CrowdSimulation: Sendable {
                     let bytes = frame.alias.map { Payload.roomAlias($0).frameBytes } ?? frame.token
                     let aliasSpeaker: Int? = if case .roomAlias(let alias)? = payload { aliasHolder[alias] } else { nil }
                     guard let speaker = owner[bytes] ?? aliasSpeaker else {
-                        if payload != nil { result.falseTokens += 1 } else { result.droppedFalseFrames += 1 }
+                        if payload != nil { result.falseTokens += 1 }
                         // The tokens of that length, to tell a frame decoded wrong from one made of nothing.
                         let sameLength = owner.keys.filter { $0.count == bytes.count }.map { $0.map { String(format: "%02x", $0) }.joined() }
                         result.falseFrames.append(.init(listener: to, time: heardAt, payload: bytes.map { String(format: "%02x", $0) }.joined(),
