@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 import SottoExchangeCore
 import SottoExchangeWire
 
@@ -178,12 +179,22 @@ public struct MatcherServer: Service {
                        connections: ConnectionGuard, admin adminListener: AdminListener? = nil, adminGRPC: AdminGRPCListener? = nil) async throws {
         let host = self.host, logger = self.logger, drain = configuration.drainTimeout
         try await withGracefulShutdownHandler {
+            // A graceful shutdown that comes before the gRPC listener is bound (a signal right at the start, while
+            // the web listener already serves) stops the server before it listens: the transport then ends with an
+            // error ("I/O on closed channel", or "can only be started once" when the server had not started), and
+            // the listener with no address. That is the end asked for, with nothing served and nothing to announce.
+            let listenerBound = ListenerBound()
             try await withThrowingTaskGroup(of: Part.self) { group in
-                group.addTask { try await server.serve(); return .server }
+                group.addTask {
+                    do { try await server.serve() } catch where Task.isShuttingDownGracefully && !listenerBound.value.withLock({ $0 }) {}
+                    return .server
+                }
                 group.addTask {
                     guard let bound = await transport.listeningAddress else {
+                        if Task.isShuttingDownGracefully { return .other }
                         throw RuntimeError(code: .serverIsStopped, message: "the listener closed before it was bound")
                     }
+                    listenerBound.value.withLock { $0 = true }
                     let text: String
                     if let ipv4 = bound.ipv4 { text = "\(ipv4.host):\(ipv4.port)" }
                     else if let ipv6 = bound.ipv6 { text = "[\(ipv6.host)]:\(ipv6.port)" }
@@ -265,6 +276,9 @@ public struct MatcherServer: Service {
             adminListener?.close()
         }
     }
+
+    /// Whether the gRPC listener has bound its address (set once, read by the server's task).
+    private final class ListenerBound: Sendable { let value = Mutex(false) }
 
     /// The streams did not end within the drain time: what remains is closed (the server task is cancelled).
     private struct DrainDeadlinePassed: Error {}

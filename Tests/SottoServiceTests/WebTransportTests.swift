@@ -324,6 +324,34 @@ import Testing
         }
     }
 
+    /// A graceful shutdown as soon as the web listener is up, when the gRPC listener may not be bound yet (a
+    /// signal right at the start of `sotto serve`), also ends the service without an error. (CI once saw
+    /// "the listener closed before it was bound" from the round above that shuts down at once.)
+    @Test func aShutdownBeforeTheGRPCListenerIsBoundEndsWithoutAnError() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteStore(path: directory + "/exchange.sqlite")
+        for round in 0..<20 {
+            let (bound, continuation) = AsyncStream.makeStream(of: String.self)
+            let web = WebOptions(endpoint: .tcp(host: "127.0.0.1", port: 0)) { address in
+                continuation.yield(address)
+                continuation.finish()
+            }
+            let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store,
+                                           configuration: TestServer.fastConfiguration, web: web) { _, _ in }
+            let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: Logger(label: "test"))
+            let running = Task { try await group.run() }
+            _ = try await withDeadline(10, "the web listener") { () -> String? in
+                for await address in bound { return address }
+                return nil
+            }
+            await group.triggerGracefulShutdown()
+            await #expect(throws: Never.self, "round \(round): the service ends without an error") {
+                try await withDeadline(20, "the service to end") { try await running.value; return true }
+            }
+        }
+    }
+
     /// `--max-connections-per-address` holds on the web listener as on the gRPC one: a third connection from
     /// 127.0.0.1 under a cap of two is closed at once (and counted), and gets in once one has gone; a connection
     /// that never sends its request is closed after the request time-out (it no longer holds its place).
