@@ -9,7 +9,8 @@ import SottoCodes
 ///   and counts them down only while the band has been idle for `idleBeforeTalk`; a busy band freezes the
 ///   count. A frame due on a band quiet for a while draws from a small window (nobody else is waiting); one
 ///   due on a busy band from a window that grows with the devices heard, so that the counters of the devices
-///   waiting for the same frame to end rarely end in one slot.
+///   waiting for the same frame to end rarely end in one slot; and from a larger one while the band has been busy
+///   most of the time lately, whoever was heard (a crowd's frames collide, so its devices hear few of each other).
 /// - **An interval that grows with the room.** The time from one frame to the next is at least
 ///   `interval`, and at least the airtime of every device heard (itself included) divided by
 ///   `airtimeShare`: the band's load stays near that share however many devices there are, capped by
@@ -36,6 +37,14 @@ public struct TransmitScheduler: Sendable {
         public var slotsPerDevice: Double
         /// Smallest backoff window (slots) of a frame that had to wait for the band.
         public var minimumWindow: Int
+        /// Smallest backoff window (slots) of a frame that had to wait for a band busy at least `crowdedBusyShare`
+        /// of the time lately (over about `loadMemory`): many devices are waiting, heard yet or not (a crowd whose
+        /// first frames collided has heard few of its members, and would draw too small a window from them).
+        public var crowdedWindow: Int
+        /// The share of time the band was busy (0...1) from which the backoff window is at least `crowdedWindow`.
+        public var crowdedBusyShare: Double
+        /// The time constant of the band's busy share (s).
+        public var loadMemory: Double
         /// Backoff window (slots) of a frame that finds the band quiet for `quietBand` seconds when it is due:
         /// nobody else is likely to be waiting, so it need not wait long.
         public var quietWindow: Int
@@ -64,6 +73,7 @@ public struct TransmitScheduler: Sendable {
 
         public init(interval: Double, jitter: Double, listenBeforeTalk: Bool, slot: Double = 0.06,
                     idleBeforeTalk: Double = 0.04, slotsPerDevice: Double = 3, minimumWindow: Int = 16,
+                    crowdedWindow: Int = 32, crowdedBusyShare: Double = 0.5, loadMemory: Double = 3,
                     quietWindow: Int = 4, quietBand: Double = 0.45,
                     airtimeShare: Double?, maximumInterval: Double = 6, neighbourMemory: Double = 10,
                     listenFirst: Double = 0, firstFrameSpread: Double = 0, quietStartSpread: Double? = nil,
@@ -75,6 +85,9 @@ public struct TransmitScheduler: Sendable {
             self.idleBeforeTalk = idleBeforeTalk
             self.slotsPerDevice = slotsPerDevice
             self.minimumWindow = minimumWindow
+            self.crowdedWindow = crowdedWindow
+            self.crowdedBusyShare = crowdedBusyShare
+            self.loadMemory = loadMemory
             self.quietWindow = quietWindow
             self.quietBand = quietBand
             self.airtimeShare = airtimeShare
@@ -139,6 +152,11 @@ public struct TransmitScheduler: Sendable {
     private var answeredSinceLastFrame = false
     /// A schedule received while a frame of the device's own was on the air: followed once it ends.
     private var pendingSchedule: (slots: [Slot], until: Double)?
+    /// The share of time the band was busy lately (0...1; an exponential average over about ``Rules/loadMemory``
+    /// of the steps outside the device's own frames, from 0 at the start).
+    private(set) var busyShare = 0.0
+    /// The time of the last step that measured the band (s).
+    private var lastMeasured: Double?
     /// How late a scheduled slot may still be used (s): a slot missed by more is skipped.
     public static let slotLateness = 0.05
 
@@ -169,7 +187,8 @@ public struct TransmitScheduler: Sendable {
 
     /// The backoff window (slots) for a frame due at `now` on a band idle for `bandIdleFor` seconds.
     func window(at now: Double, bandIdleFor: Double) -> Int {
-        let crowded = max(rules.minimumWindow, Int((rules.slotsPerDevice * Double(neighbours(at: now) + 1)).rounded(.up)))
+        let floor = busyShare >= rules.crowdedBusyShare ? max(rules.minimumWindow, rules.crowdedWindow) : rules.minimumWindow
+        let crowded = max(floor, Int((rules.slotsPerDevice * Double(neighbours(at: now) + 1)).rounded(.up)))
         return bandIdleFor >= rules.quietBand ? min(rules.quietWindow, crowded) : crowded
     }
 
@@ -211,6 +230,7 @@ public struct TransmitScheduler: Sendable {
     /// One step at `now` (s). `bandIdleFor` is how long the band has been idle up to now (s; 0 when busy),
     /// as the device's own receiver measures it outside its own transmissions.
     public mutating func step(now: Double, bandIdleFor: Double) -> Action {
+        measure(now: now, bandIdleFor: bandIdleFor)
         switch state {
         case .starting(let until):
             guard now >= until else { return .wait }
@@ -260,6 +280,17 @@ public struct TransmitScheduler: Sendable {
             state = .waiting(until: now + uniform() * interval(at: now))
             return step(now: now, bandIdleFor: bandIdleFor)
         }
+    }
+
+    /// Follows the band's busy share: each step outside the device's own frames (its receiver cannot tell then)
+    /// weighs the band's state by the time since the last one, over about ``Rules/loadMemory``. From 0 at the start:
+    /// a running mean from the start (which would call a band crowded after one frame heard while listening first)
+    /// made a room of five hear fewer of its pairs in the crowd sweep.
+    private mutating func measure(now: Double, bandIdleFor: Double) {
+        defer { lastMeasured = now }
+        if case .transmitting = state { return }
+        guard let last = lastMeasured, now > last, rules.loadMemory > 0 else { return }
+        busyShare += min(1, (now - last) / rules.loadMemory) * ((bandIdleFor > 0 ? 0 : 1) - busyShare)
     }
 
     /// Uniform in [0, 1) (jitter and backoff only: nothing secret is drawn here).

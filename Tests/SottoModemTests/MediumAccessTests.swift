@@ -70,13 +70,14 @@ import Testing
         var scheduler = TransmitScheduler(rules: .crowd, airtime: 0.5, start: 0, seed: 2)
         // Busy for the first 3 s: nothing is sent.
         for step in 0..<300 { #expect(scheduler.step(now: Double(step) * 0.01, bandIdleFor: 0) == .wait) }
-        // Idle from 3 s: a frame within listen-first, idle-before-talk and the backoff window.
+        // Idle from 3 s: a frame within listen-first, idle-before-talk and the backoff window (the crowded one: the
+        // band was busy all along).
         var sent: Double?
         for step in 300..<600 where sent == nil {
             let now = Double(step) * 0.01
             if scheduler.step(now: now, bandIdleFor: now - 3) == .transmit { sent = now }
         }
-        let window = Double(TransmitScheduler.Rules.crowd.minimumWindow) * TransmitScheduler.Rules.crowd.slot
+        let window = Double(TransmitScheduler.Rules.crowd.crowdedWindow) * TransmitScheduler.Rules.crowd.slot
         #expect(sent.map { $0 >= 3 + TransmitScheduler.Rules.crowd.idleBeforeTalk && $0 <= 3 + 0.05 + window + 0.02 } == true)
     }
 
@@ -144,6 +145,56 @@ import Testing
         #expect(fixed.sent > 200 && Double(fixed.overlapped) > 0.9 * Double(fixed.sent))
         #expect(crowd.sent > 30)
         #expect(Double(crowd.overlapped) < 0.3 * Double(crowd.sent))
+    }
+
+    /// The backoff window of a device that heard nobody: the crowded one after seconds of a band busy most of the
+    /// time (a crowd whose frames collide, so that its devices decode few of each other's), the small one after a
+    /// single frame of another device. (The device follows an empty schedule meanwhile, so that it sends nothing.)
+    @Test func theBackoffWindowGrowsWithTheBandsBusyShareWhoeverWasHeard() {
+        let rules = TransmitScheduler.Rules.crowd, step = 0.01
+        func window(busy: (Double) -> Bool) -> Int {
+            var scheduler = TransmitScheduler(rules: rules, airtime: 0.54, start: 0, seed: 9)
+            scheduler.follow(slots: [], until: 100, now: 0)
+            var lastBusy = 0.0
+            for tick in 0...600 {
+                let now = Double(tick) * step
+                if busy(now) { lastBusy = now }
+                #expect(scheduler.step(now: now, bandIdleFor: busy(now) ? 0 : now - lastBusy) == .wait)
+            }
+            #expect(scheduler.neighbours(at: 6) == 0)
+            return scheduler.window(at: 6, bandIdleFor: 0)
+        }
+        // Frames of 0.54 s with gaps of 0.23 s (70 % busy), as in a twenty-device room on the sender's rules.
+        let crowd = window { $0.truncatingRemainder(dividingBy: 0.77) < 0.54 }
+        // One frame of another device, 4 s before.
+        let pair = window { $0 >= 2 && $0 < 2.54 }
+        #expect(crowd == rules.crowdedWindow, "window after a crowded band: \(crowd)")
+        #expect(pair == rules.minimumWindow, "window after one frame: \(pair)")
+        #expect(rules.crowdedWindow > rules.minimumWindow)
+    }
+
+    /// Two devices: a frame that falls due while the other's frame is on the air, on a band quiet before it, draws
+    /// from the smallest window (``TransmitScheduler/Rules/minimumWindow``), not the crowded one, so that a pair
+    /// still hears each other soon.
+    @Test func aFrameDueDuringOneOtherFrameDrawsFromTheSmallWindow() {
+        let rules = TransmitScheduler.Rules.crowd, step = 0.01
+        var waited: [Double] = []
+        for seed in 0..<200 {
+            var scheduler = TransmitScheduler(rules: rules, airtime: 0.54, start: 0, seed: UInt64(seed) + 500)
+            // Quiet for 2 s (the device sends its first frame and waits its interval), then the other device's
+            // frame from 2 s to 2.54 s; the rounds where this device's next frame fell due during it count.
+            var contendedThroughIt = false
+            for tick in 0..<600 {
+                let now = Double(tick) * step
+                let busy = now >= 2 && now < 2.54
+                let action = scheduler.step(now: now, bandIdleFor: busy ? 0 : (now < 2 ? now : now - 2.54))
+                if tick == 253, case .contending = scheduler.state { contendedThroughIt = true }
+                if contendedThroughIt && now >= 2.54 && action == .transmit { waited.append(now - 2.54); break }
+            }
+        }
+        #expect(waited.count >= 20, "rounds where a frame fell due during the other's: \(waited.count)")
+        let bound = rules.idleBeforeTalk + Double(rules.minimumWindow) * rules.slot + 2 * step
+        #expect(waited.allSatisfy { $0 <= bound }, "longest wait \(waited.max() ?? 0) s after the band freed")
     }
 }
 
