@@ -283,6 +283,25 @@ import Testing
         #expect((service.server.metric("sotto_rate_limited_total") ?? 0) >= 1)
     }
 
+    /// Runs a service with a web listener in a service group as `sotto serve` does (no signals: the test triggers the
+    /// shutdown) and returns once the web listener is up (the gRPC listener may not be bound yet), with its port.
+    static func serveWithWebListener(store: SQLiteStore) async throws -> (ServiceGroup, Task<Void, any Error>, Int) {
+        let (bound, continuation) = AsyncStream.makeStream(of: String.self)
+        let web = WebOptions(endpoint: .tcp(host: "127.0.0.1", port: 0)) { address in
+            continuation.yield(address)
+            continuation.finish()
+        }
+        let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store,
+                                       configuration: TestServer.fastConfiguration, web: web) { _, _ in }
+        let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: Logger(label: "test"))
+        let running = Task { try await group.run() }
+        let address = try await withDeadline(10, "the web listener") { () -> String? in
+            for await address in bound { return address }
+            return nil
+        }
+        return (group, running, try #require(address?.split(separator: ":").last.flatMap { Int($0) }))
+    }
+
     /// A graceful shutdown (SIGINT or SIGTERM, through the service group as `sotto serve` runs it) with the web
     /// listener up and a page's session open ends the service without an error, whichever of the gRPC server
     /// and the web listener ends first. (The end-to-end page test once saw `sotto serve` exit 2 there: the gRPC
@@ -294,20 +313,7 @@ import Testing
         let project = try await store.createProject(name: "museum-app", maxSessions: 100)
         let webKey = try await store.createKey(project: project.id, label: "page", ratePerSecond: 10_000, burst: 10_000, origins: [Self.page]).key
         for round in 0..<6 {
-            let (bound, continuation) = AsyncStream.makeStream(of: String.self)
-            let web = WebOptions(endpoint: .tcp(host: "127.0.0.1", port: 0)) { address in
-                continuation.yield(address)
-                continuation.finish()
-            }
-            let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store,
-                                           configuration: TestServer.fastConfiguration, web: web) { _, _ in }
-            let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: Logger(label: "test"))
-            let running = Task { try await group.run() }
-            let address = try await withDeadline(10, "the web listener") { () -> String? in
-                for await address in bound { return address }
-                return nil
-            }
-            let port = try #require(address?.split(separator: ":").last.flatMap { Int($0) })
+            let (group, running, port) = try await Self.serveWithWebListener(store: store)
             // Round by round, the page's session is told of the shutdown at a different point of it.
             try await withDeadline(20, "the page's session through the shutdown") {
                 try await WebClient.session(port: port, origin: Self.page) { page in
@@ -332,19 +338,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try SQLiteStore(path: directory + "/exchange.sqlite")
         for round in 0..<20 {
-            let (bound, continuation) = AsyncStream.makeStream(of: String.self)
-            let web = WebOptions(endpoint: .tcp(host: "127.0.0.1", port: 0)) { address in
-                continuation.yield(address)
-                continuation.finish()
-            }
-            let server = try MatcherServer(endpoint: .tcp(host: "127.0.0.1", port: 0), tls: nil, store: store,
-                                           configuration: TestServer.fastConfiguration, web: web) { _, _ in }
-            let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: Logger(label: "test"))
-            let running = Task { try await group.run() }
-            _ = try await withDeadline(10, "the web listener") { () -> String? in
-                for await address in bound { return address }
-                return nil
-            }
+            let (group, running, _) = try await Self.serveWithWebListener(store: store)
             await group.triggerGracefulShutdown()
             await #expect(throws: Never.self, "round \(round): the service ends without an error") {
                 try await withDeadline(20, "the service to end") { try await running.value; return true }
