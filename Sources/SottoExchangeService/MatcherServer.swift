@@ -109,8 +109,20 @@ public struct MatcherServer: Service {
             logger.notice("at most \(connections.maxConnections) connections: the descriptor limit is \(TransportLimits.descriptorLimit()) (ulimit -n)")
         }
         let sslContext = try tls.map { try GuardedListener.sslContext($0) }
+        // The gRPC listener says where it is bound once it is (the HTTP endpoint's address is known by then).
+        let listenerBound = ListenerBound()
+        let onListening = self.onListening, secure = tls != nil
         let listener = GuardedListener(endpoint: endpoint, sslContext: sslContext, connections: connections,
-                                       onPrefaceTimeout: { metrics.transport.prefaceTimeouts.increment() })
+                                       onPrefaceTimeout: { metrics.transport.prefaceTimeouts.increment() }) { address in
+            // No address: the listener was closed as soon as it was bound (a graceful shutdown came first).
+            guard let address else { return }
+            let text: String
+            if let path = address.pathname { text = "unix:\(path)" }
+            else if let ip = address.ipAddress, let port = address.port { text = address.protocol == .inet6 ? "[\(ip)]:\(port)" : "\(ip):\(port)" }
+            else { text = "\(address)" }
+            logger.info("serving on \(text)\(secure ? " (TLS)" : "")")
+            onListening(text, listenerBound.markBound())
+        }
         var config = HTTP2ServerTransport.Custom<GuardedListener>.Config.defaults
         config.rpc.maxRequestPayloadSize = Self.maxRequestPayloadSize
         config.http2.maxConcurrentStreams = limits.maxStreamsPerConnection
@@ -137,6 +149,7 @@ public struct MatcherServer: Service {
             })
         }
         let httpAddress = http?.address
+        listenerBound.httpAddress.withLock { $0 = httpAddress }
         var webListener: WebListener?
         var adminListener: AdminListener?
         var adminGRPC: AdminGRPCListener?
@@ -151,7 +164,7 @@ public struct MatcherServer: Service {
             throw error
         }
         do {
-            try await serve(server, transport: transport, helloGate: service.helloGate, httpAddress: httpAddress,
+            try await serve(server, listenerBound: listenerBound, helloGate: service.helloGate,
                             web: webListener.map { ($0, service) },
                             connections: connections, admin: adminListener, adminGRPC: adminGRPC)
         } catch is DrainDeadlinePassed {
@@ -174,35 +187,19 @@ public struct MatcherServer: Service {
     /// Shutting down: the listener closes and connections get GOAWAY (no new stream), every session is told
     /// with UNAVAILABLE "shutting down" (clients move to another node; alone, the sessions end), and the
     /// streams get ``ServiceConfiguration/drainTimeout`` seconds to end before the connections left are closed.
-    private func serve(_ server: GRPCServer<HTTP2ServerTransport.Custom<GuardedListener>>, transport: HTTP2ServerTransport.Custom<GuardedListener>,
-                       helloGate: HelloGate, httpAddress: String?, web webListener: (WebListener, ExchangeService)? = nil,
+    private func serve(_ server: GRPCServer<HTTP2ServerTransport.Custom<GuardedListener>>, listenerBound: ListenerBound,
+                       helloGate: HelloGate, web webListener: (WebListener, ExchangeService)? = nil,
                        connections: ConnectionGuard, admin adminListener: AdminListener? = nil, adminGRPC: AdminGRPCListener? = nil) async throws {
         let host = self.host, logger = self.logger, drain = configuration.drainTimeout
         try await withGracefulShutdownHandler {
             // A graceful shutdown that comes before the gRPC listener is bound (a signal right at the start, while
             // the web listener already serves) stops the server before it listens: the transport then ends with an
-            // error ("I/O on closed channel", or "can only be started once" when the server had not started), and
-            // the listener with no address. That is the end asked for, with nothing served and nothing to announce.
-            let listenerBound = ListenerBound()
+            // error ("I/O on closed channel", or "can only be started once" when the server had not started yet).
+            // That is the end asked for, with nothing served and nothing to announce.
             try await withThrowingTaskGroup(of: Part.self) { group in
                 group.addTask {
-                    do { try await server.serve() } catch where Task.isShuttingDownGracefully && !listenerBound.value.withLock({ $0 }) {}
+                    do { try await server.serve() } catch where Task.isShuttingDownGracefully && !listenerBound.isBound {}
                     return .server
-                }
-                group.addTask {
-                    guard let bound = await transport.listeningAddress else {
-                        if Task.isShuttingDownGracefully { return .other }
-                        throw RuntimeError(code: .serverIsStopped, message: "the listener closed before it was bound")
-                    }
-                    listenerBound.value.withLock { $0 = true }
-                    let text: String
-                    if let ipv4 = bound.ipv4 { text = "\(ipv4.host):\(ipv4.port)" }
-                    else if let ipv6 = bound.ipv6 { text = "[\(ipv6.host)]:\(ipv6.port)" }
-                    else if let unix = bound.unixDomainSocket { text = "unix:\(unix.path)" }
-                    else { text = "\(bound)" }
-                    logger.info("serving on \(text)\(tls == nil ? "" : " (TLS)")")
-                    onListening(text, httpAddress)
-                    return .other
                 }
                 if let (listener, service) = webListener, let web {
                     // The browser transport: its sessions end with the host's (stop below), its listener with the server.
@@ -277,8 +274,18 @@ public struct MatcherServer: Service {
         }
     }
 
-    /// Whether the gRPC listener has bound its address (set once, read by the server's task).
-    private final class ListenerBound: Sendable { let value = Mutex(false) }
+    /// Whether the gRPC listener has bound its address (set once, by the listener; read by the server's task), and
+    /// the HTTP endpoint's address to announce with it.
+    private final class ListenerBound: Sendable {
+        private let bound = Mutex(false)
+        let httpAddress = Mutex<String?>(nil)
+        var isBound: Bool { bound.withLock { $0 } }
+        /// Marks the listener bound; returns the HTTP endpoint's address.
+        func markBound() -> String? {
+            bound.withLock { $0 = true }
+            return httpAddress.withLock { $0 }
+        }
+    }
 
     /// The streams did not end within the drain time: what remains is closed (the server task is cancelled).
     private struct DrainDeadlinePassed: Error {}

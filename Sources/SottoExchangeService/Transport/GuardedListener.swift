@@ -13,6 +13,9 @@ struct GuardedListener: HTTP2ServerTransport.ListenerFactory {
     let sslContext: NIOSSLContext?
     let connections: ConnectionGuard
     let onPrefaceTimeout: @Sendable () -> Void
+    /// Called with the address once the listener is bound (not at all when it never is: a graceful shutdown that
+    /// came first, or a failed bind, which the transport reports as its error).
+    let onBound: @Sendable (NIOCore.SocketAddress?) -> Void
 
     var eventLoopGroup: any EventLoopGroup { MultiThreadedEventLoopGroup.singleton }
 
@@ -49,11 +52,14 @@ struct GuardedListener: HTTP2ServerTransport.ListenerFactory {
                 connectionConfigurator.configure(channel: channel, tls: sslContext == nil ? .none : .configured(requireALPN: false))
             }
         }
+        let channel: NIOAsyncChannel<HTTP2ServerTransport.ConnectionConfigurator.ConnectionChannel, Never>
         switch endpoint {
         case .tcp(let host, let port):
-            return try await bootstrap.bind(host: host == "localhost" ? "127.0.0.1" : host, port: port, childChannelInitializer: initializer)
+            channel = try await bootstrap.bind(host: host == "localhost" ? "127.0.0.1" : host, port: port, childChannelInitializer: initializer)
         case .unix(let path):
-            return try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initializer)
+            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initializer)
         }
+        onBound(channel.channel.localAddress)
+        return channel
     }
 }
