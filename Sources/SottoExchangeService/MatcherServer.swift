@@ -109,19 +109,24 @@ public struct MatcherServer: Service {
             logger.notice("at most \(connections.maxConnections) connections: the descriptor limit is \(TransportLimits.descriptorLimit()) (ulimit -n)")
         }
         let sslContext = try tls.map { try GuardedListener.sslContext($0) }
-        // The gRPC listener says where it is bound once it is (the HTTP endpoint's address is known by then).
+        try await host.load(beacons: store.beacons())
+        await host.start()
+        var http: HTTPStatusEndpoint?
+        if let metricsEndpoint {
+            http = try await HTTPStatusEndpoint.start(endpoint: metricsEndpoint, metrics: metrics, limits: limits, ready: { [store, host] in
+                guard await host.serving, await !host.stopped else { return false }
+                return (try? await store.registryVersion()) != nil
+            })
+        }
+        let httpAddress = http?.address
+        // The gRPC listener says where it is bound once it is (with the HTTP endpoint's address).
         let listenerBound = ListenerBound()
         let onListening = self.onListening, secure = tls != nil
         let listener = GuardedListener(endpoint: endpoint, sslContext: sslContext, connections: connections,
                                        onPrefaceTimeout: { metrics.transport.prefaceTimeouts.increment() }) { address in
-            // No address: the listener was closed as soon as it was bound (a graceful shutdown came first).
-            guard let address else { return }
-            let text: String
-            if let path = address.pathname { text = "unix:\(path)" }
-            else if let ip = address.ipAddress, let port = address.port { text = address.protocol == .inet6 ? "[\(ip)]:\(port)" : "\(ip):\(port)" }
-            else { text = "\(address)" }
-            logger.info("serving on \(text)\(secure ? " (TLS)" : "")")
-            onListening(text, listenerBound.markBound())
+            logger.info("serving on \(address)\(secure ? " (TLS)" : "")")
+            listenerBound.mark()
+            onListening(address, httpAddress)
         }
         var config = HTTP2ServerTransport.Custom<GuardedListener>.Config.defaults
         config.rpc.maxRequestPayloadSize = Self.maxRequestPayloadSize
@@ -139,17 +144,6 @@ public struct MatcherServer: Service {
         let transport = HTTP2ServerTransport.Custom(listenerFactory: listener, config: config)
         let service = ExchangeService(host: host, store: store, metrics: metrics, logger: logger, limits: limits)
         let server = GRPCServer(transport: transport, services: [service])
-        try await host.load(beacons: store.beacons())
-        await host.start()
-        var http: HTTPStatusEndpoint?
-        if let metricsEndpoint {
-            http = try await HTTPStatusEndpoint.start(endpoint: metricsEndpoint, metrics: metrics, limits: limits, ready: { [store, host] in
-                guard await host.serving, await !host.stopped else { return false }
-                return (try? await store.registryVersion()) != nil
-            })
-        }
-        let httpAddress = http?.address
-        listenerBound.httpAddress.withLock { $0 = httpAddress }
         var webListener: WebListener?
         var adminListener: AdminListener?
         var adminGRPC: AdminGRPCListener?
@@ -274,17 +268,11 @@ public struct MatcherServer: Service {
         }
     }
 
-    /// Whether the gRPC listener has bound its address (set once, by the listener; read by the server's task), and
-    /// the HTTP endpoint's address to announce with it.
+    /// Whether the gRPC listener has bound its address (set once, by the listener; read by the server's task).
     private final class ListenerBound: Sendable {
         private let bound = Mutex(false)
-        let httpAddress = Mutex<String?>(nil)
         var isBound: Bool { bound.withLock { $0 } }
-        /// Marks the listener bound; returns the HTTP endpoint's address.
-        func markBound() -> String? {
-            bound.withLock { $0 = true }
-            return httpAddress.withLock { $0 }
-        }
+        func mark() { bound.withLock { $0 = true } }
     }
 
     /// The streams did not end within the drain time: what remains is closed (the server task is cancelled).

@@ -13,9 +13,10 @@ struct GuardedListener: HTTP2ServerTransport.ListenerFactory {
     let sslContext: NIOSSLContext?
     let connections: ConnectionGuard
     let onPrefaceTimeout: @Sendable () -> Void
-    /// Called with the address once the listener is bound (not at all when it never is: a graceful shutdown that
-    /// came first, or a failed bind, which the transport reports as its error).
-    let onBound: @Sendable (NIOCore.SocketAddress?) -> Void
+    /// Called with the bound address (`HOST:PORT`, `[V6]:PORT` or `unix:PATH`) once the listener is bound; not at all
+    /// when it never is (a failed bind, which the transport reports as its error) or was closed as soon as it was (a
+    /// graceful shutdown that came first).
+    let onBound: @Sendable (String) -> Void
 
     var eventLoopGroup: any EventLoopGroup { MultiThreadedEventLoopGroup.singleton }
 
@@ -52,14 +53,8 @@ struct GuardedListener: HTTP2ServerTransport.ListenerFactory {
                 connectionConfigurator.configure(channel: channel, tls: sslContext == nil ? .none : .configured(requireALPN: false))
             }
         }
-        let channel: NIOAsyncChannel<HTTP2ServerTransport.ConnectionConfigurator.ConnectionChannel, Never>
-        switch endpoint {
-        case .tcp(let host, let port):
-            channel = try await bootstrap.bind(host: host == "localhost" ? "127.0.0.1" : host, port: port, childChannelInitializer: initializer)
-        case .unix(let path):
-            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initializer)
-        }
-        onBound(channel.channel.localAddress)
+        let (channel, address) = try await HTTPListenerBinding.bind(bootstrap, endpoint: endpoint, initializer: initializer)
+        if channel.channel.localAddress != nil { onBound(address) }
         return channel
     }
 }

@@ -3,7 +3,8 @@ import NIOPosix
 import NIOSSL
 import SottoExchangeWire
 
-/// What the HTTP/1 listeners (the web transport's, the admin API's) share: their TLS context and their bind.
+/// What the HTTP/1 listeners (the web transport's, the admin API's) share: their TLS context and their bind (which
+/// the gRPC listener, ``GuardedListener``, shares too).
 enum HTTPListenerBinding {
     /// The server TLS context of `tls` (TLS 1.2 or later, ALPN http/1.1); nil without TLS.
     /// - Parameter tls: certificate chain and key (PEM files), if any.
